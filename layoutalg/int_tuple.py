@@ -1,0 +1,271 @@
+"""IntTuples: an ``int`` or a nested ``tuple`` of them, and CuTe's functions on them.
+
+Shapes are IntTuples of positive ints. Strides are IntTuples whose leaves are ints or
+"stride values" that only need ``*`` by an int and ``+`` (sympy symbols, the basis
+vectors of identity layouts). All indexing is 0-based and colexicographic (the first
+mode varies fastest), as in CuTe.
+
+>>> idx2crd(7, (2, (2, 3)))
+(1, (1, 1))
+>>> crd2idx((1, (1, 1)), (2, (2, 3)))
+7
+"""
+
+import numbers
+
+from .errors import LayoutError
+
+__all__ = [
+    "is_int", "is_tuple", "flatten", "leaves", "product", "prefix_product", "suffix_product",
+    "shape_div", "ceil_div", "idx2crd", "crd2idx", "crd2crd", "congruent", "compatible",
+    "weakly_congruent", "slice_", "has_none", "fill_none", "fmt", "tuple_max", "elem_scale",
+]
+
+
+def is_int(x):
+    """True for a Python or numpy integer; False for bool."""
+    return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
+
+
+def is_tuple(x):
+    return isinstance(x, tuple)
+
+
+def leaves(t):
+    """The leaves of ``t`` as a flat tuple (an int gives a 1-tuple)."""
+    if not isinstance(t, tuple):
+        return (t,)
+    out = []
+    for x in t:
+        if isinstance(x, tuple):
+            out.extend(leaves(x))
+        else:
+            out.append(x)
+    return tuple(out)
+
+
+def flatten(t):
+    """CuTe's flatten: a flat tuple of the leaves; an int stays an int."""
+    return leaves(t) if isinstance(t, tuple) else t
+
+
+def product(t):
+    """Product of all leaves (1 for the empty tuple)."""
+    if not isinstance(t, tuple):
+        return t
+    p = 1
+    for x in t:
+        p *= product(x)
+    return p
+
+
+def prefix_product(t, init=1):
+    """Exclusive prefix products, congruent with ``t``: ``prefix_product((2,(3,4))) == (1,(2,6))``."""
+    if not isinstance(t, tuple):
+        return init
+    out = []
+    for x in t:
+        out.append(prefix_product(x, init))
+        init = init * product(x)
+    return tuple(out)
+
+
+def suffix_product(t, init=1):
+    """Exclusive suffix products (row-major strides): ``suffix_product((2,3,4)) == (12,4,1)``."""
+    if not isinstance(t, tuple):
+        return init
+    out = []
+    for x in reversed(t):
+        out.append(suffix_product(x, init))
+        init = init * product(x)
+    return tuple(reversed(out))
+
+
+def _div_int(a, b, what):
+    if a % b == 0:
+        return a // b
+    if b % a == 0:
+        return 1
+    raise LayoutError(f"{what}: neither of {a} and {b} divides the other")
+
+
+def shape_div(a, b):
+    """Divide shape ``a`` by ``b`` through its modes (CuTe's shape_div).
+
+    ``a`` and ``b`` must be divisible one by the other at every step (the "shape
+    divisibility condition"); otherwise LayoutError.
+
+    >>> shape_div((4, 3), 2), shape_div((4, 5, 6), 40), shape_div(2, 4)
+    ((2, 3), (1, 1, 3), 1)
+    """
+    if isinstance(a, tuple):
+        if isinstance(b, tuple):
+            if len(a) != len(b):
+                raise LayoutError(f"shape_div: ranks differ: {fmt(a)} / {fmt(b)}")
+            return tuple(shape_div(x, y) for x, y in zip(a, b))
+        out = []
+        for x in a:
+            out.append(shape_div(x, b))
+            b = _div_int(b, product(x), "shape divisibility condition") if b > 1 else 1
+        return tuple(out)
+    if isinstance(b, tuple):
+        return shape_div(a, product(b))
+    return _div_int(a, b, "shape divisibility condition")
+
+
+def ceil_div(a, b):
+    """Ceiling division; elementwise for congruent tuples, through the modes for tuple / int.
+
+    >>> ceil_div(10, 4), ceil_div((10, 7), (4, 2)), ceil_div((4, 6), 8)
+    (3, (3, 4), (1, 3))
+    """
+    if isinstance(a, tuple):
+        if isinstance(b, tuple):
+            if len(a) != len(b):
+                raise LayoutError(f"ceil_div: ranks differ: {fmt(a)} / {fmt(b)}")
+            return tuple(ceil_div(x, y) for x, y in zip(a, b))
+        out = []
+        for x in a:
+            out.append(ceil_div(x, b))
+            b = -(-b // product(x))
+        return tuple(out)
+    if isinstance(b, tuple):
+        b = product(b)
+    return -(-a // b)
+
+
+def elem_scale(a, b):
+    """Multiply congruent IntTuples leaf by leaf."""
+    if isinstance(a, tuple):
+        return tuple(elem_scale(x, y) for x, y in zip(a, b))
+    return a * b
+
+
+def tuple_max(t):
+    return max(leaves(t))
+
+
+def congruent(a, b):
+    """Same tree structure (profile)."""
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(congruent(x, y) for x, y in zip(a, b))
+    return not isinstance(b, tuple)
+
+
+def weakly_congruent(a, b):
+    """``a``'s profile is a coarsening of ``b``'s: an int in ``a`` may stand for any subtree."""
+    if not isinstance(a, tuple):
+        return True
+    return isinstance(b, tuple) and len(a) == len(b) and all(weakly_congruent(x, y) for x, y in zip(a, b))
+
+
+def compatible(a, b):
+    """Shape ``a`` is compatible with shape ``b``: equal sizes, and every coordinate of ``a``
+    is a coordinate of ``b``."""
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(compatible(x, y) for x, y in zip(a, b))
+    return a == product(b)
+
+
+def idx2crd(idx, shape, stride=None):
+    """The natural (hierarchical) coordinate of ``idx`` in ``shape``, colexicographic.
+
+    With ``stride``, the coordinate ``(idx // stride) % shape`` leaf by leaf (CuTe's form).
+    A tuple ``idx`` is converted mode by mode.
+    """
+    if isinstance(idx, tuple):
+        if not isinstance(shape, tuple) or len(idx) != len(shape):
+            raise LayoutError(f"idx2crd: coordinate {fmt(idx)} does not match shape {fmt(shape)}")
+        if stride is None:
+            return tuple(idx2crd(i, s) for i, s in zip(idx, shape))
+        return tuple(idx2crd(i, s, d) for i, s, d in zip(idx, shape, stride))
+    if stride is None:
+        stride = prefix_product(shape)
+    if isinstance(shape, tuple):
+        return tuple(idx2crd(idx, s, d) for s, d in zip(shape, stride))
+    return (idx // stride) % shape
+
+
+def crd2idx(crd, shape, stride=None):
+    """Inner product of a coordinate with the strides (default: compact column-major).
+
+    An int coordinate into a tuple shape is split colexicographically; the last mode is
+    unbounded, so indices past the size extend the layout along its last mode (CuTe).
+    """
+    if stride is None:
+        stride = prefix_product(shape)
+    if isinstance(crd, tuple):
+        if not isinstance(shape, tuple) or len(crd) != len(shape):
+            raise LayoutError(f"coordinate {fmt(crd)} does not match shape {fmt(shape)}")
+        total = 0
+        for c, s, d in zip(crd, shape, stride):
+            total = total + crd2idx(c, s, d)
+        return total
+    if not isinstance(shape, tuple):
+        return crd * stride
+    total = 0
+    last = len(shape) - 1
+    for k, (s, d) in enumerate(zip(shape, stride)):
+        if k == last:
+            total = total + crd2idx(crd, s, d)
+        else:
+            n = product(s)
+            total = total + crd2idx(crd % n, s, d)
+            crd //= n
+    return total
+
+
+def crd2crd(crd, src_shape, dst_shape):
+    """Convert a coordinate of ``src_shape`` into the coordinate of the same index in ``dst_shape``."""
+    return idx2crd(crd2idx(crd, src_shape), dst_shape)
+
+
+def has_none(crd):
+    if crd is None:
+        return True
+    return isinstance(crd, tuple) and any(has_none(c) for c in crd)
+
+
+def slice_(crd, t):
+    """Keep the parts of ``t`` paired with None (CuTe's ``_``); nested results are flattened
+    into one tuple, as CuTe's ``slice`` does.
+
+    >>> slice_((None, 2), (4, 8)), slice_(((None, 1), None), ((2, 3), 4)), slice_(None, (2, 3))
+    ((4,), (2, 4), (2, 3))
+    """
+    if crd is None:
+        return t
+    if isinstance(crd, tuple):
+        return _lift_slice(crd, t)
+    return ()
+
+
+def _lift_slice(crd, t):
+    if crd is None:
+        return (t,)
+    if not isinstance(crd, tuple):
+        return ()
+    if not isinstance(t, tuple) or len(crd) != len(t):
+        raise LayoutError(f"slice: coordinate {fmt(crd)} does not match {fmt(t)}")
+    out = ()
+    for c, x in zip(crd, t):
+        out += _lift_slice(c, x)
+    return out
+
+
+def fill_none(crd, value=0):
+    """Replace every None in a coordinate by ``value``."""
+    if crd is None:
+        return value
+    if isinstance(crd, tuple):
+        return tuple(fill_none(c, value) for c in crd)
+    return crd
+
+
+def fmt(t):
+    """CuTe's text form: ``((2,2),3)``."""
+    if isinstance(t, tuple):
+        return "(" + ",".join(fmt(x) for x in t) + ")"
+    if t is None:
+        return "_"
+    return str(t)

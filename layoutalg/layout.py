@@ -1,0 +1,349 @@
+"""The Layout: a function from coordinates to offsets, given by a shape and a stride.
+
+>>> L = Layout((4, 2), (2, 1))
+>>> str(L), L(5), L(1, 1), L(None, 1)
+('(4,2):(2,1)', 3, 3, Layout((4,), (2,)))
+"""
+
+from .errors import LayoutError
+from .int_tuple import (
+    congruent, crd2idx, fill_none, fmt, has_none, is_int, leaves, prefix_product, product,
+    slice_, suffix_product, weakly_congruent,
+)
+
+__all__ = [
+    "Layout", "make_layout", "make_row_major", "make_ordered_layout", "size", "cosize",
+    "rank", "depth", "shape", "stride", "flatten", "group_modes", "select", "take",
+    "append", "prepend", "slice_and_offset", "is_stride_value", "print_layout",
+    "format_layout",
+]
+
+
+def is_stride_value(x):
+    """A stride leaf: an int, a sympy expression, or a basis vector of an identity layout."""
+    if is_int(x):
+        return True
+    if isinstance(x, (bool, float, complex, str, bytes, tuple, list)) or x is None:
+        return False
+    return getattr(x, "is_layout_stride", False) or type(x).__module__.startswith("sympy")
+
+
+def _norm_shape(s, whole):
+    if isinstance(s, (tuple, list)):
+        return tuple(_norm_shape(x, whole) for x in s)
+    if not is_int(s):
+        raise LayoutError(f"shape {whole!r}: extent {s!r} is not an integer")
+    if s <= 0:
+        raise LayoutError(f"shape {whole!r}: extent {s} is not positive")
+    return int(s)
+
+
+def _norm_stride(d, whole):
+    if isinstance(d, (tuple, list)):
+        return tuple(_norm_stride(x, whole) for x in d)
+    if is_int(d):
+        return int(d)
+    if not is_stride_value(d):
+        raise LayoutError(f"stride {whole!r}: {d!r} is not an integer stride")
+    return d
+
+
+class Layout:
+    """An immutable, hashable pair (shape, stride) of congruent IntTuples.
+
+    ``Layout(shape)`` is column-major (compact, first mode fastest). Calls map
+    coordinates to offsets: ``L(i)`` (an index, colexicographic; indices past the size
+    extend the last mode, as in CuTe), ``L(crd)`` or ``L(i, j, ...)`` (a coordinate),
+    and a coordinate holding ``None`` (CuTe's ``_``) returns the sub-layout of those modes
+    (use :func:`slice_and_offset` for the offset too). ``L[i]`` is the i-th mode.
+    """
+
+    __slots__ = ("shape", "stride", "_hash", "_flat")
+
+    def __init__(self, shape, stride=None):
+        shp = _norm_shape(shape, shape)
+        if stride is None:
+            std = prefix_product(shp)
+        else:
+            std = _norm_stride(stride, stride)
+            if not congruent(shp, std):
+                raise LayoutError(f"shape {fmt(shp)} and stride {fmt(std)} are not congruent")
+        _init(self, shp, std)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Layout is immutable")
+
+    # --- properties -------------------------------------------------------------------
+    @property
+    def size(self):
+        return product(self.shape)
+
+    @property
+    def cosize(self):
+        """One past the largest offset (0-stride and negative-stride modes add nothing)."""
+        top = 0
+        for s, d in _flat(self):
+            if not is_int(d):
+                raise LayoutError(f"cosize of {self} needs integer strides")
+            if d > 0:
+                top += (s - 1) * d
+        return top + 1
+
+    @property
+    def rank(self):
+        return len(self.shape) if isinstance(self.shape, tuple) else 1
+
+    @property
+    def depth(self):
+        return _depth(self.shape)
+
+    # --- evaluation -------------------------------------------------------------------
+    def __call__(self, *crd):
+        if not crd:
+            raise LayoutError("a layout is called with an index or a coordinate")
+        c = crd[0] if len(crd) == 1 else crd
+        if is_int(c):
+            if c < 0:
+                raise LayoutError(f"index {c} of {self} is negative")
+            total = 0
+            flat = _flat(self)
+            for s, d in flat[:-1]:
+                total = total + (c % s) * d
+                c //= s
+            return total + c * flat[-1][1]
+        if has_none(c):
+            return slice_and_offset(c, self)[0]
+        if not weakly_congruent(c, self.shape):
+            raise LayoutError(f"coordinate {fmt(c)} does not fit shape {fmt(self.shape)}")
+        return crd2idx(c, self.shape, self.stride)
+
+    def __getitem__(self, i):
+        if isinstance(self.shape, tuple):
+            return _make(self.shape[i], self.stride[i])
+        if i in (0, -1):
+            return self
+        raise IndexError(f"mode {i} of a rank-1 layout")
+
+    def __iter__(self):
+        return (self[i] for i in range(self.rank))
+
+    def __eq__(self, other):
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self.shape == other.shape and self.stride == other.stride
+
+    def __hash__(self):
+        return self._hash
+
+    def __str__(self):
+        return f"{fmt(self.shape)}:{fmt(self.stride)}"
+
+    def __repr__(self):
+        return f"Layout({self.shape!r}, {self.stride!r})"
+
+
+def _init(L, shp, std):
+    object.__setattr__(L, "shape", shp)
+    object.__setattr__(L, "stride", std)
+    object.__setattr__(L, "_hash", hash((shp, std)))
+    object.__setattr__(L, "_flat", None)
+
+
+def _make(shp, std):
+    """Build a Layout from already-valid parts (internal: skips the checks)."""
+    L = object.__new__(Layout)
+    _init(L, shp, std)
+    return L
+
+
+def _flat(L):
+    """The (shape, stride) leaves of a layout, computed once."""
+    f = L._flat
+    if f is None:
+        f = tuple(zip(leaves(L.shape), leaves(L.stride)))
+        object.__setattr__(L, "_flat", f)
+    return f
+
+
+def _depth(t):
+    if not isinstance(t, tuple):
+        return 0
+    return 1 + max((_depth(x) for x in t), default=0)
+
+
+def _unwrap(items):
+    return items[0] if len(items) == 1 else tuple(items)
+
+
+def make_layout(*args):
+    """``make_layout(shape, stride=None)``, or ``make_layout(L0, L1, ...)`` which concatenates
+    layouts into one whose i-th mode is ``Li``.
+
+    >>> print(make_layout(Layout(2, 3), Layout((2, 2), (1, 6))))
+    (2,(2,2)):(3,(1,6))
+    """
+    if args and all(isinstance(a, Layout) for a in args):
+        return _make(tuple(a.shape for a in args), tuple(a.stride for a in args))
+    if any(isinstance(a, Layout) for a in args):
+        raise LayoutError("make_layout takes (shape, stride) or layouts only, not a mix")
+    if not 1 <= len(args) <= 2:
+        raise LayoutError("make_layout(shape, stride=None) or make_layout(*layouts)")
+    return Layout(*args)
+
+
+def make_row_major(shp):
+    """The compact layout in which the last mode is fastest.
+
+    >>> print(make_row_major((2, 3, 4)))
+    (2,3,4):(12,4,1)
+    """
+    shp = _norm_shape(shp, shp)
+    return _make(shp, suffix_product(shp))
+
+
+def make_ordered_layout(shp, order=None):
+    """Compact layout whose modes are laid out in increasing ``order`` (default: col-major).
+
+    >>> print(make_ordered_layout((2, 3, 4), (1, 2, 0)))
+    (2,3,4):(4,8,1)
+    """
+    shp = _norm_shape(shp, shp)
+    if order is None:
+        return _make(shp, prefix_product(shp))
+    if not isinstance(shp, tuple):
+        shp, order = (shp,), (order,)
+    if len(order) != len(shp):
+        raise LayoutError(f"order {order!r} does not match the rank of shape {fmt(shp)}")
+    strides = [None] * len(shp)
+    running = 1
+    for i in sorted(range(len(shp)), key=lambda i: (order[i], i)):
+        strides[i] = prefix_product(shp[i], running)
+        running *= product(shp[i])
+    return _make(shp, tuple(strides))
+
+
+# --- module-level accessors (work on layouts and IntTuples alike) --------------------
+def size(x):
+    return x.size if hasattr(x, "size") and not isinstance(x, (int, tuple)) else product(x)
+
+
+def cosize(L):
+    return L.cosize
+
+
+def rank(x):
+    if hasattr(x, "rank") and not isinstance(x, (int, tuple)):
+        return x.rank
+    return len(x) if isinstance(x, tuple) else 1
+
+
+def depth(x):
+    if hasattr(x, "depth") and not isinstance(x, (int, tuple)):
+        return x.depth
+    return _depth(x)
+
+
+def shape(x):
+    return x.shape
+
+
+def stride(x):
+    return x.stride
+
+
+def flatten(x):
+    """Layout with the leaves of ``x`` as its modes; an IntTuple gives its flat tuple."""
+    if isinstance(x, Layout):
+        if not isinstance(x.shape, tuple):
+            return x
+        return _make(leaves(x.shape), leaves(x.stride))
+    if hasattr(x, "with_inner"):
+        return x.with_inner(flatten(x.inner))
+    return leaves(x) if isinstance(x, tuple) else x
+
+
+def _modes(L):
+    return [L[i] for i in range(L.rank)]
+
+
+def _concat(modes):
+    if not modes:
+        raise LayoutError("a layout needs at least one mode")
+    return _make(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
+
+
+def group_modes(L, begin, end=None):
+    """Modes ``[begin, end)`` of ``L`` grouped into one mode.
+
+    >>> print(group_modes(Layout((2, 3, 4)), 0, 2))
+    ((2,3),4):((1,2),6)
+    """
+    m = _modes(L)
+    end = len(m) if end is None else end
+    grouped = m[:begin] + [_concat(m[begin:end])] + m[end:]
+    return _concat(grouped)
+
+
+def select(L, *idx):
+    """The layout of modes ``idx`` of ``L``, in that order."""
+    return _concat([L[i] for i in idx])
+
+
+def take(L, begin, end=None):
+    """The layout of modes ``[begin, end)`` of ``L``."""
+    m = _modes(L)
+    return _concat(m[begin:len(m) if end is None else end])
+
+
+def append(L, x=None, n=None):
+    """``L`` with mode ``x`` (default ``1:0``) appended once, or until its rank is ``n``."""
+    x = _make(1, 0) if x is None else x
+    m = _modes(L)
+    m.extend([x] * (1 if n is None else max(0, n - len(m))))
+    return _concat(m)
+
+
+def prepend(L, x=None, n=None):
+    """``L`` with mode ``x`` (default ``1:0``) prepended once, or until its rank is ``n``."""
+    x = _make(1, 0) if x is None else x
+    m = _modes(L)
+    return _concat([x] * (1 if n is None else max(0, n - len(m))) + m)
+
+
+def slice_and_offset(crd, L):
+    """The sub-layout of the modes where ``crd`` is None, and the offset of the rest.
+
+    >>> sub, off = slice_and_offset((None, 2), Layout((4, 8)))
+    >>> str(sub), off
+    ('(4):(1)', 8)
+    """
+    if crd is None:
+        return L, 0
+    if not weakly_congruent(crd, L.shape):
+        raise LayoutError(f"coordinate {fmt(crd)} does not fit shape {fmt(L.shape)}")
+    sub = _make(slice_(crd, L.shape), slice_(crd, L.stride))
+    return sub, crd2idx(fill_none(crd), L.shape, L.stride)
+
+
+def format_layout(L):
+    """The text grid of a rank-1 or rank-2 layout: rows are mode 0, columns mode 1."""
+    if L.rank == 1:
+        rows, cols, at = 1, L.size, lambda i, j: L(j)
+    elif L.rank == 2:
+        rows, cols, at = size(L[0]), size(L[1]), lambda i, j: L(i, j)
+    else:
+        raise LayoutError(f"print_layout needs a rank-1 or rank-2 layout, not rank {L.rank}")
+    cells = [[str(at(i, j)) for j in range(cols)] for i in range(rows)]
+    w = max(len(c) for row in cells for c in row)
+    lw = len(str(rows - 1))
+    rule = " " * (lw + 1) + "+" + "+".join("-" * (w + 2) for _ in range(cols)) + "+"
+    lines = [str(L), " " * (lw + 2) + " ".join(f"{j:>{w + 1}} " for j in range(cols)), rule]
+    for i, row in enumerate(cells):
+        lines.append(f"{i:>{lw}} |" + "|".join(f" {c:>{w}} " for c in row) + "|")
+        lines.append(rule)
+    return "\n".join(lines)
+
+
+def print_layout(L):
+    """Print a rank-1 or rank-2 layout as a grid of its offsets."""
+    print(format_layout(L))

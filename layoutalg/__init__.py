@@ -24,3 +24,26 @@ from .algebra import (
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# --- tensors, atoms, tiled copies and MMAs, the CPU executor (issue 3) ---------------------
+from .tensor import (
+    ArithTuple, ArrayEngine, E, ScaledBasis, SwizzledEngine, Tensor, dice, elem_less,
+    layout_offsets, local_partition, local_tile, make_fragment_like, make_identity_layout,
+    make_identity_tensor, make_tensor,
+)
+from .atom import (
+    CopyAtom, MMAAtom, SM75_U16x2_LDSM_T, SM75_U16x4_LDSM_T, SM75_U16x8_LDSM_T,
+    SM75_U32x1_LDSM_N, SM75_U32x2_LDSM_N, SM75_U32x4_LDSM_N, SM80_16x8x8_F16F16F16F16_TN,
+    SM80_16x8x8_F32TF32TF32F32_TN, SM80_16x8x16_F16F16F16F16_TN, SM80_16x8x16_F32BF16BF16F32_TN,
+    SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
+    UniversalCopy, UniversalFMA,
+)
+from .tiled import (
+    ThrCopy, ThrMMA, TiledCopy, TiledMMA, make_tiled_copy, make_tiled_copy_A,
+    make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma, max_vector_bits, tile_size,
+)
+from .cpu import (
+    GemmConfig, RegisterFile, cpu_gemm, moye_config, run_copy, run_mma, sm80_config,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -19,12 +19,70 @@ __all__ = [
     "is_int", "is_tuple", "flatten", "leaves", "product", "prefix_product", "suffix_product",
     "shape_div", "ceil_div", "idx2crd", "crd2idx", "crd2crd", "congruent", "compatible",
     "weakly_congruent", "slice_", "has_none", "fill_none", "fmt", "tuple_max", "elem_scale",
+    "divides", "less", "is_zero", "is_positive_extent",
 ]
 
 
 def is_int(x):
     """True for a Python or numpy integer; False for bool."""
     return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
+
+
+def is_positive_extent(x):
+    """An int > 0, or a sympy expression declared integer and positive (a symbolic extent)."""
+    if is_int(x):
+        return x > 0
+    return (type(x).__module__.startswith("sympy") and getattr(x, "is_integer", None) is True
+            and getattr(x, "is_positive", None) is True)
+
+
+# --- facts the algebra needs, decided for ints and for sympy expressions ----------------------
+# An int answers at once; a sympy expression answers through its assumptions (``is_zero``,
+# ``is_positive``), and a question it cannot answer raises LayoutError naming the missing fact,
+# so a symbolic layout is never silently wrong either. ``what`` (a string, or a function
+# returning one, so that messages cost nothing until needed) names the operation.
+def _is_sympy(x):
+    return type(x).__module__.startswith("sympy")
+
+
+def _decide(flag, question, what):
+    if flag is None:
+        what = what() if callable(what) else what
+        raise LayoutError(f"{what}: cannot decide whether {question} for symbolic values; "
+                          f"state it as a sympy assumption (for example write an extent as "
+                          f"128*m with m = Symbol('m', integer=True, positive=True))")
+    return bool(flag)
+
+
+def divides(a, b, what="layout algebra"):
+    """True when ``a`` divides ``b`` (``a > 0``); symbolic values must decide it.
+
+    >>> divides(4, 12), divides(8, 12)
+    (True, False)
+    """
+    if type(a) is int and type(b) is int:
+        return b % a == 0
+    r = b % a
+    if not _is_sympy(r):
+        return r == 0
+    return _decide(r.is_zero, f"{fmt(a)} divides {fmt(b)}", what)
+
+
+def less(a, b, what="layout algebra"):
+    """``a < b``, for ints or decidable sympy expressions."""
+    if type(a) is int and type(b) is int:
+        return a < b
+    d = b - a
+    if not _is_sympy(d):
+        return d > 0
+    return _decide(d.is_positive, f"{fmt(a)} < {fmt(b)}", what)
+
+
+def is_zero(x, what="layout algebra"):
+    """``x == 0``, for ints, decidable sympy expressions, or other stride values."""
+    if not _is_sympy(x):
+        return x == 0
+    return _decide(x.is_zero, f"{fmt(x)} is 0", what)
 
 
 def is_tuple(x):
@@ -82,9 +140,9 @@ def suffix_product(t, init=1):
 
 
 def _div_int(a, b, what):
-    if a % b == 0:
+    if divides(b, a, what):
         return a // b
-    if b % a == 0:
+    if divides(a, b, what):
         return 1
     raise LayoutError(f"{what}: neither of {a} and {b} divides the other")
 
@@ -106,7 +164,7 @@ def shape_div(a, b):
         out = []
         for x in a:
             out.append(shape_div(x, b))
-            b = _div_int(b, product(x), "shape divisibility condition") if b > 1 else 1
+            b = _div_int(b, product(x), "shape divisibility condition") if b != 1 else 1
         return tuple(out)
     if isinstance(b, tuple):
         return shape_div(a, product(b))

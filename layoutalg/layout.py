@@ -7,8 +7,8 @@
 
 from .errors import LayoutError
 from .int_tuple import (
-    congruent, crd2idx, fill_none, fmt, has_none, is_int, leaves, prefix_product, product,
-    slice_, suffix_product, weakly_congruent,
+    congruent, crd2idx, fill_none, fmt, has_none, is_int, is_positive_extent, leaves,
+    less, prefix_product, product, slice_, suffix_product, weakly_congruent,
 )
 
 __all__ = [
@@ -31,11 +31,16 @@ def is_stride_value(x):
 def _norm_shape(s, whole):
     if isinstance(s, (tuple, list)):
         return tuple(_norm_shape(x, whole) for x in s)
-    if not is_int(s):
-        raise LayoutError(f"shape {whole!r}: extent {s!r} is not an integer")
-    if s <= 0:
-        raise LayoutError(f"shape {whole!r}: extent {s} is not positive")
-    return int(s)
+    if is_int(s):
+        if s <= 0:
+            raise LayoutError(f"shape {whole!r}: extent {s} is not positive")
+        return int(s)
+    if is_positive_extent(s):
+        return s
+    if type(s).__module__.startswith("sympy"):
+        raise LayoutError(f"shape {whole!r}: symbolic extent {s} must be declared "
+                          f"integer=True, positive=True")
+    raise LayoutError(f"shape {whole!r}: extent {s!r} is not an integer")
 
 
 def _norm_stride(d, whole):
@@ -58,7 +63,9 @@ class Layout:
     (use :func:`slice_and_offset` for the offset too). ``L[i]`` is the i-th mode.
     """
 
-    __slots__ = ("shape", "stride", "_hash", "_flat")
+    # The parts live in private slots behind read-only properties: immutable, and cheap to
+    # build (the algebra builds many intermediate layouts).
+    __slots__ = ("_shape", "_stride", "_hash", "_flat")
 
     def __init__(self, shape, stride=None):
         shp = _norm_shape(shape, shape)
@@ -70,8 +77,8 @@ class Layout:
                 raise LayoutError(f"shape {fmt(shp)} and stride {fmt(std)} are not congruent")
         _init(self, shp, std)
 
-    def __setattr__(self, name, value):
-        raise AttributeError("Layout is immutable")
+    shape = property(lambda self: self._shape, doc="The shape, an IntTuple.")
+    stride = property(lambda self: self._stride, doc="The stride, congruent with the shape.")
 
     # --- properties -------------------------------------------------------------------
     @property
@@ -80,18 +87,23 @@ class Layout:
 
     @property
     def cosize(self):
-        """One past the largest offset (0-stride and negative-stride modes add nothing)."""
+        """One past the largest offset (0-stride and negative-stride modes add nothing).
+
+        Symbolic strides count when their sign is known (declare them positive)."""
         top = 0
         for s, d in _flat(self):
-            if not is_int(d):
-                raise LayoutError(f"cosize of {self} needs integer strides")
-            if d > 0:
+            if type(d) is int:
+                if d > 0:
+                    top += (s - 1) * d
+            elif not type(d).__module__.startswith("sympy"):
+                raise LayoutError(f"cosize of {self} needs integer strides, found {d!r}")
+            elif less(0, d, lambda: f"cosize of {self}"):
                 top += (s - 1) * d
         return top + 1
 
     @property
     def rank(self):
-        return len(self.shape) if isinstance(self.shape, tuple) else 1
+        return len(self._shape) if isinstance(self._shape, tuple) else 1
 
     @property
     def depth(self):
@@ -118,8 +130,8 @@ class Layout:
         return crd2idx(c, self.shape, self.stride)
 
     def __getitem__(self, i):
-        if isinstance(self.shape, tuple):
-            return _make(self.shape[i], self.stride[i])
+        if isinstance(self._shape, tuple):
+            return _make(self._shape[i], self._stride[i])
         if i in (0, -1):
             return self
         raise IndexError(f"mode {i} of a rank-1 layout")
@@ -130,10 +142,13 @@ class Layout:
     def __eq__(self, other):
         if not isinstance(other, Layout):
             return NotImplemented
-        return self.shape == other.shape and self.stride == other.stride
+        return self._shape == other._shape and self._stride == other._stride
 
     def __hash__(self):
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self._shape, self._stride))
+        return h
 
     def __str__(self):
         return f"{fmt(self.shape)}:{fmt(self.stride)}"
@@ -141,18 +156,30 @@ class Layout:
     def __repr__(self):
         return f"Layout({self.shape!r}, {self.stride!r})"
 
-
-def _init(L, shp, std):
-    object.__setattr__(L, "shape", shp)
-    object.__setattr__(L, "stride", std)
-    object.__setattr__(L, "_hash", hash((shp, std)))
-    object.__setattr__(L, "_flat", None)
+    def _repr_svg_(self):
+        """The picture a notebook shows (see layoutalg.viz); print_layout is the text form."""
+        from .viz import repr_svg
+        return repr_svg(self)
 
 
-def _make(shp, std):
-    """Build a Layout from already-valid parts (internal: skips the checks)."""
-    L = object.__new__(Layout)
-    _init(L, shp, std)
+def _init(L, shp, std, flat=None):
+    L._shape = shp
+    L._stride = std
+    L._hash = None
+    L._flat = flat
+
+
+_new = object.__new__
+
+
+def _make(shp, std, flat=None):
+    """Build a Layout from already-valid parts (internal: skips the checks). ``flat``, when
+    given, is the tuple of its (shape, stride) leaves."""
+    L = _new(Layout)
+    L._shape = shp
+    L._stride = std
+    L._hash = None
+    L._flat = flat
     return L
 
 
@@ -160,9 +187,22 @@ def _flat(L):
     """The (shape, stride) leaves of a layout, computed once."""
     f = L._flat
     if f is None:
-        f = tuple(zip(leaves(L.shape), leaves(L.stride)))
-        object.__setattr__(L, "_flat", f)
+        if type(L._shape) is tuple:
+            out = []
+            _collect(L._shape, L._stride, out)
+            f = tuple(out)
+        else:
+            f = ((L._shape, L._stride),)
+        L._flat = f
     return f
+
+
+def _collect(s, d, out):
+    for x, y in zip(s, d):
+        if type(x) is tuple:
+            _collect(x, y, out)
+        else:
+            out.append((x, y))
 
 
 def _depth(t):

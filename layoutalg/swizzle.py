@@ -139,3 +139,7 @@ class ComposedLayout:
     def __repr__(self):
         return f"ComposedLayout({self.outer!r}, {self.offset!r}, {self.inner!r})"
 
+    def _repr_svg_(self):
+        """The picture a notebook shows (see layoutalg.viz)."""
+        from .viz import repr_svg
+        return repr_svg(self)

@@ -1,0 +1,21 @@
+"""gemm: numba-cuda matrix-multiply kernels driven by layoutalg.
+
+The package is layered like CuTe: ``gemm.arch`` wraps single PTX instructions (cp.async,
+ldmatrix, mma.sync, vector loads and stores, conversions) as numba intrinsics, with pure-Python
+twins for numba's CUDA simulator; the kernels above it are generated from layoutalg layouts.
+
+Importing ``gemm`` itself is light: numba is imported only by the submodules that need it.
+"""
+
+__all__ = ["matmul", "KERNELS", "SimtConfig"]
+
+
+def __getattr__(name):
+    # The API is imported on first use, so ``import gemm`` stays cheap.
+    if name in ("matmul", "KERNELS"):
+        from gemm import api
+        return getattr(api, name)
+    if name == "SimtConfig":
+        from gemm.simt import SimtConfig
+        return SimtConfig
+    raise AttributeError(f"module 'gemm' has no attribute {name!r}")

@@ -1,0 +1,42 @@
+"""gemm.arch: the instruction layer (CuTe's ``arch/``), one name per PTX operation.
+
+On a GPU (or when compiling PTX on a CPU) every name is a numba-cuda intrinsic from
+``gemm.arch.ptx`` emitting inline PTX; with ``NUMBA_ENABLE_CUDASIM=1`` it is the pure-Python
+twin of the same name from ``gemm.arch.sim``, with the same signature and semantics, so a kernel
+written against ``gemm.arch`` runs in both. ``IMPLEMENTATION`` says which was picked
+("ptx" or "sim"); the choice is made once, at import, as numba makes its own.
+
+The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
+
+- cp.async: ``cp_async_ca(dst, di, src, si, nbytes)`` (4/8/16 B), ``cp_async_cg`` (16 B), the
+  zero-fill forms ``cp_async_ca_zfill`` / ``cp_async_cg_zfill(..., src_bytes)``,
+  ``cp_async_commit()``, ``cp_async_wait(n)``, ``cp_async_wait_all()``;
+- ``ldmatrix_x1/x2/x4[_trans](smem, idx)`` -> tuple of uint32 registers;
+- ``mma_m16n8k16_f32_bf16``, ``mma_m16n8k16_f32_f16``, ``mma_m16n8k16_f16_f16``,
+  ``mma_m16n8k8_f16_f16``, ``mma_m16n8k8_f32_tf32`` -> tuple of accumulators;
+- 128/64-bit vector access: ``ld_v4_b32/f32``, ``st_v4_b32/f32``, ``ld_v2_*``, ``st_v2_*``;
+- conversions: ``pack_b16x2`` (= ``pack_bf16x2`` = ``pack_f16x2``), ``unpack_b16x2``,
+  ``cvt_rn_bf16x2_f32(lo, hi)``, ``cvt_rn_f16x2_f32(lo, hi)``, ``cvt_rn_bf16_f32``,
+  ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
+  ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
+
+Files: ``ptx`` (cp.async, ldmatrix, mma, vector access), ``ptx_convert`` (conversions, re-exported
+by ``ptx``), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` (the twins).
+Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
+``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
+
+>>> IMPLEMENTATION in ("ptx", "sim") and len(__all__) > 40
+True
+"""
+
+from gemm._env import simulator_active
+
+if simulator_active():
+    from gemm.arch import sim as _impl
+    IMPLEMENTATION = "sim"
+else:
+    from gemm.arch import ptx as _impl
+    IMPLEMENTATION = "ptx"
+
+__all__ = list(_impl.__all__)
+globals().update({name: getattr(_impl, name) for name in __all__})

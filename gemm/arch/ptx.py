@@ -1,0 +1,383 @@
+"""The PTX instructions of the GEMM kernels as numba-cuda intrinsics (inline PTX).
+
+Each function here is a ``numba.cuda.extending.intrinsic``: it is typed and lowered inside a
+``@cuda.jit`` kernel and emits one PTX instruction (or a few LLVM operations), so it costs no
+call and compiles on a machine without a GPU (``numba.cuda.compile_ptx``). ``gemm.arch``
+exports these on a GPU and the pure-Python twins of ``gemm.arch.sim`` in the simulator; both
+have the same signatures and semantics, documented on each function.
+
+Conventions:
+
+- Arrays are 1-D (any layout; the stride is honoured) or C-contiguous of any rank (the index is
+  then a flat element index). Indices are non-negative element indices; do index arithmetic in
+  ``np.uint32`` (a signed index is sign-extended, never wrapped around).
+- ``.shared`` operands (the ``dst`` of cp.async, the array of ldmatrix) must be shared arrays:
+  their address is taken as a 32-bit shared-window address (``addrspacecast`` to address space 3,
+  then ``ptrtoint`` to i32), and offsets are added in 32 bits.
+- Compile-time operands (``nbytes`` of cp.async, ``n`` of ``cp_async_wait``) must be integer
+  literals: a constant in the source, a closure variable or a module global.
+- Register fragments are tuples of ``uint32`` (16-bit elements packed two to a register, the
+  element with the lower index in the low half) or of ``float32``.
+- cp.async, ldmatrix, mma and cvt to bf16/tf32 need sm_80 or newer.
+
+>>> import numpy as np
+>>> from numba import cuda
+>>> from numba.cuda import types
+>>> def k(src, dst):
+...     buf = cuda.shared.array(64, np.float32)
+...     t = np.uint32(cuda.threadIdx.x)
+...     cp_async_cg(buf, t * np.uint32(4), src, t * np.uint32(4), 16)
+...     cp_async_commit()
+...     cp_async_wait(0)
+...     cuda.syncthreads()
+...     dst[t] = buf[t]
+>>> ptx, _ = cuda.compile_ptx(k, (types.float32[::1], types.float32[::1]), cc=(8, 0))
+>>> "cp.async.cg.shared.global" in ptx and "cp.async.wait_group 0" in ptx
+True
+"""
+
+from llvmlite import ir
+from numba.cuda import types
+from numba.cuda.extending import intrinsic
+
+from gemm.arch import ptx_convert
+from gemm.arch._lowering import (
+    F32, I32, VOID, TypingError, asm, check_array, check_float, check_int, global_address,
+    item_pointer, literal_int, reg_list, shared_address, to_int, unpack,
+)
+from gemm.arch.ptx_convert import *  # noqa: F401,F403  (the conversions are part of this layer)
+
+__all__ = [
+    "cp_async_ca", "cp_async_cg", "cp_async_ca_zfill", "cp_async_cg_zfill",
+    "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
+    "ldmatrix_x1", "ldmatrix_x2", "ldmatrix_x4",
+    "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans",
+    "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
+    "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
+    "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32",
+] + ptx_convert.__all__
+
+_CP_ASYNC_SIZES = {"ca": (4, 8, 16), "cg": (16,)}
+
+
+# --- cp.async ------------------------------------------------------------------------------------
+
+def _make_cp_async(kind, zfill):
+    op = f"cp_async_{kind}{'_zfill' if zfill else ''}"
+    sizes = _CP_ASYNC_SIZES[kind]
+
+    def typer(typingctx, dst, di, src, si, nbytes, *rest):
+        size_d = check_array(op, "dst", dst)
+        size_s = check_array(op, "src", src)
+        check_int(op, "di", di)
+        check_int(op, "si", si)
+        if kind == "cg" and isinstance(nbytes, types.IntegerLiteral) \
+                and nbytes.literal_value != 16:
+            raise TypingError(f"{op}: cp.async.cg copies 16 bytes only (cp-size 16), "
+                              f"got nbytes={nbytes.literal_value}; use cp_async_ca for 4 or 8")
+        n = literal_int(op, "nbytes", nbytes, sizes)
+        for name, size in (("dst", size_d), ("src", size_s)):
+            if n % size:
+                raise TypingError(f"{op}: nbytes={n} is not a multiple of the {size}-byte "
+                                  f"elements of {name}")
+        if zfill:
+            check_int(op, "src_bytes", rest[0])
+        text = f"cp.async.{kind}.shared.global [$0], [$1], {n}" + (", $2;" if zfill else ";")
+        constraints = "r,l" + (",r" if zfill else "") + ",~{memory}"
+
+        def codegen(context, builder, sig, args):
+            dty, dity, sty, sity = sig.args[:4]
+            d = shared_address(context, builder, dty, args[0], dity, args[1])
+            s = global_address(context, builder, sty, args[2], sity, args[3])
+            operands = [d, s]
+            if zfill:
+                operands.append(to_int(builder, sig.args[5], args[5], 32))
+            asm(builder, VOID, text, constraints, operands, side_effect=True)
+            return context.get_dummy_value()
+
+        return types.none(dst, di, src, si, nbytes, *rest), codegen
+
+    if zfill:
+        def impl(typingctx, dst, di, src, si, nbytes, src_bytes):
+            return typer(typingctx, dst, di, src, si, nbytes, src_bytes)
+    else:
+        def impl(typingctx, dst, di, src, si, nbytes):
+            return typer(typingctx, dst, di, src, si, nbytes)
+    impl.__name__ = impl.__qualname__ = op
+    return intrinsic(impl)
+
+
+cp_async_ca = _make_cp_async("ca", zfill=False)
+cp_async_ca.__doc__ = """Start an asynchronous copy of ``nbytes`` (4, 8 or 16) bytes, cached in L1.
+
+``cp.async.ca.shared.global [dst + di], [src + si], nbytes``: shared ``dst`` from global ``src``,
+both addresses ``nbytes``-aligned. Completes at the ``cp_async_wait`` that covers its group.
+"""
+cp_async_cg = _make_cp_async("cg", zfill=False)
+cp_async_cg.__doc__ = """Asynchronous 16-byte copy bypassing L1: ``cp.async.cg.shared.global``.
+
+nbytes must be the literal 16; anything else is a compile-time TypingError.
+"""
+cp_async_ca_zfill = _make_cp_async("ca", zfill=True)
+cp_async_ca_zfill.__doc__ = """``cp_async_ca`` with PTX's src-size operand: only the first
+``src_bytes`` (run-time, 0..nbytes) bytes are read from ``src``; the rest of the ``nbytes`` in
+``dst`` are written as zeros. ``src_bytes = 0`` reads nothing: predicated-off copies of a
+partial tile may point at any aligned element.
+"""
+cp_async_cg_zfill = _make_cp_async("cg", zfill=True)
+cp_async_cg_zfill.__doc__ = """``cp_async_cg`` (16 bytes) with zero-fill past ``src_bytes``."""
+
+
+@intrinsic
+def cp_async_commit(typingctx):
+    """``cp.async.commit_group``: close the group of the cp.async issued since the last commit."""
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, "cp.async.commit_group;", "~{memory}", [], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@intrinsic
+def cp_async_wait(typingctx, n):
+    """``cp.async.wait_group n``: wait until at most ``n`` (a literal) groups are pending."""
+    pending = literal_int("cp_async_wait", "n", n)
+    if pending < 0:
+        raise TypingError(f"cp_async_wait: n must be >= 0, got {pending}")
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, f"cp.async.wait_group {pending};", "~{memory}", [],
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(n), codegen
+
+
+@intrinsic
+def cp_async_wait_all(typingctx):
+    """``cp.async.wait_all``: commit the open group and wait for every pending cp.async."""
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, "cp.async.wait_all;", "~{memory}", [], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+# --- ldmatrix ------------------------------------------------------------------------------------
+
+def _make_ldmatrix(num, trans):
+    op = f"ldmatrix_x{num}{'_trans' if trans else ''}"
+    text = (f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 "
+            f"{{{reg_list(num)}}}, [${num}];")
+    constraints = ",".join(["=r"] * num + ["r", "~{memory}"])
+    ret = I32 if num == 1 else ir.LiteralStructType([I32] * num)
+    restype = types.UniTuple(types.uint32, num)
+
+    def impl(typingctx, smem, idx):
+        check_array(op, "smem", smem, itemsizes=(2,))
+        check_int(op, "idx", idx)
+
+        def codegen(context, builder, sig, args):
+            addr = shared_address(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            out = asm(builder, ret, text, constraints, [addr], side_effect=True,
+                      attrs=("convergent",))
+            return context.make_tuple(builder, restype, unpack(builder, out, num))
+        return restype(smem, idx), codegen
+
+    impl.__name__ = impl.__qualname__ = op
+    return intrinsic(impl)
+
+
+_LDMATRIX_DOC = """``ldmatrix.sync.aligned.m8n8.x{num}{t}.shared.b16``: a warp loads {num} 8x8
+matrices of 16-bit elements from shared memory. Lane ``8*j + r`` (j < {num}) passes in ``idx``
+the element index of row r of matrix j (16 contiguous, 16-byte aligned bytes); the other lanes'
+``idx`` are ignored. Returns {num} uint32 registers, register j holding two elements of matrix
+j: over the 8x8 matrix (offset row*8 + col), (lane, half) maps by the CuTe layout {layout}.
+All 32 lanes must call it together.
+"""
+ldmatrix_x1 = _make_ldmatrix(1, False)
+ldmatrix_x2 = _make_ldmatrix(2, False)
+ldmatrix_x4 = _make_ldmatrix(4, False)
+ldmatrix_x1_trans = _make_ldmatrix(1, True)
+ldmatrix_x2_trans = _make_ldmatrix(2, True)
+ldmatrix_x4_trans = _make_ldmatrix(4, True)
+for _num, _f, _ft in ((1, ldmatrix_x1, ldmatrix_x1_trans), (2, ldmatrix_x2, ldmatrix_x2_trans),
+                      (4, ldmatrix_x4, ldmatrix_x4_trans)):
+    _f.__doc__ = _LDMATRIX_DOC.format(num=_num, t="", layout="((4,8),2):((2,8),1)")
+    _ft.__doc__ = _LDMATRIX_DOC.format(num=_num, t=".trans",
+                                       layout="((4,8),2):((16,1),8) (transposed)")
+
+
+# --- mma.sync ------------------------------------------------------------------------------------
+
+def _mma_codegen(shape, types_, na, nb, nc, acc_float):
+    """Codegen of ``mma.sync.aligned.{shape}.row.col.{types_}``, C tied to D."""
+    n = nc
+    text = (f"mma.sync.aligned.{shape}.row.col.{types_} {{{reg_list(n)}}}, "
+            f"{{{', '.join(f'${n + k}' for k in range(na))}}}, "
+            f"{{{', '.join(f'${n + na + k}' for k in range(nb))}}}, "
+            f"{{{', '.join(f'${n + na + nb + k}' for k in range(nc))}}};")
+    reg = "f" if acc_float else "r"
+    constraints = ",".join([f"={reg}"] * n + ["r"] * (na + nb) + [str(k) for k in range(nc)])
+    lltype = F32 if acc_float else I32
+    ret = ir.LiteralStructType([lltype] * n)
+    restype = types.UniTuple(types.float32 if acc_float else types.uint32, n)
+
+    def codegen(context, builder, sig, args):
+        ops = []
+        for k, (ty, val) in enumerate(zip(sig.args, args)):
+            target = types.float32 if (k >= na + nb and acc_float) else types.uint32
+            ops.append(context.cast(builder, val, ty, target))
+        out = asm(builder, ret, text, constraints, ops, attrs=("convergent", "readnone"))
+        return context.make_tuple(builder, restype, unpack(builder, out, n))
+    return restype, codegen
+
+
+def _check_mma(op, regs, accs, acc_float):
+    for name, ty in regs:
+        check_int(op, name, ty)
+    for name, ty in accs:
+        (check_float if acc_float else check_int)(op, name, ty)
+
+
+@intrinsic
+def mma_m16n8k16_f32_bf16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``: D = A*B + C for one warp.
+
+    A is 16x16 (M,K), B 16x8 (K,N), C/D 16x8 f32. Registers hold bf16 pairs (low half first).
+    Fragments in CuTe TV notation (thread, value) -> column-major offset in the tile:
+    A ((4,8),(2,2,2)):((32,1),(16,8,128)) over (16,16); B ((4,8),(2,2)):((16,1),(8,64)) over
+    (8,16) as (N,K); C/D ((4,8),(2,2)):((32,1),(16,8)) over (16,8). Products are exact and
+    accumulated in at least f32. All 32 lanes must call it together.
+    """
+    op = "mma_m16n8k16_f32_bf16"
+    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
+               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
+    restype, codegen = _mma_codegen("m16n8k16", "f32.bf16.bf16.f32", 4, 2, 4, True)
+    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+
+
+@intrinsic
+def mma_m16n8k16_f32_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: as the bf16 form, f16 inputs."""
+    op = "mma_m16n8k16_f32_f16"
+    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
+               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
+    restype, codegen = _mma_codegen("m16n8k16", "f32.f16.f16.f32", 4, 2, 4, True)
+    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+
+
+@intrinsic
+def mma_m16n8k16_f16_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1):
+    """``mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16``: f16 accumulators.
+
+    C/D are 2 uint32 registers of packed f16 pairs, element (value) v of the C layout
+    ((4,8),(2,2)):((32,1),(16,8)) in register v // 2, half v % 2. A and B as the f32 form.
+    """
+    op = "mma_m16n8k16_f16_f16"
+    _check_mma(op, zip("a0 a1 a2 a3 b0 b1 c0 c1".split(), (a0, a1, a2, a3, b0, b1, c0, c1)),
+               (), False)
+    restype, codegen = _mma_codegen("m16n8k16", "f16.f16.f16.f16", 4, 2, 2, False)
+    return restype(a0, a1, a2, a3, b0, b1, c0, c1), codegen
+
+
+@intrinsic
+def mma_m16n8k8_f16_f16(typingctx, a0, a1, b0, c0, c1):
+    """``mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16``.
+
+    A 16x8: ((4,8),(2,2)):((32,1),(16,8)); B 8x8 as (N,K): ((4,8),2):((16,1),8); C/D as the
+    m16n8k16 f16 form.
+    """
+    op = "mma_m16n8k8_f16_f16"
+    _check_mma(op, zip("a0 a1 b0 c0 c1".split(), (a0, a1, b0, c0, c1)), (), False)
+    restype, codegen = _mma_codegen("m16n8k8", "f16.f16.f16.f16", 2, 1, 2, False)
+    return restype(a0, a1, b0, c0, c1), codegen
+
+
+@intrinsic
+def mma_m16n8k8_f32_tf32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``.
+
+    a*/b* are uint32 holding f32 bit patterns (``float_as_uint32``; round them first with
+    ``cvt_rna_tf32_f32`` for round-to-nearest, otherwise the tensor core drops the low 13 bits).
+    A 16x8: ((4,8),(2,2)):((16,1),(8,64)); B 8x8 as (N,K): ((4,8),2):((8,1),32); C/D f32 as the
+    m16n8k16 form.
+    """
+    op = "mma_m16n8k8_f32_tf32"
+    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
+               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
+    restype, codegen = _mma_codegen("m16n8k8", "f32.tf32.tf32.f32", 4, 2, 4, True)
+    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+
+
+# --- vector loads and stores ---------------------------------------------------------------------
+
+def _make_vector_load(n, is_float):
+    op = f"ld_v{n}_{'f32' if is_float else 'b32'}"
+    elem = types.float32 if is_float else types.uint32
+    restype = types.UniTuple(elem, n)
+
+    def impl(typingctx, array, idx):
+        check_array(op, "array", array, itemsizes=(4,))
+        check_int(op, "idx", idx)
+
+        def codegen(context, builder, sig, args):
+            ptr = item_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            vec = ir.VectorType(F32 if is_float else I32, n)
+            value = builder.load(builder.bitcast(ptr, vec.as_pointer()), align=4 * n)
+            items = [builder.extract_element(value, ir.Constant(I32, k)) for k in range(n)]
+            return context.make_tuple(builder, restype, items)
+        return restype(array, idx), codegen
+
+    impl.__name__ = impl.__qualname__ = op
+    wrapped = intrinsic(impl)
+    wrapped.__doc__ = (
+        f"One {4 * n}-byte vector load (``ld.v{n}``) of elements idx..idx+{n - 1} of a 32-bit "
+        f"array as {n} {'float32' if is_float else 'uint32 bit patterns'}. The address must be "
+        f"{4 * n}-byte aligned: idx a multiple of {n} on an aligned array.")
+    return wrapped
+
+
+def _make_vector_store(n, is_float):
+    op = f"st_v{n}_{'f32' if is_float else 'b32'}"
+    elem = types.float32 if is_float else types.uint32
+    names = [f"x{k}" for k in range(n)]
+
+    def typer(typingctx, array, idx, *xs):
+        check_array(op, "array", array, itemsizes=(4,))
+        check_int(op, "idx", idx)
+        for name, ty in zip(names, xs):
+            (check_float if is_float else check_int)(op, name, ty)
+
+        def codegen(context, builder, sig, args):
+            ptr = item_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            vec_ty = ir.VectorType(F32 if is_float else I32, n)
+            vec = ir.Constant(vec_ty, ir.Undefined)
+            for k in range(n):
+                x = context.cast(builder, args[2 + k], sig.args[2 + k], elem)
+                vec = builder.insert_element(vec, x, ir.Constant(I32, k))
+            builder.store(vec, builder.bitcast(ptr, vec_ty.as_pointer()), align=4 * n)
+            return context.get_dummy_value()
+        return types.none(array, idx, *xs), codegen
+
+    if n == 4:
+        def impl(typingctx, array, idx, x0, x1, x2, x3):
+            return typer(typingctx, array, idx, x0, x1, x2, x3)
+    else:
+        def impl(typingctx, array, idx, x0, x1):
+            return typer(typingctx, array, idx, x0, x1)
+    impl.__name__ = impl.__qualname__ = op
+    wrapped = intrinsic(impl)
+    wrapped.__doc__ = (
+        f"One {4 * n}-byte vector store (``st.v{n}``) of x0..x{n - 1} "
+        f"({'as float32' if is_float else 'as uint32 bit patterns'}) to elements idx..idx+{n - 1} "
+        f"of a 32-bit array; the address must be {4 * n}-byte aligned.")
+    return wrapped
+
+
+ld_v4_b32 = _make_vector_load(4, False)
+ld_v4_f32 = _make_vector_load(4, True)
+ld_v2_b32 = _make_vector_load(2, False)
+ld_v2_f32 = _make_vector_load(2, True)
+st_v4_b32 = _make_vector_store(4, False)
+st_v4_f32 = _make_vector_store(4, True)
+st_v2_b32 = _make_vector_store(2, False)
+st_v2_f32 = _make_vector_store(2, True)

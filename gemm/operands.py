@@ -1,0 +1,142 @@
+"""The caller's matrices, seen uniformly: device address, shape, strides in elements, dtype.
+
+``matmul`` takes numba device arrays, CuPy arrays and torch tensors (anything with
+``__cuda_array_interface__``), and in the CUDA simulator the simulator's device arrays. Host
+arrays are refused with a TypeError. A matrix must have one unit stride: row-major,
+column-major, or a transposed view of either; any other strided view is refused with a
+ValueError (make it contiguous first, e.g. ``.contiguous()`` or ``cupy.ascontiguousarray``).
+"""
+
+import numpy as np
+
+from gemm._env import simulator_active
+
+__all__ = ["Operand", "operand", "new_like"]
+
+_TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
+
+
+class Operand:
+    """One matrix argument. ``obj`` is the caller's object; ``host`` the numpy array behind a
+    simulator device array (None on a GPU). ``strides`` are in elements (one of them 1:
+    ``unit_mode`` says which, 1 for row-major); ``span`` is the number of elements from the
+    first to one past the last, the 1-D buffer a kernel is given."""
+
+    __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "device", "host",
+                 "unit_mode", "span")
+
+    def __init__(self, obj, kind, ptr, shape, strides, dtype, device, host=None):
+        self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
+        self.dtype, self.device, self.host = dtype, device, host
+        self.unit_mode = 1 if strides[1] == 1 else 0
+        self.span = 1 + (shape[0] - 1) * strides[0] + (shape[1] - 1) * strides[1]
+
+    @property
+    def itemsize(self):
+        return {"float32": 4, "float64": 8}.get(self.dtype, 2)
+
+
+def _normal_strides(shape, strides, name):
+    """Strides with one unit stride, choosing it for size-1 modes; ValueError if impossible."""
+    (r, c), (sr, sc) = shape, strides
+    if r == 1:
+        sr = c if sc == 1 else 1
+    if c == 1:
+        sc = r if sr == 1 and r > 1 else 1
+    if sc == 1 and sr >= c:
+        return sr, sc
+    if sr == 1 and sc >= r:
+        return sr, sc
+    raise ValueError(f"matmul: {name} of shape {shape} has element strides {strides}: one "
+                     "stride must be 1 (row- or column-major, or a transposed view); make it "
+                     "contiguous first")
+
+
+def _from_cai(x, name):
+    cai = x.__cuda_array_interface__
+    typestr = cai["typestr"]
+    dtype = _TYPESTR.get(typestr, typestr)
+    isz = int(typestr[2:])
+    shape = tuple(int(s) for s in cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1:])) * isz for i in range(len(shape)))
+    if any(s % isz for s in strides):
+        raise ValueError(f"matmul: {name} has byte strides {strides} that are not a multiple "
+                         f"of its element size {isz}")
+    return shape, tuple(s // isz for s in strides), dtype, cai["data"][0]
+
+
+def _device_of(x, kind):
+    if kind == "torch":
+        if not x.is_cuda:
+            raise TypeError(f"matmul: a torch tensor on {x.device} is not on the GPU; "
+                            "move it with .cuda() first")
+        return x.device.index
+    if kind == "cupy":
+        return x.device.id
+    from numba import cuda
+    return cuda.get_current_device().id
+
+
+def operand(x, name, simulator=None):
+    """Describe argument ``x`` (called ``name`` in error messages)."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return _torch_operand(x, name)
+    kind = "cupy" if mod.startswith("cupy") else "numba"
+    if simulator_active() if simulator is None else simulator:
+        if hasattr(x, "copy_to_host"):
+            host = x._ary if hasattr(x, "_ary") else np.asarray(x)
+            _check_2d(host.shape, name)
+            isz = host.dtype.itemsize
+            strides = tuple(s // isz for s in host.strides)
+            return Operand(x, "sim", 0, host.shape,
+                           _normal_strides(host.shape, strides, name), host.dtype.name, 0, host)
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"matmul: {name} is a numpy array on the host; pass a device array "
+                        "(numba.cuda.to_device, cupy.asarray or a CUDA torch tensor)")
+    if not hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"matmul: {name} is a {type(x).__name__}, not a CUDA array")
+    shape, strides, dtype, ptr = _from_cai(x, name)
+    _check_2d(shape, name)
+    return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype,
+                   _device_of(x, kind))
+
+
+_torch_dtypes = {}
+
+
+def _torch_operand(x, name):
+    """Read a tensor's fields directly (its ``__cuda_array_interface__`` is slow to build)."""
+    device = x.get_device()
+    if device < 0:
+        _device_of(x, "torch")
+    shape = tuple(x.shape)
+    _check_2d(shape, name)
+    dtype = _torch_dtypes.get(x.dtype)
+    if dtype is None:
+        dtype = _torch_dtypes[x.dtype] = str(x.dtype)[6:]    # torch.float32 -> float32
+    return Operand(x, "torch", x.data_ptr(), shape, _normal_strides(shape, x.stride(), name),
+                   dtype, device)
+
+
+def _check_2d(shape, name):
+    if len(shape) != 2:
+        raise ValueError(f"matmul: {name} must be a 2-D matrix, not of shape {tuple(shape)}")
+    if 0 in shape:
+        raise ValueError(f"matmul: {name} is empty (shape {tuple(shape)}); every extent must "
+                         "be >= 1")
+
+
+def new_like(op, shape):
+    """A new uninitialised row-major device matrix of the kind, device and dtype of ``op``."""
+    if op.kind == "torch":
+        import torch
+        return torch.empty(shape, dtype=op.obj.dtype, device=op.obj.device)
+    if op.kind == "cupy":
+        import cupy
+        with cupy.cuda.Device(op.device):
+            return cupy.empty(shape, dtype=op.obj.dtype)
+    from numba import cuda
+    return cuda.device_array(shape, dtype=np.dtype(op.dtype))

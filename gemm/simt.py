@@ -1,0 +1,412 @@
+"""MoYe's two SIMT pipelines, generated from layoutalg's tiled copies and tiled MMAs.
+
+A kernel is described in CuTe's vocabulary (``local_tile``, ``partition_S/D``,
+``partition_A/B/C``, copy, gemm) over tensors whose engines are sympy expressions of the
+thread index ``t``, the block indices ``bx``, ``by``, the k-tile ``kt`` and the run-time
+strides. Every per-thread access then has an offset ``base(t, bx, by) + step(kt) + constant``;
+the generator emits the bases once, the steps once per k-tile, and unrolls every register
+fragment into named scalars, so the kernel has no local memory and only uint32 index math.
+
+The two pipelines of the MoYe.jl "Pipelining" page:
+
+- ``prefetch``: one shared buffer; each k-tile is copied shared -> registers whole, then the
+  cp.async copy of the next k-tile is issued before the FMAs of this one.
+- ``double_buffer``: two shared buffers (the stage mode of ``(bM, bK, 2)``) and two register
+  k-blocks: while k-block ``kb`` is multiplied, ``kb + 1`` is loaded from shared memory, and
+  the next k-tile streams into the other shared buffer.
+
+Partial tiles are predicated through identity tensors: cp.async's zero-fill form reads only
+the in-bounds bytes and the epilogue stores only in-bounds elements.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy
+
+from layoutalg import Layout, size
+from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL, UniversalFMA
+from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
+from layoutalg.tiled import make_tiled_copy, make_tiled_mma
+from .codegen import Source, code, load_module, sym
+
+__all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel", "SIGNATURE",
+           "PIPELINES"]
+
+PIPELINES = ("prefetch", "double_buffer")
+
+# Symbols of the generated kernel: thread/block indices, the k-tile, extents and strides.
+T, BX, BY, KT, STAGE = sym("t"), sym("bx"), sym("by"), sym("kt"), sym("stage")
+M, N, K = sym("M"), sym("N"), sym("K")
+S_AM, S_AK, S_BN, S_BK, S_CM, S_CN = (sym(n) for n in ("sAm", "sAk", "sBn", "sBk", "sCm", "sCn"))
+_THREAD = {T, BX, BY}
+_NOMINAL_TILES = 1 << 12     # extent of a global mode in tiles: any value works (see _global)
+
+
+@dataclass(frozen=True)
+class SimtConfig:
+    """One SIMT kernel configuration (fp32, UniversalFMA).
+
+    ``mma_threads`` is the (M, N) thread layout of the tiled MMA; ``threads`` must equal its
+    size. ``pad`` is the column padding of the shared tiles (``bM + pad`` elements between
+    columns; default 1 for ``prefetch`` and 2 for ``double_buffer``, as in the seed).
+    ``vector_mn``: each thread owns runs of this many consecutive M (and N) elements, so its
+    shared -> register reads may be vectorized (a permutation of the tiled MMA); 1 is MoYe's
+    plain layout. ``min_blocks > 1`` asks the compiler (launch bounds) for few enough
+    registers that this many blocks fit on one SM.
+    """
+
+    bM: int = 128
+    bN: int = 128
+    bK: int = 8
+    mma_threads: tuple = (16, 16)
+    pipeline: str = "double_buffer"
+    pad: int = None
+    vector_mn: int = 1
+    min_blocks: int = 1
+
+    def __post_init__(self):
+        if self.pipeline not in PIPELINES:
+            raise ValueError(f"pipeline must be one of {PIPELINES}, not {self.pipeline!r}")
+        if self.pad is None:
+            object.__setattr__(self, "pad", 1 if self.pipeline == "prefetch" else 2)
+        tm, tn = self.mma_threads
+        for what, tile, thr in (("bM", self.bM, tm), ("bN", self.bN, tn)):
+            if tile % (thr * self.vector_mn):
+                raise ValueError(f"{what}={tile} is not a multiple of {thr} threads x "
+                                 f"{self.vector_mn} values")
+
+    @property
+    def threads(self):
+        return self.mma_threads[0] * self.mma_threads[1]
+
+    @property
+    def stages(self):
+        return 1 if self.pipeline == "prefetch" else 2
+
+
+def _offsets(tensor, *fixed):
+    """The offsets of every element of a partition, as {coordinate: sympy offset}; ``fixed``
+    pins trailing modes (e.g. the k-tile) to symbols."""
+    L = tensor.layout
+    free = L.rank - len(fixed)
+    shape = tuple(L[i].size for i in range(free))
+    out = {}
+    for idx in range(_prod(shape)):
+        crd = _colex(idx, shape)
+        out[crd] = sympy.sympify(tensor[crd + tuple(fixed)])
+    return out
+
+
+def _prod(shape):
+    p = 1
+    for s in shape:
+        p *= s
+    return p
+
+
+def _colex(idx, shape):
+    crd = []
+    for s in shape:
+        crd.append(idx % s)
+        idx //= s
+    return tuple(crd)
+
+
+def _parts(offsets, loop_symbols=()):
+    """Split offsets into one thread base (the terms with t, bx, by), the loop terms and
+    per-element remainders; every element must share the base and loop terms."""
+    base = loop = None
+    rest = {}
+    for crd, off in offsets.items():
+        off = sympy.expand(off)
+        terms = sympy.Add.make_args(off)
+        b = sympy.Add(*[a for a in terms if a.free_symbols & _THREAD])
+        lp = sympy.Add(*[a for a in terms if a.free_symbols & set(loop_symbols)
+                         and not a.free_symbols & _THREAD])
+        r = off - b - lp
+        if base is None:
+            base, loop = b, lp
+        elif sympy.expand(b - base) != 0 or sympy.expand(lp - loop) != 0:
+            raise AssertionError(f"partition offsets do not share a thread base: {off}")
+        rest[crd] = r
+    return base, loop, rest
+
+
+def _coords(identity, *fixed):
+    """{coordinate: (mn, k)} of a partitioned identity tensor, as sympy expressions."""
+    L = identity.layout
+    free = L.rank - len(fixed)
+    shape = tuple(L[i].size for i in range(free))
+    return {_colex(i, shape): tuple(sympy.sympify(x) for x in identity[_colex(i, shape) + fixed])
+            for i in range(_prod(shape))}
+
+
+def copy_vector(cfg, unit, bmn, vec):
+    """Elements per cp.async for an operand whose global tile allows ``vec``: 1 when its unit
+    stride is along K (the shared tile is MN-contiguous, so the copy transposes), else the
+    largest power of two <= vec that divides the shared column stride ``bmn + pad``."""
+    if unit == 1:
+        return 1
+    while vec > 1 and ((bmn + cfg.pad) % vec or bmn % vec):
+        vec //= 2
+    return vec
+
+
+def _global(stride_mn, stride_k, extent_mn, extent_k):
+    """A global operand as a tensor: engine 0 (offsets are relative to the kernel's 1-D
+    buffer), layout (MN, K) with the run-time strides. Only tiles at block coordinates are
+    ever taken, whose offsets do not depend on the extents, so nominal extents serve."""
+    shape = (extent_mn * _NOMINAL_TILES, extent_k * _NOMINAL_TILES)
+    return make_tensor(sympy.Integer(0), Layout(shape, (stride_mn, stride_k)))
+
+
+class _Operand:
+    """One of A and B: its global tile, shared tile, tiled copy and partitions."""
+
+    def __init__(self, name, cfg, unit, vec, bmn, block, s_mn, s_k):
+        self.name, self.bmn, self.bK, self.unit = name, bmn, cfg.bK, unit
+        ld = bmn + cfg.pad
+        stage_stride = ld * cfg.bK
+        self.vec = vec = copy_vector(cfg, unit, bmn, vec)
+        self.smem_size = stage_stride * cfg.stages
+        self.stage_stride = stage_stride
+        shape, stride = (bmn, cfg.bK), (1, ld)
+        if cfg.stages > 1:
+            shape, stride = shape + (cfg.stages,), stride + (stage_stride,)
+        self.smem = make_tensor(sympy.Integer(0), Layout(shape, stride))
+        if unit == 0:
+            s_mn = 1
+        else:
+            s_k = 1
+        gX = local_tile(_global(s_mn, s_k, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
+        cX = local_tile(make_identity_tensor((bmn * _NOMINAL_TILES, cfg.bK * _NOMINAL_TILES)),
+                        (bmn, cfg.bK), (block, None))
+        threads = cfg.threads
+        if unit == 0:
+            tm = bmn // vec
+            thr = Layout((tm, threads // tm))
+            val = Layout((vec, 1))
+        else:
+            tk = cfg.bK
+            thr = Layout((threads // tk, tk), (tk, 1))
+            val = Layout((1, 1))
+        atom = (SM80_CP_ASYNC_CACHEGLOBAL(16, "float32") if vec == 4
+                else SM80_CP_ASYNC_CACHEALWAYS(4 * vec, "float32"))
+        self.cache = "cg" if vec == 4 else "ca"
+        tiled_copy = make_tiled_copy(atom, thr, val)
+        thr_copy = tiled_copy.get_slice(T)
+        self.src = _parts(_offsets(thr_copy.partition_S(gX), KT), [KT])
+        self.coords = _coords(thr_copy.partition_S(cX), KT)
+        dst = thr_copy.partition_D(self.smem)
+        self.dst = _parts(_offsets(dst, STAGE) if cfg.stages > 1 else _offsets(dst), [STAGE])
+
+
+class _Mma:
+    """The tiled MMA (UniversalFMA over the thread layout) and its partitions."""
+
+    def __init__(self, cfg, a, b):
+        tm, tn = cfg.mma_threads
+        v = cfg.vector_mn
+        perm = None
+        if v > 1:
+            perm = (Layout((tm, v), (v, 1)), Layout((tn, v), (v, 1)), None)
+        tiled = make_tiled_mma(UniversalFMA("float32", "float32", "float32"),
+                               Layout((tm, tn, 1)), perm)
+        thr = tiled.get_slice(T)
+        stage = (STAGE,) if cfg.stages > 1 else ()
+        self.a = _parts(_offsets(thr.partition_A(a.smem), *stage), [STAGE])
+        self.b = _parts(_offsets(thr.partition_B(b.smem), *stage), [STAGE])
+        mC = _global(S_CM, S_CN, cfg.bM, cfg.bN)
+        gC = local_tile(mC, (cfg.bM, cfg.bN), (BX, BY))
+        cC = local_tile(make_identity_tensor((cfg.bM * _NOMINAL_TILES, cfg.bN * _NOMINAL_TILES)),
+                        (cfg.bM, cfg.bN), (BX, BY))
+        self.c = _parts(_offsets(thr.partition_C(gC)))
+        self.c_coords = _coords(thr.partition_C(cC))
+        shape = thr.partition_C(gC).layout.shape
+        self.mma_m, self.mma_n = _size(shape[1]), _size(shape[2])
+        self.mma_k = _size(thr.partition_A(a.smem).layout.shape[2])
+
+
+def _size(s):
+    return size(s)
+
+
+def _copy_tile(src, op, kt, stage):
+    """Lines issuing the cp.async copies of one k-tile of operand ``op`` into ``stage``."""
+    X, sX, ext_mn = op.name, "s" + op.name, ("M" if op.name == "A" else "N")
+    p = op.name.lower()
+    nbytes = 4 * op.vec
+    _, _, src_rest = op.src
+    _, _, dst_rest = op.dst
+    for crd, rest in src_rest.items():
+        if crd[0] != 0:
+            continue                     # one instruction moves the whole CPY mode
+        mn, k = op.coords[crd]
+        mn_rest = mn - op.coords[(0,) * len(crd)][0]
+        k_rest = k - op.coords[(0,) * len(crd)][1]
+        src(f"mn = {p}_cmn + {code(mn_rest)}",
+            f"kk = {p}_ck + {kt} * U({op.bK}) + {code(k_rest)}")
+        if op.vec > 1:
+            src(f"nb = min(U({op.vec}), {ext_mn} - min(mn, {ext_mn})) * U(4)")
+        else:
+            src(f"nb = U(4) if mn < {ext_mn} else U(0)")
+        src("if kk >= K:", "    nb = U(0)",
+            f"si = ({p}_g + {p}_gk + {code(rest)}) if nb != U(0) else U(0)",
+            f"cp_async_{op.cache}_zfill({sX}, {p}_s + {stage} + {code(dst_rest[crd])}, {X}, si, "
+            f"{nbytes}, nb)")
+
+
+def _load_frag(src, name, parts, kb, slot, stage, mma_mn, vector):
+    """Lines loading k-block ``kb`` of operand fragment ``name`` from shared memory."""
+    _, _, rest = parts
+    base = f"r{name.lower()}"
+    i = 0
+    while i < mma_mn:
+        offs = [rest[(0, j, kb)] for j in range(i, min(i + vector, mma_mn))]
+        if vector == 4 and len(offs) == 4 and all(o - offs[0] == d for d, o in enumerate(offs)):
+            regs = ", ".join(f"{name}{i + d}_{slot}" for d in range(4))
+            src(f"{regs} = ld_v4_f32(s{name}, {base} + {stage} + {code(offs[0])})")
+            i += 4
+        else:
+            src(f"{name}{i}_{slot} = s{name}[{base} + {stage} + {code(offs[0])}]")
+            i += 1
+
+
+def _fma(src, mma, slot):
+    for i in range(mma.mma_m):
+        for j in range(mma.mma_n):
+            src(f"c{i}_{j} = cuda.fma(A{i}_{slot}, B{j}_{slot}, c{i}_{j})")
+
+
+SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], "
+              + ", ".join(["uint32"] * 9) + ", float32, float32)")
+
+
+def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
+    """The numba source of the kernel for ``cfg``, A's and B's unit-stride modes (0: the
+    M/N mode, 1: the K mode) and the widest cp.async each global operand allows."""
+    a = _Operand("A", cfg, a_unit, vec_a, cfg.bM, BX, S_AM, S_AK)
+    b = _Operand("B", cfg, b_unit, vec_b, cfg.bN, BY, S_BN, S_BK)
+    mma = _Mma(cfg, a, b)
+    src = Source()
+    src("import numpy as np",
+        "from numba import cuda, float32",
+        "from gemm.arch import (cp_async_ca_zfill, cp_async_cg_zfill, cp_async_commit,",
+        "                       cp_async_wait_all, ld_v4_f32)",
+        "U = np.uint32",
+        f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
+        "")
+    align = "" if simulator else ", alignment=16"
+    with src.block("def kernel(A, B, C, M, N, K, sAm, sAk, sBn, sBk, sCm, sCn, alpha, beta):"):
+        src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "by = U(cuda.blockIdx.y)",
+            f"sA = cuda.shared.array({a.smem_size}, float32{align})",
+            f"sB = cuda.shared.array({b.smem_size}, float32{align})",
+            f"KT = (K + U({cfg.bK - 1})) // U({cfg.bK})")
+        for op in (a, b):
+            p = op.name.lower()
+            base0 = op.coords[(0,) * len(next(iter(op.coords)))]
+            src(f"{p}_g = {code(op.src[0])}", f"{p}_s = {code(op.dst[0])}",
+                f"{p}_cmn = {code(base0[0])}",
+                f"{p}_ck = {code(sympy.expand(base0[1]).subs(KT, 0))}")
+        src(f"ra = {code(mma.a[0])}", f"rb = {code(mma.b[0])}")
+        for i in range(mma.mma_m):
+            src(", ".join(f"c{i}_{j}" for j in range(mma.mma_n)) + " = "
+                + ", ".join("float32(0)" for _ in range(mma.mma_n)))
+
+        def issue(kt, stage):
+            for op in (a, b):
+                p = op.name.lower()
+                src(f"{p}_gk = {code(op.src[1].subs(KT, sym(kt)))}"
+                    if op.src[1] != 0 else f"{p}_gk = U(0)")
+                _copy_tile(src, op, kt, stage)
+            src("cp_async_commit()")
+
+        def load(kb, slot, stage):
+            _load_frag(src, "A", mma.a, kb, slot, stage, mma.mma_m, cfg.vector_mn)
+            _load_frag(src, "B", mma.b, kb, slot, stage, mma.mma_n, cfg.vector_mn)
+
+        if cfg.pipeline == "prefetch":
+            src("kt = U(0)")
+            issue("kt", "U(0)")
+            with src.block("while kt < KT:"):
+                src("cp_async_wait_all()", "cuda.syncthreads()")
+                for kb in range(mma.mma_k):
+                    load(kb, kb, "U(0)")
+                src("cuda.syncthreads()")
+                with src.block("if kt + U(1) < KT:"):
+                    src("kn = kt + U(1)")
+                    issue("kn", "U(0)")
+                for kb in range(mma.mma_k):
+                    _fma(src, mma, kb)
+                src("kt += U(1)")
+        else:
+            stage = f"U({a.stage_stride})"
+            if a.stage_stride != b.stage_stride:
+                raise ValueError("double buffering needs equal A and B stage sizes")
+            # rd/wr: the stages being read and written; cur: the stage the register loads
+            # read, switched to the freshly written one once its copies have landed.
+            src("rd = U(0)", "wr = U(1)", "cur = U(0)", "kt = U(0)")
+            issue("kt", "U(0)")
+            src("cp_async_wait_all()", "cuda.syncthreads()")
+            load(0, 0, "U(0)")
+            with src.block("while kt < KT:"):
+                for kb in range(mma.mma_k):
+                    nxt = (kb + 1) % mma.mma_k
+                    if kb == mma.mma_k - 1:
+                        src("cp_async_wait_all()", "cuda.syncthreads()", "cur = rd")
+                    load(nxt, nxt % 2, f"cur * {stage}")
+                    if kb == 0:
+                        with src.block("if kt + U(1) < KT:"):
+                            src("kn = kt + U(1)")
+                            issue("kn", f"wr * {stage}")
+                            src("rd, wr = wr, rd")
+                    _fma(src, mma, kb % 2)
+                src("kt += U(1)")
+        _epilogue(src, mma)
+    return src.text()
+
+
+def _epilogue(src, mma):
+    """Store ``alpha * acc + beta * C`` to the in-bounds elements of the block's C tile."""
+    base, _, rest = mma.c
+    coords = mma.c_coords
+    m0, n0 = coords[(0, 0, 0)]
+    src(f"cg = {code(base)}", f"cm = {code(m0)}", f"cn = {code(n0)}")
+    rows = sorted({sympy.expand(coords[(0, i, 0)][0] - m0) for i in range(mma.mma_m)},
+                  key=int)
+    cols = sorted({sympy.expand(coords[(0, 0, j)][1] - n0) for j in range(mma.mma_n)},
+                  key=int)
+    for r in rows:
+        src(f"rok{int(r)} = cm + U({int(r)}) < M")
+    for c in cols:
+        src(f"cok{int(c)} = cn + U({int(c)}) < N")
+    for with_beta in (False, True):
+        with src.block("if beta == float32(0):" if not with_beta else "else:"):
+            for i in range(mma.mma_m):
+                for j in range(mma.mma_n):
+                    r = int(sympy.expand(coords[(0, i, j)][0] - m0))
+                    c = int(sympy.expand(coords[(0, i, j)][1] - n0))
+                    at = f"C[cg + {code(rest[(0, i, j)])}]"
+                    val = f"alpha * c{i}_{j}" + (f" + beta * {at}" if with_beta else "")
+                    src(f"if rok{r} and cok{c}:", f"    {at} = {val}")
+
+
+def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
+    """The generated kernel as a plain Python function (for ``compile_ptx`` and inspection)."""
+    from gemm._env import simulator_active
+    source = simt_source(cfg, a_unit, b_unit, vec_a, vec_b, simulator_active())
+    return load_module(source, "simt").kernel
+
+
+@lru_cache(maxsize=None)
+def simt_kernel(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
+    """The kernel compiled for its one signature (on disk across processes, off the
+    simulator); see ``simt_source`` for the parameters."""
+    from numba import cuda
+    from gemm._env import simulator_active
+    fn = simt_function(cfg, a_unit, b_unit, vec_a, vec_b)
+    if simulator_active():
+        return cuda.jit(SIGNATURE)(fn)
+    bounds = {"launch_bounds": (cfg.threads, cfg.min_blocks)} if cfg.min_blocks > 1 else {}
+    return cuda.jit(SIGNATURE, cache=True, **bounds)(fn)

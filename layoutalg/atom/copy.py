@@ -1,0 +1,226 @@
+"""Copy atoms: one copy instruction as (thread, bit) layouts (CuTe's Copy_Traits).
+
+``layout_src`` and ``layout_dst`` map ``(thread, bit)`` of the source and destination
+operands to a bit of the atom's data; ``layout_ref`` is the one of the two that tiled copies
+are built on (the destination for ldmatrix, the source otherwise). A copy atom also carries
+the width of the value type it moves (``value_bits``): its layouts in values are the bit
+layouts upcast by that width (``layout_src_values`` ...).
+
+Plain attributes for code generators: ``name``, ``kind`` ("universal", "cp.async.ca",
+"cp.async.cg", "ldmatrix"), ``bits`` (bits each thread receives per instruction), ``num``
+(x1/x2/x4 for ldmatrix, else 1), ``trans``, ``src_chunk_bits`` / ``dst_chunk_bits`` (the
+width each thread reads / writes as one contiguous, aligned piece: the vector, the 16-byte
+ldmatrix row, the 32-bit register), ``value_bits``.
+
+>>> atom = SM80_CP_ASYNC_CACHEALWAYS(16, value_type=np.float32)
+>>> atom.kind, atom.bits, atom.num_values_src, str(atom.layout_src_values)
+('cp.async.ca', 128, 4, '(1,4):(0,1)')
+>>> print(SM75_U32x4_LDSM_N().layout_dst)
+(32,(32,4)):(32,(1,1024))
+"""
+
+import numpy as np
+
+from ..algebra import upcast
+from ..errors import LayoutError
+from ..layout import Layout
+
+__all__ = [
+    "CopyAtom", "UniversalCopy", "SM80_CP_ASYNC_CACHEALWAYS", "SM80_CP_ASYNC_CACHEGLOBAL",
+    "SM75_U32x1_LDSM_N", "SM75_U32x2_LDSM_N", "SM75_U32x4_LDSM_N", "SM75_U16x2_LDSM_T",
+    "SM75_U16x4_LDSM_T", "SM75_U16x8_LDSM_T", "type_bits",
+]
+
+_TYPE_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "b8": 8, "b16": 16,
+              "b32": 32, "b64": 64, "b128": 128}
+
+
+def type_bits(value_type):
+    """Width in bits of a value type: an int (bits), a PTX type name or a numpy dtype.
+
+    >>> type_bits(16), type_bits("bf16"), type_bits(np.float32)
+    (16, 16, 32)
+    """
+    if isinstance(value_type, (int, np.integer)) and not isinstance(value_type, bool):
+        bits = int(value_type)
+    elif isinstance(value_type, str) and value_type in _TYPE_BITS:
+        bits = _TYPE_BITS[value_type]
+    else:
+        try:
+            bits = np.dtype(value_type).itemsize * 8
+        except TypeError:
+            raise TypeError(f"{value_type!r} is not a value type (bits, PTX name or dtype)") from None
+    if bits <= 0:
+        raise ValueError(f"value type {value_type!r} has no width")
+    return bits
+
+
+class CopyAtom:
+    """One copy instruction as bit layouts, bound to a value type. See the module docstring."""
+
+    def __init__(self, name, kind, bits, thr_id, layout_src, layout_dst, layout_ref,
+                 src_chunk_bits, dst_chunk_bits, value_bits, num=1, trans=False, args=()):
+        self.name, self.kind, self.bits = name, kind, bits
+        self.thr_id = thr_id
+        self.layout_src, self.layout_dst, self.layout_ref = layout_src, layout_dst, layout_ref
+        self.src_chunk_bits, self.dst_chunk_bits = src_chunk_bits, dst_chunk_bits
+        self.num, self.trans = num, trans
+        self._args = args
+        self.value_bits = value_bits
+        for what, L, chunk in (("src", layout_src, src_chunk_bits),
+                               ("dst", layout_dst, dst_chunk_bits)):
+            if L[1].size % value_bits or chunk % value_bits:
+                raise LayoutError(f"{name}: {L[1].size}-bit {what} operand per thread is not a "
+                                  f"whole number of {value_bits}-bit values")
+        self.layout_src_values = upcast(layout_src, value_bits)
+        self.layout_dst_values = upcast(layout_dst, value_bits)
+        self.layout_ref_values = upcast(layout_ref, value_bits)
+
+    def with_value_type(self, value_type):
+        """The same instruction moving values of ``value_type`` (bits, PTX name or dtype)."""
+        return _MAKERS[self.name](*self._args, value_type=value_type)
+
+    @property
+    def num_threads(self):
+        return self.thr_id.size
+
+    @property
+    def num_values_src(self):
+        """Values each thread supplies per instruction."""
+        return self.layout_src[1].size // self.value_bits
+
+    @property
+    def num_values_dst(self):
+        return self.layout_dst[1].size // self.value_bits
+
+    @property
+    def num_values_ref(self):
+        return self.layout_ref[1].size // self.value_bits
+
+    def __str__(self):
+        return (f"{self.name} ({self.kind}, {self.num_threads} thr, {self.bits} bits/thr, "
+                f"{self.value_bits}-bit values)")
+
+    __repr__ = __str__
+
+
+_MAKERS = {}
+
+
+def _register(f):
+    _MAKERS[f.__name__] = f
+    return f
+
+
+def _vector(name, kind, bits, value_type, args):
+    vb = bits if value_type is None else type_bits(value_type)
+    one = Layout((1, bits), (0, 1))
+    return CopyAtom(name, kind, bits, Layout(1, 0), one, one, one, bits, bits, vb, args=args)
+
+
+@_register
+def UniversalCopy(bits, value_type=None):
+    """One thread moves ``bits`` bits (8, 16, 32, 64 or 128) with a plain load and store.
+
+    ``value_type`` (default: one value of ``bits`` bits) is the element type moved, so a
+    128-bit copy of float32 moves 4 values per thread.
+
+    >>> UniversalCopy(64, value_type=np.float32).num_values_src
+    2
+    """
+    if bits not in (8, 16, 32, 64, 128):
+        raise ValueError(f"UniversalCopy({bits!r}): bits must be 8, 16, 32, 64 or 128")
+    return _vector("UniversalCopy", "universal", bits, value_type, (bits,))
+
+
+@_register
+def SM80_CP_ASYNC_CACHEALWAYS(nbytes, value_type=None):
+    """``cp.async.ca.shared.global [dst], [src], nbytes`` for 4, 8 or 16 bytes (PTX ISA
+    9.7.9.25.3 "cp.async"): one thread copies global to shared memory asynchronously,
+    caching at all levels. The source and destination must be ``nbytes``-aligned."""
+    if nbytes not in (4, 8, 16):
+        raise ValueError(f"SM80_CP_ASYNC_CACHEALWAYS({nbytes!r}): cp.async.ca copies 4, 8 or "
+                         "16 bytes")
+    return _vector("SM80_CP_ASYNC_CACHEALWAYS", "cp.async.ca", 8 * nbytes, value_type, (nbytes,))
+
+
+@_register
+def SM80_CP_ASYNC_CACHEGLOBAL(nbytes=16, value_type=None):
+    """``cp.async.cg.shared.global [dst], [src], 16`` (PTX ISA 9.7.9.25.3 "cp.async"): caches
+    in L2 only. The PTX ISA allows only 16 bytes with ``.cg``; other sizes raise ValueError.
+    (MoYe.jl's CACHEGLOBAL atom silently issues ``.ca``; this one is ``kind="cp.async.cg"``.)"""
+    if nbytes != 16:
+        raise ValueError(f"SM80_CP_ASYNC_CACHEGLOBAL({nbytes!r}): cp.async.cg copies 16 bytes only")
+    return _vector("SM80_CP_ASYNC_CACHEGLOBAL", "cp.async.cg", 128, value_type, (nbytes,))
+
+
+# ldmatrix (PTX ISA 9.7.14.5.15 "Warp-level matrix load instruction: ldmatrix"): a warp
+# loads num 8x8 matrices of 16-bit elements from shared memory. The rows of matrix j are at
+# the addresses given by threads 8j .. 8j+7 (x1: threads 0-7, x2: 0-15, x4: 0-31), each row
+# 16 contiguous bytes (128 bits). In the destination, thread l holds in register j the
+# elements (row l // 4, columns 2*(l % 4) and 2*(l % 4) + 1) of matrix j; with .trans the
+# elements (rows 2*(l % 4) and 2*(l % 4) + 1, column l // 4).
+#
+# The atom's data is num matrices of 8 rows x 128 bits: element (r, c) of matrix j is at bit
+# 1024*j + 128*r + 16*c. Hence, with l = t + 4*g (t = l % 4, g = l // 4):
+#   src:      thread i (< 8*num), bit b       -> 128*i + b
+#   dst (N):  thread l, bit b of register j   -> 1024*j + 128*g + 32*t + b = 32*l + b + 1024*j
+#   dst (T):  thread l, bit b of half h of j  -> 1024*j + 128*(2t + h) + 16*g + b
+def _ldsm_src(num):
+    rows = 8 * num
+    if rows == 32:
+        return Layout((32, 128), (128, 1))
+    return Layout(((rows, 32 // rows), 128), ((128, 0), 1))
+
+
+def _ldsm(name, num, trans, value_type, args):
+    if trans:
+        dst = Layout(((4, 8), (16, 2, num)), ((256, 16), (1, 128, 1024)))
+    elif num == 1:
+        dst = Layout((32, 32), (32, 1))
+    else:
+        dst = Layout((32, (32, num)), (32, (1, 1024)))
+    vb = 16 if value_type is None else type_bits(value_type)
+    return CopyAtom(name, "ldmatrix", 32 * num, Layout(32), _ldsm_src(num), dst, dst,
+                    128, 32, vb, num=num, trans=trans, args=args)
+
+
+@_register
+def SM75_U32x1_LDSM_N(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x1.shared.b16``: one 8x8 matrix, one register per thread.
+    Values default to 16 bits (2 per thread)."""
+    return _ldsm("SM75_U32x1_LDSM_N", 1, False, value_type, ())
+
+
+@_register
+def SM75_U32x2_LDSM_N(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x2.shared.b16``: two matrices, two registers per thread."""
+    return _ldsm("SM75_U32x2_LDSM_N", 2, False, value_type, ())
+
+
+@_register
+def SM75_U32x4_LDSM_N(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: four matrices, four registers per thread."""
+    return _ldsm("SM75_U32x4_LDSM_N", 4, False, value_type, ())
+
+
+@_register
+def SM75_U16x2_LDSM_T(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16``: one matrix, transposed.
+
+    >>> print(SM75_U16x2_LDSM_T().layout_dst)
+    ((4,8),(16,2,1)):((256,16),(1,128,1024))
+    """
+    return _ldsm("SM75_U16x2_LDSM_T", 1, True, value_type, ())
+
+
+@_register
+def SM75_U16x4_LDSM_T(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16``: two matrices, transposed."""
+    return _ldsm("SM75_U16x4_LDSM_T", 2, True, value_type, ())
+
+
+@_register
+def SM75_U16x8_LDSM_T(value_type=None):
+    """``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16``: four matrices, transposed."""
+    return _ldsm("SM75_U16x8_LDSM_T", 4, True, value_type, ())

@@ -1,0 +1,439 @@
+"""The core of the algebra: coalesce, filter, composition, complement, inverses, nullspace.
+
+Internally a layout is often handled as its flat tuple of ``(shape, stride)`` leaves (its
+"modes"); results of the pure functions of hashable layouts are cached.
+
+>>> print(composition(Layout((6, 2), (8, 2)), Layout((4, 3), (3, 1))))
+((2,2),3):((24,2),8)
+>>> print(complement(Layout(4, 2), 24))
+(2,3):(1,8)
+"""
+
+from functools import lru_cache
+
+from .errors import LayoutError
+from .int_tuple import (
+    divides, fmt, is_int, is_positive_extent, is_zero, less, prefix_product, product,
+)
+from .layout import Layout, _concat, _flat, _make
+from .swizzle import ComposedLayout, Swizzle
+
+__all__ = [
+    "coalesce", "filter", "composition", "complement", "right_inverse", "left_inverse",
+    "nullspace",
+]
+
+_cache = lru_cache(maxsize=1 << 16)
+_CACHED = []          # every cached function, for clear_caches
+
+
+def cached(f):
+    """Cache a pure function of hashable arguments (and remember it for clear_caches)."""
+    c = _cache(f)
+    _CACHED.append(c)
+    return c
+
+
+def clear_caches():
+    """Forget every cached result (for benchmarks of cold calls)."""
+    for c in _CACHED:
+        c.cache_clear()
+
+
+# --- modes: flat (shape, stride) pairs ----------------------------------------------------
+def _pairs_layout(pairs):
+    """The flat layout of a list of modes: no modes gives ``1:0``, one mode an int shape."""
+    if not pairs:
+        return _make(1, 0, ((1, 0),))
+    if len(pairs) == 1:
+        s, d = pairs[0]
+        return _make(s, d, ((s, d),))
+    pairs = tuple(pairs)
+    return _make(tuple(s for s, _ in pairs), tuple(d for _, d in pairs), pairs)
+
+
+def _coalesce_pairs(pairs):
+    """Drop size-1 modes and merge neighbours with ``stride[i+1] == shape[i] * stride[i]``."""
+    out = []
+    for s, d in pairs:
+        if s == 1:
+            continue
+        if out:
+            ps, pd = out[-1]
+            if d == ps * pd:
+                out[-1] = (ps * s, pd)
+                continue
+        out.append((s, d))
+    return out
+
+
+def _all_int(pairs):
+    for s, d in pairs:
+        if type(s) is not int or type(d) is not int:
+            return False
+    return True
+
+
+def _as_layout(x, what):
+    if isinstance(x, (Layout, ComposedLayout)):
+        return x
+    if type(x) is int and x > 0:
+        return _make(x, 1, ((x, 1),))
+    if is_int(x):
+        return Layout(x)
+    raise TypeError(f"{what}: expected a layout, an int or a tuple of tilers, not {x!r}")
+
+
+def _int_strides(L, what):
+    for s, d in _flat(L):
+        if not is_int(d):
+            raise LayoutError(f"{what}({L}) needs integer strides, found {d!r}")
+
+
+def check_tiler(B, what):
+    """A tiler is a Layout, a ComposedLayout, an int, None, or a tuple of tilers."""
+    if B is None or isinstance(B, (Layout, ComposedLayout)) or is_int(B):
+        return
+    if isinstance(B, tuple):
+        for b in B:
+            check_tiler(b, what)
+        return
+    raise TypeError(f"{what}: expected a layout, an int, None or a tuple of them, not {B!r}")
+
+
+def by_mode(op, A, tiler):
+    """Apply ``op`` to each mode of ``A`` with the matching tiler element; extra modes stay."""
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(by_mode(op, A.inner, tiler))
+    if not isinstance(A, Layout):
+        raise TypeError(f"expected a layout, not {A!r}")
+    if len(tiler) > A.rank:
+        raise LayoutError(f"tiler {fmt(tiler)} has more modes than layout {A} (rank {A.rank})")
+    modes = [op(A[i], t) for i, t in enumerate(tiler)]
+    return _concat(modes + [A[i] for i in range(len(tiler), A.rank)])
+
+
+# --- coalesce and filter ------------------------------------------------------------------
+def coalesce(L, profile=None):
+    """The simplest layout with the same function on ``[0, size(L))``: depth <= 1, no size-1
+    modes, adjacent modes merged where ``stride[i+1] == shape[i] * stride[i]``.
+
+    With a tuple ``profile``, each mode ``i < len(profile)`` is coalesced on its own (the
+    rank is kept).
+
+    >>> print(coalesce(Layout((2, (1, 6)), (1, (6, 2)))))
+    12:1
+    >>> print(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
+    (2,6):(1,2)
+    """
+    if isinstance(L, ComposedLayout):
+        return L.with_inner(coalesce(L.inner, profile))
+    if not isinstance(L, Layout):
+        raise TypeError(f"coalesce: expected a layout, not {L!r}")
+    if isinstance(profile, tuple):
+        if len(profile) > L.rank:
+            raise LayoutError(f"coalesce: profile {fmt(profile)} has more modes than {L}")
+        return _concat([coalesce(L[i], p) for i, p in enumerate(profile)]
+                       + [L[i] for i in range(len(profile), L.rank)])
+    return _coalesce(L)
+
+
+def _coalesce(L):
+    return _pairs_layout(_coalesce_pairs(_flat(L)))
+
+
+def filter(L):
+    """``coalesce(L)`` without its stride-0 modes: the layout of the distinct offsets.
+
+    >>> print(filter(Layout((2, 3, 4), (1, 0, 2))))
+    8:1
+    """
+    if isinstance(L, ComposedLayout):
+        return L.with_inner(filter(L.inner))
+    if not isinstance(L, Layout):
+        raise TypeError(f"filter: expected a layout, not {L!r}")
+    return _pairs_layout(_filter_pairs(L))
+
+
+def _filter_pairs(L):
+    return _coalesce_pairs([(s, d) for s, d in _flat(L)
+                            if not (d == 0 if type(d) is int else is_zero(d, "filter"))])
+
+
+# --- composition --------------------------------------------------------------------------
+def composition(A, B):
+    """``R = A o B``: ``R(c) == A(B(c))`` for every coordinate c of B, R compatible with B.
+
+    ``B`` may be a Layout, an int ``n`` (``n:1``), a tuple of tilers applied mode by mode
+    (each a Layout, an int, None to keep the mode, or a nested tuple), or None. ``A`` may
+    be a Layout, a ComposedLayout or a Swizzle. Offsets ``B(c)`` past ``size(A)`` extend A
+    along its last mode, as in CuTe.
+
+    Raises LayoutError when B's strides and shapes do not divide through A's shape (the
+    stride and shape divisibility conditions) and when B's modes overlap in a mode of A so
+    that the result would not be ``A(B(c))`` (the case of cutlass issue 2955).
+
+    >>> print(composition(Layout((12, (4, 8)), (59, (13, 1))), (3, 8)))
+    (3,(4,2)):(59,(13,1))
+    """
+    if B is None:
+        return A
+    if isinstance(B, tuple):
+        check_tiler(B, "composition")
+        return _compose_by_mode(A, B)
+    B = _as_layout(B, "composition")
+    if isinstance(B, ComposedLayout):
+        raise LayoutError(f"composition with a swizzled right operand {B} is not supported")
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(composition(A.inner, B))
+    if isinstance(A, Swizzle):
+        return ComposedLayout(A, 0, B)
+    if not isinstance(A, Layout):
+        raise TypeError(f"composition: expected a layout, not {A!r}")
+    return _compose(A, B)
+
+
+@cached
+def _compose_by_mode(A, B):
+    return by_mode(composition, A, B)
+
+
+def _extended_modes(A):
+    """The coalesced modes of A whose last mode also extends A past its size as A does (A's
+    last leaf is unbounded, even a size-1 leaf that coalesce drops)."""
+    flat = _flat(A)
+    a = _coalesce_pairs(flat) or [(1, 0)]
+    s_last, d_last = flat[-1]
+    if s_last == 1 and not (a[-1][0] * a[-1][1] == d_last):
+        if a == [(1, 0)]:
+            return [(1, d_last)]
+        a.append((1, d_last))
+    return a
+
+
+def _walk_int(a, n, d, digit_max, what):
+    """The modes of ``i -> A(i * d)``, ``i < n``, for A's modes ``a`` (ints only): divide the
+    stride d out of A's extents, then keep n elements (CuTe's shape_div and shape_mod)."""
+    out = []
+    rest_n, rest_d = n, d
+    for j in range(len(a) - 1):
+        s, t = a[j]
+        if s % rest_d == 0:                  # the stride lands inside mode j
+            room = s // rest_d               # elements of mode j at that stride
+            if rest_n <= room:
+                c = rest_n                   # the rest fits in mode j
+            elif rest_n % room == 0:
+                c = room                     # mode j holds room of them, then carry on
+            else:
+                raise LayoutError(f"{what()}: shape divisibility condition fails: {rest_n} "
+                                  f"elements of B's mode {n}:{d} do not split over A's "
+                                  f"extent {room}")
+        elif rest_d % s == 0:                # the stride steps over mode j
+            rest_d //= s
+            continue
+        elif (rest_n - 1) * rest_d < s:      # not divisible, but all of them fit in mode j
+            c = rest_n
+        else:
+            raise LayoutError(f"{what()}: stride divisibility condition fails: stride "
+                              f"{rest_d} (of B's mode {n}:{d}) and A's extent {s} do not "
+                              f"divide one another")
+        out.append((c, t * rest_d))
+        digit_max[j] += (c - 1) * rest_d
+        rest_n //= c
+        rest_d = 1
+        if rest_n == 1:
+            return out
+    out.append((rest_n, a[-1][1] * rest_d))
+    return out
+
+
+def _walk_symbolic(a, n, d, digit_max, what):
+    """``_walk_int`` for symbolic extents: every fact it needs must be decidable."""
+    out = []
+    rest_n, rest_d = n, d
+    for j in range(len(a) - 1):
+        s, t = a[j]
+        if divides(rest_d, s, what):
+            room = s // rest_d
+            if not less(room, rest_n, what):
+                c = rest_n
+            elif divides(room, rest_n, what):
+                c = room
+            else:
+                raise LayoutError(f"{what()}: shape divisibility condition fails: {fmt(rest_n)} "
+                                  f"elements of B's mode {fmt(n)}:{d} do not split over A's "
+                                  f"extent {fmt(room)}")
+        elif divides(s, rest_d, what):
+            rest_d //= s
+            continue
+        elif less((rest_n - 1) * rest_d, s, what):
+            c = rest_n
+        else:
+            raise LayoutError(f"{what()}: stride divisibility condition fails: stride "
+                              f"{rest_d} (of B's mode {fmt(n)}:{d}) and A's extent {fmt(s)} "
+                              f"do not divide one another")
+        out.append((c, t * rest_d))
+        digit_max[j] += (c - 1) * rest_d
+        rest_n //= c
+        rest_d = 1
+        if rest_n == 1:
+            return out
+    out.append((rest_n, a[-1][1] * rest_d))
+    return out
+
+
+@cached
+def _compose(A, B):
+    a = _extended_modes(A)
+    digit_max = [0] * (len(a) - 1)   # the largest digit B reaches in each bounded mode of A
+    what = lambda: f"composition {A} o {B}"
+    walk = _walk_int if _all_int(a) and _all_int(_flat(B)) else _walk_symbolic
+
+    def leaf(n, d):
+        if not is_int(d) or d < 0:
+            raise LayoutError(f"{what()}: B needs non-negative integer strides, found {d!r}")
+        if n == 1:
+            return 1, 0
+        if d == 0:
+            return n, 0
+        modes = _coalesce_pairs(walk(a, n, d, digit_max, what))
+        if len(modes) == 1:
+            return modes[0]
+        if not modes:
+            return 1, 0
+        return tuple(s for s, _ in modes), tuple(t for _, t in modes)
+
+    def build(bs, bd):
+        if isinstance(bs, tuple):
+            parts = [build(s, d) for s, d in zip(bs, bd)]
+            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+        return leaf(bs, bd)
+
+    shp, std = build(B.shape, B.stride)
+    for j, top in enumerate(digit_max):
+        if top and not less(top, a[j][0], what):
+            raise LayoutError(
+                f"{what()}: B's modes overlap in A's mode {fmt(a[j][0])}:{a[j][1]} (their "
+                f"coordinates there add up past its extent), so A o B is not a layout equal to "
+                f"A(B(c)); see cutlass issue 2955")
+    return _make(shp, std)
+
+
+# --- complement and inverses --------------------------------------------------------------
+def complement(L, cotarget=None):
+    """The layout R of offsets that ``L`` does not reach, below ``cotarget``: R is ordered
+    (increasing strides), its offsets are disjoint from L's (only 0 in common), and
+    ``make_layout(L, R)`` covers ``[0, cotarget)``. Default cotarget: ``cosize(L)``.
+
+    Raises LayoutError when no such R exists (L not injective, or its image interleaved).
+
+    >>> print(complement(Layout((2, 2), (1, 6)), 24))
+    (3,2):(2,12)
+    """
+    if isinstance(L, (ComposedLayout, Swizzle)):
+        raise LayoutError(f"complement of the swizzled layout {L} is not defined")
+    if not isinstance(L, Layout):
+        raise TypeError(f"complement: expected a layout, not {L!r}")
+    if cotarget is None:
+        _int_strides(L, "complement")
+        cotarget = L.cosize
+    elif isinstance(cotarget, tuple):
+        cotarget = product(cotarget)
+    if type(cotarget) is not int:
+        if not is_positive_extent(cotarget):
+            raise LayoutError(f"complement: cotarget {cotarget!r} must be a positive integer")
+        cotarget = int(cotarget) if is_int(cotarget) else cotarget
+    elif cotarget < 1:
+        raise LayoutError(f"complement: cotarget {cotarget!r} must be a positive integer")
+    return _complement(L, cotarget)
+
+
+@cached
+def _complement(L, cotarget):
+    _int_strides(L, "complement")
+    modes = sorted(_filter_pairs(L), key=lambda m: (m[1], m[0]))
+    if modes and modes[0][1] < 0:
+        raise LayoutError(f"complement({L}) needs non-negative strides")
+    out = []
+    current = 1
+    for s, d in modes:
+        if d % current:
+            raise LayoutError(
+                f"complement({L}): stride {d} is not a multiple of {current}, the extent "
+                f"covered by the smaller modes: the layout is not injective, or its image "
+                f"interleaves so that it has no complement")
+        out.append((d // current, current))
+        current = s * d
+    out.append((-(-cotarget // current), current))
+    return _pairs_layout(_coalesce_pairs(out))
+
+
+def right_inverse(L):
+    """The largest compact R with ``L(R(i)) == i`` for all ``i < size(R)``.
+
+    >>> print(right_inverse(Layout((4, 2), (2, 1))))
+    (2,4):(4,1)
+    """
+    if not isinstance(L, Layout):
+        raise LayoutError(f"right_inverse of {L!r}: only plain layouts have one here")
+    return _right_inverse(L)
+
+
+@cached
+def _right_inverse(L):
+    _int_strides(L, "right_inverse")
+    flat = _flat(_coalesce(L))
+    by_stride = {}
+    position = 1
+    for s, d in flat:
+        by_stride.setdefault(d, (s, position))
+        position *= s
+    out = []
+    current = 1
+    while current in by_stride:
+        s, p = by_stride[current]
+        if s == 1:
+            break
+        out.append((s, p))
+        current *= s
+    return _pairs_layout(_coalesce_pairs(out))
+
+
+def left_inverse(L):
+    """R with ``R(L(i)) == i`` for all ``i < size(L)``; LayoutError if L has none.
+
+    >>> print(left_inverse(Layout((4, 2), (2, 1))))
+    (2,4):(4,1)
+    """
+    if not isinstance(L, Layout):
+        raise LayoutError(f"left_inverse of {L!r}: only plain layouts have one here")
+    return _left_inverse(L)
+
+
+@cached
+def _left_inverse(L):
+    _int_strides(L, "left_inverse")
+    if any(s > 1 and d == 0 for s, d in _flat(L)):
+        raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
+    try:
+        rest = complement(L)
+    except LayoutError as e:
+        raise LayoutError(f"left_inverse({L}): the layout has no complement, so it has no left "
+                          f"inverse right_inverse((L, complement(L))) ({e})") from None
+    full = _make((L.shape, rest.shape), (L.stride, rest.stride))
+    R = _right_inverse(full)
+    if R.size != full.size:
+        raise LayoutError(f"left_inverse({L}): no left inverse (the layout is not injective)")
+    return R
+
+
+def nullspace(L):
+    """The layout of the indices that ``L`` maps to offset 0 through its stride-0 modes.
+
+    >>> print(nullspace(Layout((2, 3, 4), (1, 0, 0))))
+    (3,4):(2,6)
+    """
+    flat = _flat(L)
+    positions = prefix_product(tuple(s for s, _ in flat))
+    positions = positions if isinstance(positions, tuple) else (positions,)
+    return _pairs_layout([(s, p) for (s, d), p in zip(flat, positions) if s > 1 and d == 0])

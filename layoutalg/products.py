@@ -1,0 +1,250 @@
+"""Tiling: the divides and products of layouts, and tile_to_shape.
+
+A divide splits a layout into tiles and the arrangement of the tiles; a product repeats a
+layout as another one says. The zipped, tiled and flat forms only regroup the modes.
+
+>>> print(logical_divide(Layout((4, 2, 3), (2, 1, 8)), Layout(4, 2)))
+((2,2),(2,3)):((4,1),(2,8))
+>>> print(zipped_divide(Layout((128, 64)), (32, 8)))
+((32,8),(4,8)):((1,128),(32,1024))
+"""
+
+from .core import (
+    _as_layout, _int_strides, by_mode, cached, check_tiler, coalesce, complement, composition,
+)
+from .errors import LayoutError
+from .int_tuple import fmt, product
+from .layout import Layout, _concat, _make, append, make_ordered_layout
+from .swizzle import ComposedLayout
+
+__all__ = [
+    "logical_divide", "zipped_divide", "tiled_divide", "flat_divide", "logical_product",
+    "zipped_product", "tiled_product", "flat_product", "blocked_product", "raked_product",
+    "tile_to_shape",
+]
+
+
+def _pair(A, B):
+    return _make((A.shape, B.shape), (A.stride, B.stride))
+
+
+def _modes_of(L):
+    return [L[i] for i in range(L.rank)]
+
+
+def _operands(A, B, what):
+    """Check the operands of a divide or product; an int B means ``B:1``."""
+    if not isinstance(A, (Layout, ComposedLayout)):
+        raise TypeError(f"{what}: expected a layout, not {A!r}")
+    if isinstance(B, tuple):
+        check_tiler(B, what)
+        return B
+    return B if B is None else _as_layout(B, what)
+
+
+# --- divides ------------------------------------------------------------------------------
+def logical_divide(A, B):
+    """``composition(A, make_layout(B, complement(B, size(A))))``: mode 0 is the tile B,
+    mode 1 the tiles' arrangement. A tuple B divides mode by mode.
+
+    >>> print(logical_divide(Layout((4, 2, 3), (2, 1, 8)), Layout(4, 2)))
+    ((2,2),(2,3)):((4,1),(2,8))
+    """
+    return _logical_divide(A, _operands(A, B, "logical_divide"))
+
+
+@cached
+def _logical_divide(A, B):
+    if B is None:
+        return A
+    if isinstance(B, tuple):
+        return by_mode(logical_divide, A, B)
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(_logical_divide(A.inner, B))
+    return composition(A, _pair(B, complement(B, A.size)))
+
+
+def _zip_tiles(R, tiler, A_rank):
+    """Regroup a by-mode divide or product ``R`` into ((tiles...), (rests...))."""
+    if isinstance(R, ComposedLayout):
+        return R.with_inner(_zip_tiles(R.inner, tiler, A_rank))
+    if not isinstance(tiler, tuple):
+        return R
+    tiles, rests = [], []
+    for i, t in enumerate(tiler):
+        if isinstance(t, tuple):
+            raise LayoutError("zipped/tiled/flat forms take a flat tuple of tilers")
+        if t is None:
+            tiles.append(R[i])
+            rests.append(_make(1, 0))
+        else:
+            tiles.append(R[i][0])
+            rests.append(R[i][1])
+    rests += [R[i] for i in range(len(tiler), A_rank)]
+    return _pair(_concat(tiles), _concat(rests))
+
+
+def _regroup(Z, modes):
+    if isinstance(Z, ComposedLayout):
+        return Z.with_inner(_concat(modes(Z.inner)))
+    return _concat(modes(Z))
+
+
+def _tiled(z):
+    return [z[0]] + _modes_of(z[1])
+
+
+def _flat_modes(z):
+    return _modes_of(z[0]) + _modes_of(z[1])
+
+
+def zipped_divide(A, B):
+    """``logical_divide`` regrouped as ``((tile modes), (rest modes))``.
+
+    >>> print(zipped_divide(Layout((128, 64)), (32, 8)))
+    ((32,8),(4,8)):((1,128),(32,1024))
+    """
+    return _zipped_divide(A, _operands(A, B, "zipped_divide"))
+
+
+@cached
+def _zipped_divide(A, B):
+    return _zip_tiles(_logical_divide(A, B), B, A.rank)
+
+
+def tiled_divide(A, B):
+    """``logical_divide`` regrouped as ``((tile modes), rest0, rest1, ...)``."""
+    return _tiled_divide(A, _operands(A, B, "tiled_divide"))
+
+
+@cached
+def _tiled_divide(A, B):
+    return _regroup(_zipped_divide(A, B), _tiled)
+
+
+def flat_divide(A, B):
+    """``logical_divide`` regrouped as ``(tile0, tile1, ..., rest0, rest1, ...)``."""
+    return _flat_divide(A, _operands(A, B, "flat_divide"))
+
+
+@cached
+def _flat_divide(A, B):
+    return _regroup(_zipped_divide(A, B), _flat_modes)
+
+
+# --- products -----------------------------------------------------------------------------
+def logical_product(A, B):
+    """``make_layout(A, composition(complement(A, size(A) * cosize(B)), B))``: mode 0 is A,
+    mode 1 is B's arrangement of copies of A. An int B means ``B:1`` (a product, never a
+    divide); a tuple B multiplies mode by mode.
+
+    >>> print(logical_product(Layout((2, 2), (4, 1)), Layout(6, 1)))
+    ((2,2),(2,3)):((4,1),(2,8))
+    """
+    return _logical_product(A, _operands(A, B, "logical_product"))
+
+
+@cached
+def _logical_product(A, B):
+    if B is None:
+        return A
+    if isinstance(B, tuple):
+        return by_mode(logical_product, A, B)
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(_logical_product(A.inner, B))
+    _int_strides(B, "logical_product")
+    return _pair(A, composition(complement(A, A.size * B.cosize), B))
+
+
+def zipped_product(A, B):
+    """``logical_product`` regrouped as ``((A modes), (copies modes))``."""
+    return _zipped_product(A, _operands(A, B, "zipped_product"))
+
+
+@cached
+def _zipped_product(A, B):
+    return _zip_tiles(_logical_product(A, B), B, A.rank)
+
+
+def tiled_product(A, B):
+    """``logical_product`` regrouped as ``((A modes), copies0, copies1, ...)``."""
+    return _regroup(zipped_product(A, B), _tiled)
+
+
+def flat_product(A, B):
+    """``logical_product`` regrouped as ``(A0, A1, ..., copies0, copies1, ...)``."""
+    return _regroup(zipped_product(A, B), _flat_modes)
+
+
+def _rank_product(A, B, what):
+    """``logical_product`` of A and B padded to the same rank, and that rank."""
+    if isinstance(B, tuple):
+        B = Layout(B)
+    B = _as_layout(B, what)
+    r = max(A.rank, B.rank)
+    return _logical_product(append(A, n=r), append(B, n=r)), r
+
+
+def blocked_product(A, B):
+    """Copies of block A arranged as B, mode by mode: mode i is (A_i, B_i).
+
+    >>> print(blocked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
+    ((3,2),(4,5)):((4,12),(1,24))
+    """
+    return _blocked_product(A, B)
+
+
+@cached
+def _blocked_product(A, B):
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(_blocked_product(A.inner, B))
+    P, r = _rank_product(A, B, "blocked_product")
+    return _concat([_pair(P[0][i], P[1][i]) for i in range(r)])
+
+
+def raked_product(A, B):
+    """A's elements raked across B's arrangement, mode by mode: mode i is (B_i, A_i).
+
+    >>> print(raked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
+    ((2,3),(5,4)):((12,4),(24,1))
+    """
+    return _raked_product(A, B)
+
+
+@cached
+def _raked_product(A, B):
+    if isinstance(A, ComposedLayout):
+        return A.with_inner(_raked_product(A.inner, B))
+    P, r = _rank_product(A, B, "raked_product")
+    return _concat([_pair(P[1][i], P[0][i]) for i in range(r)])
+
+
+def tile_to_shape(block, trg_shape, order=None):
+    """Repeat ``block`` (blocked_product) until it has shape ``trg_shape``, the copies laid
+    out in ``order`` (default column-major); each mode is coalesced.
+
+    >>> print(tile_to_shape(Layout((2, 2), (1, 2)), (4, 6)))
+    ((2,2),(2,3)):((1,4),(2,8))
+    """
+    if isinstance(block, ComposedLayout):
+        return block.with_inner(tile_to_shape(block.inner, trg_shape, order))
+    if not isinstance(block, Layout):
+        raise TypeError(f"tile_to_shape: expected a layout, not {block!r}")
+    return _tile_to_shape(block, trg_shape, order)
+
+
+@cached
+def _tile_to_shape(block, trg_shape, order):
+    trg = trg_shape if isinstance(trg_shape, tuple) else (trg_shape,)
+    if block.rank > len(trg):
+        raise LayoutError(f"tile_to_shape: block {block} has more modes than {fmt(trg_shape)}")
+    padded = append(block, n=len(trg))
+    reps = []
+    for i, t in enumerate(trg):
+        b = padded[i].size
+        if product(t) % b:
+            raise LayoutError(f"tile_to_shape: extent {product(t)} of mode {i} is not a "
+                              f"multiple of the block's extent {b}")
+        reps.append(product(t) // b)
+    tiled = _blocked_product(padded, make_ordered_layout(tuple(reps), order))
+    return coalesce(tiled, tuple(1 for _ in trg))

@@ -1,0 +1,92 @@
+"""Run the SIMT kernels in numba's CUDA simulator and print one JSON line of results.
+
+Used by tests/test_gemm_sim.py in a child process (the simulator must be chosen before numba
+is imported): ``NUMBA_ENABLE_CUDASIM=1 python tests/sim_gemm_cases.py PIPELINE``.
+For each case the output is fresh random data, poisoned with NaN, checked element by element
+against numpy float64; the printed number is max |C - ref| / (tol * (|A| @ |B| + |beta C0|)).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
+
+from numba import cuda  # noqa: E402
+
+import gemm  # noqa: E402
+from gemm.simt import SimtConfig  # noqa: E402
+
+
+def small(pipeline, vector_mn=1, pad=None):
+    """A 32x32x8 tile with 8x8 threads: the generator's logic on a small, fast block."""
+    return SimtConfig(bM=32, bN=32, bK=8, mma_threads=(8, 8), pipeline=pipeline,
+                      vector_mn=vector_mn, pad=pad)
+
+
+def case(cfg, m, n, k, a_order, b_order, alpha=1.0, beta=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    a = np.asarray(rng.standard_normal((m, k)), np.float32, order=a_order)
+    b = np.asarray(rng.standard_normal((k, n)), np.float32, order=b_order)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    out = cuda.to_device(c0 if beta else np.full((m, n), np.nan, np.float32))
+    gemm.matmul(cuda.to_device(a), cuda.to_device(b), out, alpha=alpha, beta=beta, kernel=cfg)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = alpha * (a64 @ b64) + beta * c0
+    bound = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + abs(beta) * np.abs(c0)
+    err = np.abs(out.copy_to_host() - ref) / (1e-5 * bound + 1e-30)
+    return float(np.nan_to_num(err, nan=np.inf).max())
+
+
+def errors():
+    """{case: (exception type, message)} for inputs matmul must refuse."""
+    d = cuda.to_device
+    f32 = np.ones((4, 3), np.float32)
+    cases = {
+        "inner dims": lambda: gemm.matmul(d(f32), d(f32)),
+        "3-D": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)), d(f32.T.copy())),
+        "float64": lambda: gemm.matmul(d(f32.astype(np.float64)), d(f32.T.copy())),
+        "int32": lambda: gemm.matmul(d(f32), d(f32.T.astype(np.int32))),
+        "host array": lambda: gemm.matmul(f32, d(f32.T.copy())),
+        "strided view": lambda: gemm.matmul(d(np.ones((8, 6), np.float32))[::2, ::2],
+                                            d(f32.T.copy())),
+        "beta without out": lambda: gemm.matmul(d(f32), d(f32.T.copy()), beta=1.0),
+        "out shape": lambda: gemm.matmul(d(f32), d(f32.T.copy()), d(np.ones((3, 3), np.float32))),
+        "unknown kernel": lambda: gemm.matmul(d(f32), d(f32.T.copy()), kernel="fastest"),
+        "empty": lambda: gemm.matmul(d(np.ones((4, 0), np.float32)), d(np.ones((0, 4), np.float32))),
+    }
+    out = {}
+    for name, call in cases.items():
+        try:
+            call()
+            out[name] = ["no error", ""]
+        except Exception as e:  # noqa: BLE001 - the test inspects the type
+            out[name] = [type(e).__name__, str(e)]
+    return out
+
+
+def main(which):
+    results = {}
+    if which == "errors":
+        print(json.dumps(errors()))
+        return
+    if which == "default":
+        # The seed's 128x128x8 tiles with 256 threads, one partial block each.
+        for name in ("prefetch", "double_buffer", "tuned"):
+            results[name] = case(name, 131, 67, 13, "F", "C", seed=1)
+    else:
+        cfg = {"prefetch": small("prefetch"), "double_buffer": small("double_buffer"),
+               "tuned": small("double_buffer", vector_mn=4, pad=4)}[which]
+        for ao in "CF":
+            for bo in "CF":
+                results[f"{ao}{bo} 37x45x19"] = case(cfg, 37, 45, 19, ao, bo)
+        results["alpha-beta 64x32x16"] = case(cfg, 64, 32, 16, "F", "C", 0.5, -2.0, seed=2)
+        results["1x1x1"] = case(cfg, 1, 1, 1, "C", "C", seed=3)
+        results["5x70x33"] = case(cfg, 5, 70, 33, "C", "F", seed=4)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,50 @@
+"""The SIMT kernels in numba's CUDA simulator: partial tiles, all four operand majors,
+alpha/beta, against numpy float64 (see sim_gemm_cases.py)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+
+
+def simulate(which):
+    root = os.path.dirname(HERE)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "sim_gemm_cases.py"), which],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("which", ["prefetch", "double_buffer", "tuned", "default"])
+def test_kernel_matches_numpy_in_simulator(which):
+    results = simulate(which)
+    assert results, "no case ran"
+    bad = {name: err for name, err in results.items() if not err <= 1.0}
+    assert not bad, f"error / tolerance above 1: {bad}"
+
+
+EXPECTED_ERRORS = {
+    "inner dims": ("ValueError", "inner dimensions"),
+    "3-D": ("ValueError", "2-D"),
+    "float64": ("TypeError", "float64"),
+    "int32": ("TypeError", "int32"),
+    "host array": ("TypeError", "host"),
+    "strided view": ("ValueError", "stride"),
+    "beta without out": ("ValueError", "beta"),
+    "out shape": ("ValueError", "out has shape"),
+    "unknown kernel": ("ValueError", "unknown kernel"),
+    "empty": ("ValueError", "empty"),
+}
+
+
+def test_bad_input_gets_a_clear_error():
+    got = simulate("errors")
+    for name, (etype, words) in EXPECTED_ERRORS.items():
+        assert got[name][0] == etype, (name, got[name])
+        assert words in got[name][1], (name, got[name])

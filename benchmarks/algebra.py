@@ -111,18 +111,21 @@ def run_pass(cs):
         f(*args)
 
 
-def best_time(make_calls, repeat, cold=False):
-    """Best, over ``repeat`` passes, of the time of one pass of the mix. Cold passes start
-    from fresh input objects and empty caches (both built outside the timed region)."""
-    best = float("inf")
-    cs = make_calls()
+def best_times(ops, repeat):
+    """Best, over ``repeat`` rounds, of the time of one pass of the mix for pycute,
+    layoutalg cold and layoutalg warm. The three passes of a round run back to back, so a
+    load that comes and goes on the machine slows all three alike. Cold passes start from
+    fresh input objects and empty caches (both made outside the timed region); the warm
+    passes reuse one set of inputs whose results are cached after the first round."""
+    best = [float("inf")] * 3
+    theirs, warm = calls(pc, ops), calls(la, ops)
     for _ in range(repeat):
-        if cold:
-            clear_caches()
-            cs = make_calls()
-        t0 = time.perf_counter()
-        run_pass(cs)
-        best = min(best, time.perf_counter() - t0)
+        clear_caches()
+        cold = calls(la, ops)
+        for k, cs in enumerate((theirs, cold, warm)):
+            t0 = time.perf_counter()
+            run_pass(cs)
+            best[k] = min(best[k], time.perf_counter() - t0)
     return best
 
 
@@ -157,9 +160,7 @@ def main(argv=None):
     print(f"layout-algebra mix: {len(ops)} calls; results equal to pycute's "
           f"({structural} identical layouts, {len(ops) - structural} equal as functions)")
     print(f"python {platform.python_version()}, {cpu_model()}")
-    t_pc = best_time(lambda: calls(pc, ops), args.repeat)
-    t_cold = best_time(lambda: calls(la, ops), args.repeat, cold=True)
-    t_warm = best_time(lambda: calls(la, ops), args.repeat)
+    t_pc, t_cold, t_warm = best_times(ops, args.repeat)
     per = lambda t: f"{t * 1e6:9.1f} us/mix  {t * 1e6 / len(ops):7.2f} us/call"
     print(f"pycute            {per(t_pc)}")
     print(f"layoutalg (cold)  {per(t_cold)}   {t_pc / t_cold:5.2f}x pycute")
@@ -170,8 +171,7 @@ def main(argv=None):
         by_op.setdefault(op[0], []).append(op)
     reps = max(20, args.repeat // 4)
     for name, sub in by_op.items():
-        a = best_time(lambda: calls(la, sub), reps, cold=True) / len(sub)
-        b = best_time(lambda: calls(pc, sub), reps) / len(sub)
+        b, a, _ = (t / len(sub) for t in best_times(sub, reps))
         print(f"  {name:20s} {a * 1e6:8.2f} / {b * 1e6:8.2f}   {b / a:5.2f}x")
     return t_pc / t_cold, t_pc / t_warm
 

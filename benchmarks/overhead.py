@@ -29,17 +29,16 @@ overhead()
 A, B = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
 C = torch.empty(64, 64, device="cuda")
 gemm.matmul(A, B, C)
-a, b, c = operand(A, "A"), operand(B, "B"), operand(C, "C")
-cfg, launch = api._launcher(None, a.unit_mode, 1 - b.unit_mode, api._vector(a), api._vector(b))
-args = ((a.ptr, a.span), (b.ptr, b.span), (c.ptr, c.span))
-scalars = (64, 64, 64, 64, 1, 1, 64, 64, 1, 1.0, 0.0)
+(plan,) = api._plans.values()
+ptrs = (A.data_ptr(), B.data_ptr(), C.data_ptr())
 parts = {
-    "3 x operand()": lambda: (operand(A, "A"), operand(B, "B"), operand(C, "C")),
-    "stream handle": lambda: api._stream(a),
-    "launcher call": lambda: launch((1, 1, 1), (256, 1, 1), 0, args, scalars),
-    "raw cuLaunchKernel": lambda: launch._launch(launch._func, 1, 1, 1, 256, 1, 1, 0, 0,
-                                                 launch._params, None),
+    "3 x operand() (first call's checks)": lambda: (operand(A, "A"), operand(B, "B"),
+                                                    operand(C, "C")),
+    "first call's path, all checks": lambda: api._matmul(A, B, C, 1.0, 0.0, None),
+    "matmul, planned call": lambda: gemm.matmul(A, B, C),
+    "plan call alone": lambda: plan(ptrs, 0, 1.0, 0.0),
+    "raw cuLaunchKernel": lambda: plan._launch(*plan._fixed, 0, plan._pointers, None),
     "torch.mm": lambda: torch.mm(A, B, out=C),
 }
 for name, fn in parts.items():
-    print(f"{name:>20}: {per_call_us(fn):6.2f} us")
+    print(f"{name:>36}: {per_call_us(fn):6.2f} us")

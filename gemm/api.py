@@ -7,10 +7,12 @@
 5.0
 """
 
+import sys
+
 from gemm import simt
 from gemm._env import simulator_active
 from gemm.launch import Launcher
-from gemm.operands import new_like, operand
+from gemm.operands import current_stream, kernel_buffer, new_like, operand
 
 __all__ = ["matmul", "KERNELS", "kernel_config"]
 
@@ -64,24 +66,16 @@ def _vector(op):
     return 1
 
 
-def _buffer(op):
-    """The kernel's view of an operand: (address, elements), or a 1-D numpy view of the
-    simulator's host array."""
-    if op.kind == "sim":
-        import numpy as np
-        return np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
-    return op.ptr, op.span
+# The torch fast path: a plan (a bound launch) per kind of call, keyed by what decides every
+# check and every launch parameter: each tensor's shape, strides, dtype, device and address
+# modulo 16 (the copy widths). A call that matches a plan skips the checks it already passed.
+_plans = {}
+_torch_tensor = None      # torch.Tensor, once a first call has brought torch tensors
+_torch_stream = None      # torch's current raw stream of a device, then too
 
 
-def _stream(op):
-    if op.kind == "torch":
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        return raw(op.device) if raw else torch.cuda.current_stream().cuda_stream
-    if op.kind == "cupy":
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
-    return 0
+def _torch_key(x, ptr):
+    return x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15
 
 
 def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
@@ -93,6 +87,23 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
     made and ``beta`` must be 0. Returns ``out``. ``kernel``: a name from ``KERNELS`` or a
     ``SimtConfig``.
     """
+    if type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor:
+        ptrs = A.data_ptr(), B.data_ptr(), out.data_ptr()
+        key = (kernel, _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]), _torch_key(out, ptrs[2]))
+        try:
+            plan = _plans.get(key)
+        except TypeError:           # an unhashable kernel: _matmul says what is wrong
+            plan = None
+        if plan is not None:
+            plan(ptrs, _torch_stream(key[1][3]), alpha, beta)
+            return out
+    return _matmul(A, B, out, alpha, beta, kernel)
+
+
+def _matmul(A, B, out, alpha, beta, kernel):
+    """matmul with every check; on a GPU, its launch is kept as a plan for torch tensors."""
+    global _torch_tensor, _torch_stream
+    kernel_config(kernel)
     sim = simulator_active()
     a, b = operand(A, "A", sim), operand(B, "B", sim)
     (m, k), (k2, n) = a.shape, b.shape
@@ -114,12 +125,27 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
         raise TypeError(f"matmul: out has dtype {c.dtype}; supported: float32")
     if c.device != a.device:
         raise ValueError(f"matmul: out is on device {c.device}, A on device {a.device}")
+    for op, name in ((a, "A"), (b, "B"), (c, "out")):
+        if op.span >= 2 ** 32:
+            raise ValueError(f"matmul: {name} spans {op.span} elements; the kernels index "
+                             "with 32 bits")
     # The kernels see MoYe's operands: A as (M, K), B as (N, K), C as (M, N).
     b_unit = 1 - b.unit_mode
     cfg, launch = _launcher(kernel, a.unit_mode, b_unit, _vector(a), _vector(b))
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
     grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, 1)
-    launch(grid, (cfg.threads, 1, 1), 0 if sim else _stream(a),
-           (_buffer(a), _buffer(b), _buffer(c)),
-           (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta))
+    buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
+    scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta)
+    if sim:
+        launch(grid, (cfg.threads, 1, 1), 0, buffers, scalars)
+        return out
+    plan = launch.bind(grid, (cfg.threads, 1, 1), [n for _, n in buffers], scalars)
+    plan([ptr for ptr, _ in buffers], current_stream(a))
+    stream_of = getattr(sys.modules.get("torch", None), "_C", None)
+    stream_of = getattr(stream_of, "_cuda_getCurrentRawStream", None)
+    if (a.kind == b.kind == c.kind == "torch" and stream_of is not None
+            and type(a.obj).__module__ == "torch"):
+        _torch_tensor, _torch_stream = type(a.obj), stream_of
+        key = (kernel,) + tuple(_torch_key(op.obj, op.ptr) for op in (a, b, c))
+        _plans[key] = plan
     return out

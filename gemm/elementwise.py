@@ -25,7 +25,7 @@ import sympy
 from gemm._env import simulator_active
 from gemm.codegen import Source, load_module, sym
 from gemm.launch import Launcher
-from gemm.operands import new_like, operand
+from gemm.operands import current_stream, kernel_buffer, new_like, operand
 from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 
 __all__ = ["AddConfig", "add_matrices", "add_source", "add_kernel", "ADD_SIGNATURE"]
@@ -169,25 +169,6 @@ def _vector(op, strides):
     return 1
 
 
-def _buffer(op):
-    """The kernel's view of an operand: (address, elements), or in the simulator a 1-D numpy
-    view of the host array."""
-    if op.kind == "sim":
-        return np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
-    return op.ptr, op.span
-
-
-def _stream(op):
-    if op.kind == "torch":
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        return raw(op.device) if raw else torch.cuda.current_stream(op.device).cuda_stream
-    if op.kind == "cupy":
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
-    return 0
-
-
 def _default_blocks(cfg, tiles):
     if simulator_active():
         return min(tiles, 2)
@@ -243,6 +224,6 @@ def add_matrices(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, t
     tiles = -(-m // cfg.block[0]) * -(-n // cfg.block[1])
     blocks = min(tiles, num_blocks) if num_blocks is not None else _default_blocks(cfg, tiles)
     launch = _launcher(cfg, units, vectors)
-    launch((blocks, 1, 1), (cfg.threads, 1, 1), 0 if simulator_active() else _stream(a),
-           (_buffer(a), _buffer(b), _buffer(c)), (m, n, *lds))
+    launch((blocks, 1, 1), (cfg.threads, 1, 1), 0 if simulator_active() else current_stream(a),
+           (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c)), (m, n, *lds))
     return out

@@ -2,26 +2,29 @@
 
 numba's ``kernel[grid, block, stream, shmem](*args)`` wraps every array argument (a torch
 tensor becomes a numba DeviceNDArray through ``__cuda_array_interface__``) and converts every
-scalar on every call: about 50 us with torch tensors; the cuda-python binding of
-``cuLaunchKernel`` alone costs about 10 us. Our kernels take only 1-D C-contiguous arrays and
-scalars, so :class:`Launcher` packs all parameters with one ``struct.pack_into`` into a buffer
-(an array is passed in numba's ABI as the seven parameters ``meminfo, parent, nitems, itemsize,
-data, shape[0], strides[0]``), keeps a fixed array of pointers into that buffer, and calls the
-driver's ``cuLaunchKernel`` through ctypes. The driver copies the parameters during the call,
-so reusing the buffer is safe (a Launcher is not meant to be shared between threads). In the
-CUDA simulator the ordinary numba launch is used.
+scalar on every call: about 50 us with torch tensors. Our kernels take only 1-D C-contiguous
+arrays and 4-byte scalars, so a launch here is the driver's ``cuLaunchKernel`` called through
+ctypes with a parameter block made once: a ctypes structure holding every kernel parameter
+(an array is passed in numba's ABI as the seven parameters ``meminfo, parent, nitems,
+itemsize, data, shape[0], strides[0]``) and a fixed array of pointers to its fields.
+
+:meth:`Launcher.bind` fixes the grid, the block, the arrays' extents and the leading scalars
+once; the :class:`BoundLaunch` it returns changes only the array addresses, the stream and the
+trailing scalars per call. The driver copies the parameters during the call, so reusing the
+block is safe (a BoundLaunch is not meant to be shared between threads). In the CUDA
+simulator the ordinary numba launch is used.
 """
 
 import ctypes
-import struct
 
 import numpy as np
 
 from gemm._env import simulator_active
 
-__all__ = ["Launcher"]
+__all__ = ["Launcher", "BoundLaunch"]
 
-_FORMATS = {"uint32": "I", "int32": "i", "float32": "f"}      # 4-byte scalars only
+_CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "float32": ctypes.c_float}
+_ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "stride")
 _driver = None
 
 
@@ -45,9 +48,9 @@ class Launcher:
     ``n_arrays`` 1-D arrays of ``itemsize``-byte elements followed by scalars of the types
     ``scalar_types``, e.g. "uint32", "float32").
 
-    ``launch(grid, block, stream, arrays, scalars, shared_bytes=0)``: ``arrays`` holds a
+    ``launcher(grid, block, stream, arrays, scalars, shared_bytes=0)``: ``arrays`` holds a
     ``(device address, elements)`` pair per array on a GPU and the numpy arrays themselves in
-    the simulator.
+    the simulator. For repeated launches of one shape, :meth:`bind` once and call the result.
     """
 
     def __init__(self, dispatcher, n_arrays, itemsize, scalar_types):
@@ -55,37 +58,64 @@ class Launcher:
         self.n_arrays, self.itemsize = n_arrays, itemsize
         self.scalar_types = tuple(scalar_types)
         self._func = None
+        fields = [(f"a{i}_{f}", ctypes.c_int64)
+                  for i in range(n_arrays) for f in _ARRAY_FIELDS]
+        fields += [(f"s{j}", _CTYPES[t]) for j, t in enumerate(self.scalar_types)]
+        self._params_type = type("KernelParams", (ctypes.Structure,), {"_fields_": fields})
 
     def _prepare(self):
         (kernel,) = self.dispatcher.overloads.values()
         self._func = int(kernel._codelibrary.get_cufunc().handle)
         self._launch, self._describe = _cuda_driver()
-        # One little-endian buffer: 7 int64 per array, then the scalars (no padding needed:
-        # every int64 comes first, every later field is 4 bytes).
-        fmt = "<" + "q" * 7 * self.n_arrays + "".join(_FORMATS[t] for t in self.scalar_types)
-        self._pack = struct.Struct(fmt).pack_into
-        self._buffer = ctypes.create_string_buffer(struct.calcsize(fmt))
-        sizes = [8] * 7 * self.n_arrays + [struct.calcsize(_FORMATS[t]) for t in self.scalar_types]
-        base, offsets = ctypes.addressof(self._buffer), []
-        for size in sizes:
-            offsets.append(base)
-            base += size
-        self._params = (ctypes.c_void_p * len(offsets))(*offsets)
+
+    def bind(self, grid, block, extents, scalars, shared_bytes=0):
+        """A :class:`BoundLaunch` of this kernel with ``grid``, ``block``, the arrays' element
+        counts ``extents`` and the scalars fixed; its call gives the array addresses, the
+        stream and, optionally, new values for the last scalars."""
+        if self._func is None:
+            self._prepare()
+        return BoundLaunch(self, grid, block, extents, scalars, shared_bytes)
 
     def __call__(self, grid, block, stream, arrays, scalars, shared_bytes=0):
         if simulator_active():
             values = [getattr(np, t)(v) for t, v in zip(self.scalar_types, scalars)]
             self.dispatcher[grid, block, 0, shared_bytes](*arrays, *values)
             return
-        if self._func is None:
-            self._prepare()
-        isz = self.itemsize
-        fields = []
-        for ptr, n in arrays:
-            fields += (0, 0, n, isz, ptr, n, isz)
-        self._pack(self._buffer, 0, *fields, *scalars)
-        err = self._launch(self._func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                           shared_bytes, stream, self._params, None)
+        bound = self.bind(grid, block, [n for _, n in arrays], scalars, shared_bytes)
+        bound([ptr for ptr, _ in arrays], stream)
+
+
+class BoundLaunch:
+    """One kernel launch with everything but the array addresses, the stream and the last
+    scalars fixed (made by :meth:`Launcher.bind`)."""
+
+    def __init__(self, launcher, grid, block, extents, scalars, shared_bytes):
+        if len(extents) != launcher.n_arrays or len(scalars) != len(launcher.scalar_types):
+            raise ValueError(f"expected {launcher.n_arrays} arrays and "
+                             f"{len(launcher.scalar_types)} scalars")
+        params = self._params = launcher._params_type()
+        isz = launcher.itemsize
+        for i, n in enumerate(extents):
+            for name, value in zip(_ARRAY_FIELDS, (0, 0, n, isz, 0, n, isz)):
+                setattr(params, f"a{i}_{name}", value)
+        for j, value in enumerate(scalars):
+            setattr(params, f"s{j}", value)
+        base, kind = ctypes.addressof(params), type(params)
+        self._pointers = (ctypes.c_void_p * len(kind._fields_))(
+            *(base + getattr(kind, name).offset for name, _ in kind._fields_))
+        self._data_fields = [f"a{i}_data" for i in range(launcher.n_arrays)]
+        self._scalar_fields = [f"s{j}" for j in range(len(scalars))]
+        self._fixed = (launcher._func, *grid, *block, shared_bytes)
+        self._launch, self._describe = launcher._launch, launcher._describe
+
+    def __call__(self, addresses, stream, *last_scalars):
+        params = self._params
+        for name, ptr in zip(self._data_fields, addresses):
+            setattr(params, name, ptr)
+        if last_scalars:
+            for name, value in zip(self._scalar_fields[-len(last_scalars):], last_scalars):
+                setattr(params, name, value)
+        err = self._launch(*self._fixed, stream, self._pointers, None)
         if err:
             text = ctypes.c_char_p()
             self._describe(err, ctypes.byref(text))

@@ -11,7 +11,7 @@ import numpy as np
 
 from gemm._env import simulator_active
 
-__all__ = ["Operand", "operand", "new_like"]
+__all__ = ["Operand", "operand", "new_like", "kernel_buffer", "current_stream"]
 
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
 
@@ -140,3 +140,24 @@ def new_like(op, shape):
             return cupy.empty(shape, dtype=op.obj.dtype)
     from numba import cuda
     return cuda.device_array(shape, dtype=np.dtype(op.dtype))
+
+
+def kernel_buffer(op):
+    """The kernel's view of an operand: (device address, elements), or in the simulator a 1-D
+    numpy view of the host array."""
+    if op.kind == "sim":
+        return np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
+    return op.ptr, op.span
+
+
+def current_stream(op):
+    """The handle of the caller's current stream on the operand's device: torch's or CuPy's
+    current stream, numba's default stream (0) otherwise."""
+    if op.kind == "torch":
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        return raw(op.device) if raw else torch.cuda.current_stream(op.device).cuda_stream
+    if op.kind == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0

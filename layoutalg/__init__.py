@@ -47,3 +47,8 @@ from .cpu import (
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# --- symbolic layouts (sympy is imported only when one of these is called) -------------------
+from .symbolic import layout_expr, same_function, symbolic_layout
+
+__all__ = [name for name in dir() if not name.startswith("_")]

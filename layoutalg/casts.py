@@ -77,6 +77,8 @@ def upcast(L, n):
 
     >>> print(upcast(Layout((8, 4), (1, 8)), 2))
     (4,4):(1,4)
+    >>> print(upcast(Layout((8, 4), (-1, 8)), 2))
+    (4,4):(-1,4)
     """
     if isinstance(L, ComposedLayout):
         raise LayoutError("upcast of a composed layout is not supported; upcast its parts")
@@ -89,32 +91,43 @@ def upcast(L, n):
         if d == 0:
             return s, 0
         what = f"upcast({L}, {n}) of mode {s}:{d}"
-        return _div_exact(s, _div_exact(n, abs(d), what), what), _div_exact(d, n, what)
+        step = _div_exact(abs(d), n, what)               # |stride| in units of n elements
+        return _div_exact(s, _div_exact(n, abs(d), what), what), (step if d > 0 else -step)
 
     return _make(*go(L.shape, L.stride))
 
 
 def downcast(L, n):
     """The layout of ``L`` in units of 1/n element (e.g. 32-bit elements as 16-bit): the mode
-    of stride 1 grows n-fold, the other strides scale by n.
+    of stride 1 grows n-fold (its elements split into adjacent parts), the other strides
+    scale by n.
 
     >>> print(downcast(Layout((4, 4), (1, 4)), 2))
     (8,4):(1,8)
 
-    Two modes of stride +-1 would overlap after the split: LayoutError.
+    As in CuTe, the layout needs a mode of stride +-1 (the adjacent elements to split);
+    without one, or with two of size > 1 (the split elements would overlap): LayoutError.
     """
     if isinstance(L, ComposedLayout):
         raise LayoutError("downcast of a composed layout is not supported; downcast its parts")
     _int_strides(L, "downcast")
-    if sum(1 for s, d in _flat(L) if s > 1 and abs(d) == 1) > 1:
+    flat = _flat(L)
+    units = [k for k, (s, d) in enumerate(flat) if abs(d) == 1]
+    wide = [k for k in units if flat[k][0] > 1]
+    if len(wide) > 1:
         raise LayoutError(f"downcast({L}, {n}): more than one mode of stride 1, so the split "
                           f"elements would overlap")
+    if not units:
+        raise LayoutError(f"downcast({L}, {n}) needs a mode of stride 1 (adjacent elements to "
+                          f"split), as CuTe's downcast does; {L} has none")
+    split = (wide or units)[0]
+    leaf = iter(range(len(flat)))
 
     def go(s, d):
         if isinstance(s, tuple):
             parts = [go(x, y) for x, y in zip(s, d)]
             return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-        return (s * n, d) if s > 1 and abs(d) == 1 else (s, d * n)
+        return (s * n, d) if next(leaf) == split else (s, d * n)
 
     return _make(*go(L.shape, L.stride))
 

@@ -49,7 +49,7 @@ def _pairs_layout(pairs):
         s, d = pairs[0]
         return _make(s, d, ((s, d),))
     pairs = tuple(pairs)
-    return _make(tuple(s for s, _ in pairs), tuple(d for _, d in pairs), pairs)
+    return _make(tuple([m[0] for m in pairs]), tuple([m[1] for m in pairs]), pairs)
 
 
 def _coalesce_pairs(pairs):
@@ -86,7 +86,7 @@ def _as_layout(x, what):
 
 def _int_strides(L, what):
     for s, d in _flat(L):
-        if not is_int(d):
+        if type(d) is not int and not is_int(d):
             raise LayoutError(f"{what}({L}) needs integer strides, found {d!r}")
 
 
@@ -107,10 +107,15 @@ def by_mode(op, A, tiler):
         return A.with_inner(by_mode(op, A.inner, tiler))
     if not isinstance(A, Layout):
         raise TypeError(f"expected a layout, not {A!r}")
-    if len(tiler) > A.rank:
+    shp, std = A._shape, A._stride
+    if type(shp) is not tuple:
+        shp, std = (shp,), (std,)
+    n = len(tiler)
+    if n > len(shp):
         raise LayoutError(f"tiler {fmt(tiler)} has more modes than layout {A} (rank {A.rank})")
-    modes = [op(A[i], t) for i, t in enumerate(tiler)]
-    return _concat(modes + [A[i] for i in range(len(tiler), A.rank)])
+    modes = [op(_make(shp[i], std[i]), tiler[i]) for i in range(n)]
+    return _make(tuple([m._shape for m in modes]) + shp[n:],
+                 tuple([m._stride for m in modes]) + std[n:])
 
 
 # --- coalesce and filter ------------------------------------------------------------------
@@ -126,6 +131,8 @@ def coalesce(L, profile=None):
     >>> print(coalesce(Layout((2, (1, 6)), (1, (6, 2))), (1, 1)))
     (2,6):(1,2)
     """
+    if profile is None and type(L) is Layout:
+        return _pairs_layout(_coalesce_pairs(_flat(L)))
     if isinstance(L, ComposedLayout):
         return L.with_inner(coalesce(L.inner, profile))
     if not isinstance(L, Layout):
@@ -176,6 +183,8 @@ def composition(A, B):
     >>> print(composition(Layout((12, (4, 8)), (59, (13, 1))), (3, 8)))
     (3,(4,2)):(59,(13,1))
     """
+    if type(B) is Layout and type(A) is Layout:
+        return _compose(A, B)
     if B is None:
         return A
     if isinstance(B, tuple):
@@ -282,9 +291,128 @@ def _walk_symbolic(a, n, d, digit_max, what):
     return out
 
 
+def _compose_int(a, bflat):
+    """The leaves of ``A o B`` for int layouts, one (shape, stride) per leaf of B, by the walk
+    of ``_walk_int`` (inlined: this is the algebra's hot path); None where the walk or the
+    overlap check fails (``_compose`` then repeats it to raise with the condition named)."""
+    last = len(a) - 1
+    out = []
+    if last == 0:                            # A is one mode: B's strides scale by its stride
+        t = a[0][1]
+        for n, d in bflat:
+            if d < 0:
+                return None
+            out.append((1, 0) if n == 1 else (n, t * d))
+        return out
+    digit_max = [0] * last
+    for n, d in bflat:
+        if d <= 0 or n == 1:
+            if d < 0:
+                return None
+            out.append((1, 0) if n == 1 else (n, 0))
+            continue
+        modes = []
+        rest_n, rest_d = n, d
+        for j in range(last):
+            s, t = a[j]
+            if s % rest_d == 0:
+                room = s // rest_d
+                if rest_n <= room:
+                    c = rest_n
+                elif rest_n % room == 0:
+                    c = room
+                else:
+                    return None
+            elif rest_d % s == 0:
+                rest_d //= s
+                continue
+            elif (rest_n - 1) * rest_d < s:
+                c = rest_n
+            else:
+                return None
+            if c > 1:
+                st = t * rest_d
+                if modes and modes[-1][0] * modes[-1][1] == st:
+                    modes[-1] = (modes[-1][0] * c, modes[-1][1])
+                else:
+                    modes.append((c, st))
+                digit_max[j] += (c - 1) * rest_d
+                rest_n //= c
+            rest_d = 1
+            if rest_n == 1:
+                break
+        else:
+            st = a[last][1] * rest_d
+            if rest_n > 1:
+                if modes and modes[-1][0] * modes[-1][1] == st:
+                    modes[-1] = (modes[-1][0] * rest_n, modes[-1][1])
+                else:
+                    modes.append((rest_n, st))
+        if len(modes) == 1:
+            out.append(modes[0])
+        elif modes:
+            out.append((tuple([m[0] for m in modes]), tuple([m[1] for m in modes])))
+        else:
+            out.append((1, 0))
+    for j in range(last):
+        if digit_max[j] >= a[j][0]:
+            return None
+    return out
+
+
+def _unflatten_pairs(shape, it):
+    """The (shape, stride) of a layout congruent with ``shape`` whose leaves come from ``it``."""
+    if type(shape) is not tuple:
+        return next(it)
+    ss, ds = [], []
+    for x in shape:
+        s, d = _unflatten_pairs(x, it) if type(x) is tuple else next(it)
+        ss.append(s)
+        ds.append(d)
+    return tuple(ss), tuple(ds)
+
+
+def _scaled(s, d, t):
+    """``s:d`` with its strides times ``t`` (size-1 leaves get stride 0, as the walk gives
+    them); None if a stride is not a non-negative int."""
+    if type(s) is tuple:
+        ss, ds = [], []
+        for x, y in zip(s, d):
+            r = _scaled(x, y, t)
+            if r is None:
+                return None
+            ss.append(r[0])
+            ds.append(r[1])
+        return tuple(ss), tuple(ds)
+    if type(s) is not int or type(d) is not int or d < 0:
+        return None
+    return (1, 0) if s == 1 else (s, t * d)
+
+
 @cached
 def _compose(A, B):
+    t = A._stride
+    if type(A._shape) is int and type(t) is int:
+        # A is one mode, A(x) == t * x for every x: A o B is B with its strides scaled
+        r = _scaled(B._shape, B._stride, t)
+        if r is not None:
+            return _make(r[0], r[1])
     a = _extended_modes(A)
+    bflat = _flat(B)
+    if _all_int(a) and _all_int(bflat):
+        leaves_ = _compose_int(a, bflat)
+        if leaves_ is not None:
+            bs = B._shape
+            if type(bs) is not tuple:
+                return _make(*leaves_[0])
+            if len(bs) == len(leaves_) and not any(type(x) is tuple for x in bs):
+                return _make(tuple([x[0] for x in leaves_]), tuple([x[1] for x in leaves_]))
+            return _make(*_unflatten_pairs(bs, iter(leaves_)))
+    return _compose_checked(A, B, a)
+
+
+def _compose_checked(A, B, a):
+    """The general composition (symbolic values too), raising with the failed condition."""
     digit_max = [0] * (len(a) - 1)   # the largest digit B reaches in each bounded mode of A
     what = lambda: f"composition {A} o {B}"
     walk = _walk_int if _all_int(a) and _all_int(_flat(B)) else _walk_symbolic
@@ -330,6 +458,8 @@ def complement(L, cotarget=None):
     >>> print(complement(Layout((2, 2), (1, 6)), 24))
     (3,2):(2,12)
     """
+    if type(cotarget) is int and cotarget > 0 and type(L) is Layout:
+        return _complement(L, cotarget)
     if isinstance(L, (ComposedLayout, Swizzle)):
         raise LayoutError(f"complement of the swizzled layout {L} is not defined")
     if not isinstance(L, Layout):
@@ -348,21 +478,33 @@ def complement(L, cotarget=None):
     return _complement(L, cotarget)
 
 
+def _no_complement(L, cotarget, d, current):
+    return LayoutError(
+        f"complement({L}, {cotarget}): stride {d} is not a multiple of {current}, the extent "
+        f"covered by the smaller modes: the layout is not injective, or its image interleaves "
+        f"so that it has no complement")
+
+
 @cached
 def _complement(L, cotarget):
-    _int_strides(L, "complement")
-    modes = sorted(_filter_pairs(L), key=lambda m: (m[1], m[0]))
-    if modes and modes[0][1] < 0:
+    flat = _flat(L)
+    if _all_int(flat):
+        # the modes by increasing stride, size-1 and stride-0 modes left out (a mode that
+        # coalesce would merge with its neighbour is a step of the same chain here)
+        modes = sorted([(d, s) for s, d in flat if d != 0 and s != 1])
+    else:
+        _int_strides(L, "complement")
+        modes = sorted([(d, s) for s, d in _filter_pairs(L)], key=lambda m: (m[0], str(m[1])))
+    if modes and modes[0][0] < 0:
         raise LayoutError(f"complement({L}) needs non-negative strides")
     out = []
     current = 1
-    for s, d in modes:
+    for d, s in modes:
         if d % current:
-            raise LayoutError(
-                f"complement({L}): stride {d} is not a multiple of {current}, the extent "
-                f"covered by the smaller modes: the layout is not injective, or its image "
-                f"interleaves so that it has no complement")
-        out.append((d // current, current))
+            raise _no_complement(L, cotarget, d, current)
+        q = d // current
+        if q != 1:
+            out.append((q, current))
         current = s * d
     out.append((-(-cotarget // current), current))
     return _pairs_layout(_coalesce_pairs(out))
@@ -381,12 +523,20 @@ def right_inverse(L):
 
 @cached
 def _right_inverse(L):
-    _int_strides(L, "right_inverse")
-    flat = _flat(_coalesce(L))
+    flat = _flat(L)
+    if not _all_int(flat):
+        _int_strides(L, "right_inverse")
+    return _pairs_layout(_right_inverse_pairs(_coalesce_pairs(flat)))
+
+
+def _right_inverse_pairs(flat):
+    """The modes of the right inverse of the layout with (coalesced) modes ``flat``: follow
+    the strides 1, s0, s0*s1, ... through the modes, each at its position in the domain."""
     by_stride = {}
     position = 1
     for s, d in flat:
-        by_stride.setdefault(d, (s, position))
+        if d not in by_stride:
+            by_stride[d] = (s, position)
         position *= s
     out = []
     current = 1
@@ -396,7 +546,7 @@ def _right_inverse(L):
             break
         out.append((s, p))
         current *= s
-    return _pairs_layout(_coalesce_pairs(out))
+    return _coalesce_pairs(out)
 
 
 def left_inverse(L):
@@ -412,19 +562,25 @@ def left_inverse(L):
 
 @cached
 def _left_inverse(L):
-    _int_strides(L, "left_inverse")
-    if any(s > 1 and d == 0 for s, d in _flat(L)):
-        raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
+    flat = _flat(L)
+    if not _all_int(flat):
+        _int_strides(L, "left_inverse")
+    for s, d in flat:
+        if d == 0 and s > 1:
+            raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
     try:
         rest = complement(L)
     except LayoutError as e:
         raise LayoutError(f"left_inverse({L}): the layout has no complement, so it has no left "
                           f"inverse right_inverse((L, complement(L))) ({e})") from None
-    full = _make((L.shape, rest.shape), (L.stride, rest.stride))
-    R = _right_inverse(full)
-    if R.size != full.size:
+    # right_inverse((L, rest)), on the modes of that pair
+    inv = _right_inverse_pairs(_coalesce_pairs(flat + _flat(rest)))
+    n = 1
+    for s, _ in inv:
+        n *= s
+    if n != L.size * rest.size:
         raise LayoutError(f"left_inverse({L}): no left inverse (the layout is not injective)")
-    return R
+    return _pairs_layout(inv)
 
 
 def nullspace(L):
@@ -433,6 +589,8 @@ def nullspace(L):
     >>> print(nullspace(Layout((2, 3, 4), (1, 0, 0))))
     (3,4):(2,6)
     """
+    if not isinstance(L, Layout):
+        raise TypeError(f"nullspace: expected a plain layout, not {L!r}")
     flat = _flat(L)
     positions = prefix_product(tuple(s for s, _ in flat))
     positions = positions if isinstance(positions, tuple) else (positions,)

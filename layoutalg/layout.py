@@ -83,7 +83,8 @@ class Layout:
     # --- properties -------------------------------------------------------------------
     @property
     def size(self):
-        return product(self.shape)
+        shp = self._shape
+        return shp if type(shp) is int else product(shp)
 
     @property
     def cosize(self):
@@ -130,7 +131,7 @@ class Layout:
         return crd2idx(c, self.shape, self.stride)
 
     def __getitem__(self, i):
-        if isinstance(self._shape, tuple):
+        if type(self._shape) is tuple:
             return _make(self._shape[i], self._stride[i])
         if i in (0, -1):
             return self
@@ -223,7 +224,7 @@ def make_layout(*args):
     (2,(2,2)):(3,(1,6))
     """
     if args and all(isinstance(a, Layout) for a in args):
-        return _make(tuple(a.shape for a in args), tuple(a.stride for a in args))
+        return _make(tuple([a._shape for a in args]), tuple([a._stride for a in args]))
     if any(isinstance(a, Layout) for a in args):
         raise LayoutError("make_layout takes (shape, stride) or layouts only, not a mix")
     if not 1 <= len(args) <= 2:
@@ -303,13 +304,16 @@ def flatten(x):
 
 
 def _modes(L):
-    return [L[i] for i in range(L.rank)]
+    shp, std = L._shape, L._stride
+    if type(shp) is not tuple:
+        return [L]
+    return [_make(s, d) for s, d in zip(shp, std)]
 
 
 def _concat(modes):
     if not modes:
         raise LayoutError("a layout needs at least one mode")
-    return _make(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
+    return _make(tuple([m._shape for m in modes]), tuple([m._stride for m in modes]))
 
 
 def group_modes(L, begin, end=None):

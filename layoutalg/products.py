@@ -10,7 +10,8 @@ layout as another one says. The zipped, tiled and flat forms only regroup the mo
 """
 
 from .core import (
-    _as_layout, _int_strides, by_mode, cached, check_tiler, coalesce, complement, composition,
+    _as_layout, _complement, _compose, _int_strides, by_mode, cached, check_tiler,
+    coalesce, complement, composition,
 )
 from .errors import LayoutError
 from .int_tuple import fmt, product
@@ -25,11 +26,9 @@ __all__ = [
 
 
 def _pair(A, B):
-    return _make((A.shape, B.shape), (A.stride, B.stride))
+    return _make((A._shape, B._shape), (A._stride, B._stride))
 
 
-def _modes_of(L):
-    return [L[i] for i in range(L.rank)]
 
 
 def _operands(A, B, what):
@@ -53,49 +52,84 @@ def logical_divide(A, B):
     return _logical_divide(A, _operands(A, B, "logical_divide"))
 
 
+def _divide_mode(A, B):
+    """logical_divide of one mode of A by one element of a by-mode tiler."""
+    if type(B) is Layout and type(A) is Layout:
+        return _divide_plain(A, B)
+    return _logical_divide(A, _operands(A, B, "logical_divide"))
+
+
+def _divide_plain(A, B):
+    """``A o (B, complement(B, size(A)))`` for plain layouts (the common case, called
+    directly: its two steps are cached)."""
+    n = A.size
+    if type(n) is int:
+        return _compose(A, _pair(B, _complement(B, n)))
+    return composition(A, _pair(B, complement(B, n)))
+
+
 @cached
 def _logical_divide(A, B):
     if B is None:
         return A
     if isinstance(B, tuple):
-        return by_mode(logical_divide, A, B)
+        return by_mode(_divide_mode, A, B)
     if isinstance(A, ComposedLayout):
         return A.with_inner(_logical_divide(A.inner, B))
+    if type(A) is Layout and type(B) is Layout:
+        return _divide_plain(A, B)
     return composition(A, _pair(B, complement(B, A.size)))
 
 
 def _zip_tiles(R, tiler, A_rank):
-    """Regroup a by-mode divide or product ``R`` into ((tiles...), (rests...))."""
+    """Regroup a by-mode divide or product ``R`` into ((tiles...), (rests...)). Works on the
+    shape and stride tuples: mode i of R is the pair (tile_i, rest_i), or mode i of A where
+    the tiler holds None (its rest is then ``1:0``)."""
     if isinstance(R, ComposedLayout):
         return R.with_inner(_zip_tiles(R.inner, tiler, A_rank))
     if not isinstance(tiler, tuple):
         return R
-    tiles, rests = [], []
+    shp, std = R._shape, R._stride
+    ts, td, rs, rd = [], [], [], []
     for i, t in enumerate(tiler):
         if isinstance(t, tuple):
             raise LayoutError("zipped/tiled/flat forms take a flat tuple of tilers")
         if t is None:
-            tiles.append(R[i])
-            rests.append(_make(1, 0))
+            ts.append(shp[i])
+            td.append(std[i])
+            rs.append(1)
+            rd.append(0)
         else:
-            tiles.append(R[i][0])
-            rests.append(R[i][1])
-    rests += [R[i] for i in range(len(tiler), A_rank)]
-    return _pair(_concat(tiles), _concat(rests))
+            ts.append(shp[i][0])
+            td.append(std[i][0])
+            rs.append(shp[i][1])
+            rd.append(std[i][1])
+    n = len(tiler)
+    return _make((tuple(ts), tuple(rs) + shp[n:A_rank]), (tuple(td), tuple(rd) + std[n:A_rank]))
 
 
 def _regroup(Z, modes):
     if isinstance(Z, ComposedLayout):
-        return Z.with_inner(_concat(modes(Z.inner)))
-    return _concat(modes(Z))
+        return Z.with_inner(_regroup(Z.inner, modes))
+    return _make(*modes(Z._shape, Z._stride))
 
 
-def _tiled(z):
-    return [z[0]] + _modes_of(z[1])
+def _as_modes(s, d):
+    """The modes of the layout s:d, as a tuple of shapes and a tuple of strides."""
+    return (s, d) if type(s) is tuple else ((s,), (d,))
 
 
-def _flat_modes(z):
-    return _modes_of(z[0]) + _modes_of(z[1])
+def _tiled(shp, std):
+    """((tile modes), rest0, rest1, ...) from ((tile modes), (rest modes))."""
+    s1, d1 = _as_modes(shp[1], std[1])
+    return (shp[0],) + s1, (std[0],) + d1
+
+
+def _flat_modes(shp, std):
+    """(tile0, tile1, ..., rest0, rest1, ...) from ((tile modes), (rest modes))."""
+    s0, d0 = _as_modes(shp[0], std[0])
+    s1, d1 = _as_modes(shp[1], std[1])
+    return s0 + s1, d0 + d1
 
 
 def zipped_divide(A, B):
@@ -144,14 +178,32 @@ def logical_product(A, B):
     return _logical_product(A, _operands(A, B, "logical_product"))
 
 
+def _product_mode(A, B):
+    """logical_product of one mode of A by one element of a by-mode tiler."""
+    if type(B) is Layout and type(A) is Layout:
+        return _product_plain(A, B)
+    return _logical_product(A, _operands(A, B, "logical_product"))
+
+
+def _product_plain(A, B):
+    """``(A, complement(A, size(A) * cosize(B)) o B)`` for plain layouts."""
+    _int_strides(B, "logical_product")
+    n = A.size * B.cosize
+    if type(n) is int:
+        return _pair(A, _compose(_complement(A, n), B))
+    return _pair(A, composition(complement(A, n), B))
+
+
 @cached
 def _logical_product(A, B):
     if B is None:
         return A
     if isinstance(B, tuple):
-        return by_mode(logical_product, A, B)
+        return by_mode(_product_mode, A, B)
     if isinstance(A, ComposedLayout):
         return A.with_inner(_logical_product(A.inner, B))
+    if type(A) is Layout and type(B) is Layout:
+        return _product_plain(A, B)
     _int_strides(B, "logical_product")
     return _pair(A, composition(complement(A, A.size * B.cosize), B))
 

@@ -12,6 +12,10 @@ partitions are the tensors that thread reads and writes, with CuTe's shapes:
 * ``ThrMMA.partition_A/B/C(t)``: ``(MMA, MMA_M, MMA_K, ...)``, ``(MMA, MMA_N, MMA_K, ...)``,
   ``(MMA, MMA_M, MMA_N, ...)``; B is given as an ``(N, K)`` tensor (CuTe / MoYe).
 
+A tensor whose extents are not multiples of the tile is partitioned as if padded up to them
+(as ``local_tile`` pads): the extra coordinates lie outside the tensor, so a thread must
+predicate them, with the same partition of an identity tensor (``elem_less``).
+
 Thread indices may be sympy symbols: partitions then have a static layout and an engine
 that carries the symbolic offset.
 
@@ -37,7 +41,10 @@ from .errors import LayoutError
 from .int_tuple import fmt, is_int, leaves
 from .layout import Layout, _make, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
-from .tensor import ArithTuple, ArrayEngine, SwizzledEngine, Tensor, make_fragment_like, make_tensor
+from .tensor import (
+    ArithTuple, ArrayEngine, SwizzledEngine, Tensor, layout_offsets, make_fragment_like,
+    make_tensor,
+)
 
 __all__ = [
     "TiledCopy", "ThrCopy", "TiledMMA", "ThrMMA", "make_tiled_copy", "make_tiled_copy_A",
@@ -334,6 +341,11 @@ class TiledMMA:
             raise LayoutError("make_tiled_mma: more than one atom along K needs a reduction of "
                               "C across threads, which is not supported")
         self.thr_layout_vmnk = tiled_product(atom.thr_id, self.atom_layout)
+        if not _is_permutation(self.thr_layout_vmnk):
+            raise LayoutError(f"make_tiled_mma: the atom layout {L} does not number the "
+                              f"{self.atom_layout.size} atoms 0..{self.atom_layout.size - 1} "
+                              f"one-to-one (thread layout {self.thr_layout_vmnk} is not a "
+                              f"bijection onto 0..{self.thr_layout_vmnk.size - 1})")
         perm = (None, None, None) if permutation_mnk is None else tuple(permutation_mnk)
         if len(perm) != 3:
             raise LayoutError(f"permutation_mnk {permutation_mnk!r} needs 3 entries (M, N, K)")
@@ -343,6 +355,9 @@ class TiledMMA:
         for i in range(3):
             base = atom.shape_mnk[i] * self.atom_layout[i].size
             p = self.permutation_mnk[i]
+            if p is not None and not _is_permutation(p):
+                raise LayoutError(f"permutation {p} of mode {'MNK'[i]} is not a bijection onto "
+                                  f"0..{p.size - 1}: it would repeat or skip elements")
             if p is not None and p.size % base:
                 raise LayoutError(f"permutation {p} of mode {'MNK'[i]} has size {p.size}, not a "
                                   f"multiple of the atoms' extent {base}")
@@ -446,6 +461,14 @@ class TiledMMA:
         return repr_svg(self)
 
 
+def _is_permutation(L):
+    """True when the integer layout ``L`` maps 0..size-1 one-to-one onto 0..size-1."""
+    if not all(is_int(d) for d in leaves(L.stride)):
+        return False
+    offs = layout_offsets(L)
+    return offs.size == L.size and np.array_equal(np.sort(offs), np.arange(L.size))
+
+
 def _hier_coord(idx, shape, stride):
     """``(idx // stride) % shape`` leaf by leaf; 0 for extent-1 leaves (stride 0 allowed)."""
     if isinstance(shape, tuple):
@@ -513,6 +536,10 @@ def make_tiled_mma(atom, atom_layout=(1, 1, 1), permutation_mnk=None):
     ``make_tiled_mma(SM80_16x8x16_F32F16F16F32_TN(), (2, 2))`` for four warps.
     ``permutation_mnk`` (None, or three entries each None, an int extent or a Layout)
     enlarges / permutes the tile per mode, as CuTe's PermutationMNK.
+
+    Raises LayoutError when the atom layout does not number its atoms one-to-one (gaps or
+    repeats in the thread indices), when a permutation is not a bijection of its extent or
+    not a multiple of the atoms' extent, or for more than one atom along K.
 
     >>> from layoutalg.atom import SM80_16x8x8_F16F16F16F16_TN
     >>> mma = make_tiled_mma(SM80_16x8x8_F16F16F16F16_TN(), (3, 5))

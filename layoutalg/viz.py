@@ -31,7 +31,7 @@ from .layout import Layout
 
 __all__ = [
     "Svg", "svg_layout", "svg_swizzle_banks", "svg_tv", "svg_tv_layout", "smem_banks",
-    "tv_owners", "side_by_side", "color_of",
+    "tv_owners", "side_by_side", "color_of", "svg_timeline",
 ]
 
 _CELL_H = 16            # cell height; cell width grows with the longest label
@@ -519,6 +519,73 @@ def _attr(tag, name):
     key = f' {name}="'
     start = tag.index(key) + len(key)
     return tag[start:tag.index('"', start)]
+
+
+# --- timelines ------------------------------------------------------------------------
+def svg_timeline(lanes, *, title=None, unit=24, time_label="time"):
+    """SVG of a timeline: one row per lane, each interval a box from its start to its end.
+
+    ``lanes``: a sequence of ``(name, intervals)``, an interval ``(start, end, label)`` or
+    ``(start, end, label, key)`` in time units (``key``, an int, picks the colour; default
+    the interval's index in its lane). ``unit``: pixels per time unit. Each box is a group
+    ``<g data-lane=... data-start=... data-end=...>`` holding its rectangle and its label,
+    so a picture can be checked by parsing it (as the grids' ``data-crd``).
+
+    >>> svg = svg_timeline([("copy", [(0, 2, "A0"), (1, 3, "A1")]), ("mma", [(2, 3, "0")])])
+    >>> svg.count("data-lane="), 'data-start="1" data-end="3"' in svg
+    (3, True)
+    """
+    rows = []
+    for lane in lanes:
+        name, intervals = lane
+        boxes = []
+        for k, iv in enumerate(intervals):
+            if len(iv) not in (3, 4):
+                raise ValueError(f"svg_timeline: lane {name!r}: interval {iv!r} is not "
+                                 f"(start, end, label[, key])")
+            start, end, label = iv[:3]
+            key = iv[3] if len(iv) == 4 else k
+            if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
+                    and 0 <= start <= end):
+                raise ValueError(f"svg_timeline: lane {name!r}: interval {iv!r} needs "
+                                 f"0 <= start <= end")
+            boxes.append((start, end, str(label), key))
+        rows.append((str(name), boxes))
+    end = max([b[1] for _, boxes in rows for b in boxes] + [1])
+    lw = round(max([len(n) for n, _ in rows] + [1]) * _CHAR_W + _PAD)
+    top = 18 if title else 0
+    c = _Canvas()
+    if title:
+        c.text(0, 12, title, ' class="title" font-size="11" font-weight="bold"')
+    ticks = max(1, round(end / 20))                  # about 20 tick labels at most
+    axis = ['<g class="axis" fill="#555" text-anchor="middle">']
+    for t in range(0, int(end) + 1, ticks):
+        axis.append(f'<text x="{_num(lw + t * unit)}" y="{top + 10}">{t}</text>')
+    axis.append("</g>")
+    c.parts.extend(axis)
+    y0 = top + 14
+    grid = "".join(f"M{_num(lw + t * unit)} {y0}v{len(rows) * (_CELL_H + 4)}"
+                   for t in range(0, int(end) + 1, ticks))
+    c.parts.append(f'<path stroke="#ddd" stroke-width="0.5" fill="none" d="{grid}"/>')
+    for r, (name, boxes) in enumerate(rows):
+        y = y0 + r * (_CELL_H + 4)
+        c.text(lw - _PAD / 2, y + _CELL_H / 2 + 4, name, ' text-anchor="end" fill="#333"')
+        c.parts.append('<g text-anchor="middle">')
+        for start, stop, label, key in boxes:
+            x, w = lw + start * unit, (stop - start) * unit
+            c.parts.append(
+                f'<g data-lane="{escape(name)}" data-start="{_num(start)}" '
+                f'data-end="{_num(stop)}"><rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" '
+                f'height="{_CELL_H}" fill="{color_of(key)}" stroke="#333" stroke-width="0.5"/>'
+                f'<text x="{_num(x + w / 2)}" y="{_num(y + _CELL_H / 2 + 4)}">'
+                f'{escape(label)}</text></g>')
+        c.parts.append("</g>")
+    width = lw + end * unit
+    c.grow(max(width, round(len(title or "") * _TITLE_CHAR_W)),
+           y0 + len(rows) * (_CELL_H + 4) + 10)
+    c.text(width, y0 + len(rows) * (_CELL_H + 4) + 8, time_label,
+           ' text-anchor="end" fill="#555"')
+    return c.svg()
 
 
 # --- notebook hooks ------------------------------------------------------------------

@@ -30,6 +30,7 @@ def test_logical_divide_definition(pair):
     A, B = pair
     D = logical_divide(A, B)
     Bstar = complement(B, A.size)
+    assert D == composition(A, make_layout(B, Bstar))
     assert D.rank == 2
     assert compatible(B.shape, D[0].shape) and compatible(Bstar.shape, D[1].shape)
     for j in range(Bstar.size):
@@ -45,6 +46,19 @@ def test_logical_divide_definition(pair):
 def test_layout_0_of_zipped_divide_is_composition(pair):
     A, B = pair
     assert zipped_divide(A, B)[0] == composition(A, B)
+
+
+@SETTINGS
+@given(layout_and_block())
+def test_divides_by_a_layout_are_regroupings_of_logical_divide(pair):
+    """With a Layout tiler, logical_divide is already (tile, rest): zipped_divide is the same
+    layout, tiled_divide unpacks the rest, flat_divide unpacks both."""
+    A, B = pair
+    LD = logical_divide(A, B)
+    assert zipped_divide(A, B) == LD
+    modes = lambda L: [L[i] for i in range(L.rank)]
+    assert modes(tiled_divide(A, B)) == [LD[0]] + modes(LD[1])
+    assert modes(flat_divide(A, B)) == modes(LD[0]) + modes(LD[1])
 
 
 @SETTINGS

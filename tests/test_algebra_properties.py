@@ -120,6 +120,28 @@ def test_composition_is_a_o_b_or_raises_with_reason(pair):
     check_composition(*pair)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(composable_pairs(), layout_and_block()))
+@example((Layout((4, 1), (1, 0)), Layout(8, 1)))               # A's last leaf has size 1
+@example((Layout(6, 5), Layout((2, 3), (3, 1))))                # A is one mode
+@example((Layout((4, 3), (3, 1)), Layout((1, 3), (-1, 2))))    # a negative stride in B
+def test_composition_fast_paths_agree_with_the_checked_walk(pair):
+    """The int fast paths of composition give the layout of the general walk (the one that
+    also serves symbolic layouts), and raise exactly where it raises."""
+    from layoutalg.core import _compose_checked, _extended_modes
+    A, B = pair
+    try:
+        expected = _compose_checked(A, B, _extended_modes(A))
+    except LayoutError as e:
+        try:
+            R = composition(A, B)
+        except LayoutError as e2:
+            assert str(e2) == str(e)
+            return
+        raise AssertionError(f"fast path returned {R}, the checked walk raised {e}")
+    assert composition(A, B) == expected
+
+
 @SETTINGS
 @given(layout_and_block())
 def test_composition_with_a_block_always_succeeds(pair):

@@ -238,6 +238,26 @@ def test_copy_atoms_attributes():
     assert type_bits("tf32") == 32 and type_bits(np.float64) == 64
 
 
+def test_cache_global_is_a_cg_atom_of_16_bytes_only():
+    """PTX ISA 9.7.9.25.3 (cp.async): ``.cg`` takes cp-size 16 only, ``.ca`` 4, 8 or 16. Our
+    CACHEGLOBAL is a ``.cg`` atom (MoYe.jl's silently issues ``.ca``) and stays one when it is
+    rebound to another value type."""
+    cg, ca = SM80_CP_ASYNC_CACHEGLOBAL(16), SM80_CP_ASYNC_CACHEALWAYS(16)
+    assert (cg.kind, ca.kind) == ("cp.async.cg", "cp.async.ca")
+    assert cg.name == "SM80_CP_ASYNC_CACHEGLOBAL" and ca.name == "SM80_CP_ASYNC_CACHEALWAYS"
+    assert SM80_CP_ASYNC_CACHEGLOBAL().kind == "cp.async.cg"            # 16 is the default
+    f16 = cg.with_value_type(np.float16)
+    assert (f16.kind, f16.name) == ("cp.async.cg", "SM80_CP_ASYNC_CACHEGLOBAL")
+    assert (f16.bits, f16.num_values_src) == (128, 8)
+    bits = Layout((1, 128), (0, 1))                 # one thread, 128 bits in order
+    assert cg.layout_src == cg.layout_dst == bits and cg.thr_id == Layout(1, 0)
+    assert cg.src_chunk_bits == cg.dst_chunk_bits == 128
+    for nbytes in (1, 2, 4, 8, 32):
+        with pytest.raises(ValueError, match="16 bytes only"):
+            SM80_CP_ASYNC_CACHEGLOBAL(nbytes)
+    assert [SM80_CP_ASYNC_CACHEALWAYS(n).bits for n in (4, 8, 16)] == [32, 64, 128]
+
+
 @pytest.mark.parametrize("call, err", [
     (lambda: UniversalCopy(24), ValueError),
     (lambda: SM80_CP_ASYNC_CACHEALWAYS(2), ValueError),

@@ -40,7 +40,15 @@ def test_moye_configs_exact_for_integers(pipeline, mma_threads, order):
     assert cfg.tile == (128, 128, 8)
     assert cfg.stages == (2 if pipeline == "double_buffer" else 1)
     assert cfg.sA.stride[1] == 128 + (2 if pipeline == "double_buffer" else 1)
+    stages = (2,) if pipeline == "double_buffer" else ()
+    assert cfg.sA.shape == (128, 8) + stages and cfg.sB.shape == (128, 8) + stages
+    assert cfg.mma.size == 256 and cfg.mma.tile_size == mma_threads + (1,)
     A, B = ints((131, 21), np.int64, order), ints((70, 21), np.int64, order)
+    mA = make_tensor(A)
+    gA = local_tile(mA, (128, 8), (0, None))
+    sA = make_tensor(np.zeros(cfg.sA.cosize, np.int64), cfg.sA)
+    copy = cfg.copy_A(gA[(None, None, 0)], sA[(None, None, 0)] if stages else sA)
+    assert copy.size == 32 * 8 and copy.tile_size == (32, 8)     # copy threads (32, 8)
     C = cpu_gemm(A, B, cfg)
     assert C.dtype == np.int64 and np.array_equal(C, A @ B.T)
 

@@ -79,6 +79,26 @@ def test_alpha_beta_and_column_major_out(kernel):
     assert _check(C, A, B, -1.5, 0.25, C0) <= 1.0
 
 
+def test_repeated_calls_reuse_one_plan_with_new_data_and_streams():
+    """After the first call, calls with tensors of the same kind take the planned launch:
+    new addresses, alpha and beta, and the caller's current stream must all reach it."""
+    from gemm import api
+    rng = np.random.default_rng(SEED + 3)
+    m, n, k = 200, 130, 70
+    plans = len(api._plans)
+    side = torch.cuda.Stream()
+    for i, (alpha, beta) in enumerate(((1.0, 0.0), (2.0, 0.5), (-1.0, 1.0), (0.5, -0.25))):
+        A, B = _matrix(rng, m, k, "row"), _matrix(rng, k, n, "col")
+        C0 = _matrix(rng, m, n, "row")
+        C = C0.clone()
+        with torch.cuda.stream(side if i % 2 else torch.cuda.current_stream()):
+            torch.cuda.current_stream().wait_stream(torch.cuda.default_stream())
+            gemm.matmul(A, B, C, alpha=alpha, beta=beta)
+        torch.cuda.synchronize()
+        assert _check(C, A, B, alpha, beta, C0) <= 1.0, (SEED, alpha, beta)
+    assert len(api._plans) == plans + 1
+
+
 def test_caller_kinds_come_back():
     from numba import cuda
     rng = np.random.default_rng(SEED + 2)

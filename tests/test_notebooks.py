@@ -4,7 +4,9 @@ The notebooks are stored as jupytext percent-format scripts (``# %%`` starts a c
 that diffs stay readable. They are run without Jupyter, nbclient or jupytext (none of
 which the package needs): each notebook runs in its own Python process, cell by cell, the
 way a notebook kernel runs it. As in Jupyter, a cell whose last statement is an expression
-displays that value: its ``_repr_svg_`` picture is produced and must be well-formed SVG.
+displays that value: its ``_repr_svg_`` picture is produced and must be well-formed SVG, and
+its ``_repr_latex_`` formula (layoutalg.symbolic.latex) must be one ``$...$`` with balanced
+braces.
 """
 
 import ast
@@ -40,7 +42,7 @@ def code_cells(source):
 def run_notebook(path):
     """Run the notebook's cells in one namespace; show each cell's last expression."""
     namespace = {"__name__": "__main__"}
-    shown = 0
+    shown = formulas = 0
     for n, cell in enumerate(code_cells(pathlib.Path(path).read_text())):
         tree = ast.parse(cell, filename=f"{path} cell {n}")
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -53,7 +55,22 @@ def run_notebook(path):
             if svg is not None:
                 ET.fromstring(svg)          # a picture that a browser can show
                 shown += 1
-    print(f"{path}: {shown} pictures")
+        if hasattr(value, "_repr_latex_"):
+            tex = value._repr_latex_()
+            if tex is not None:
+                check_latex(tex)
+                formulas += 1
+    print(f"{path}: {shown} pictures, {formulas} formulas")
+
+
+def check_latex(tex):
+    """A formula that MathJax can take: ``$...$``, braces balanced and never closed early."""
+    assert tex.startswith("$") and tex.endswith("$") and tex.count("$") == 2, tex[:80]
+    depth = 0
+    for ch in tex:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        assert depth >= 0, tex
+    assert depth == 0, tex
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -67,6 +84,13 @@ def test_notebook_runs(path):
     assert done.returncode == 0, f"{path.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     assert "pictures" in done.stdout
     assert seconds < TIMEOUT_S
+
+
+def test_latex_check_refuses_broken_formulas():
+    check_latex("$i_{0} w$")
+    for bad in ("i_{0} w", "$i_{0 w$", "$i_0} w{$", "$a$ + $b$"):
+        with pytest.raises(AssertionError):
+            check_latex(bad)
 
 
 def test_cells_are_split_like_jupytext():

@@ -75,6 +75,40 @@ def test_swizzled_layout_applies_to_total_offset():
     assert row.values().tolist() == [int(data[sw(8 + j)]) for j in range(4)]
 
 
+# --- composition and the divides ---------------------------------------------------------
+def test_tensor_composition_and_divides_index_the_array():
+    """Each operation on a tensor's layout keeps the engine: the elements are the numpy
+    array's at the coordinates the operation's definition gives."""
+    a = np.arange(8 * 6).reshape(8, 6)                # row-major
+    t = make_tensor(a)
+
+    def at(k):                                        # colexicographic index into (8, 6)
+        return a[k % 8, k // 8]
+
+    c = t.compose(Layout((4, 3), (2, 8)))             # with a layout: t(L(i, j))
+    assert c.shape == (4, 3)
+    assert all(c[i, j] == at(2 * i + 8 * j) for i in range(4) for j in range(3))
+    b = t.compose(Layout(4, 2), Layout(3, 2))         # by-mode tiler: every other row / col
+    assert b.shape == (4, 3) and all(b[i, j] == a[2 * i, 2 * j] for i in range(4) for j in range(3))
+    z = t.zipped_divide((2, 3))                       # ((tile), (rest))
+    assert z.shape == ((2, 3), (4, 2))
+    assert all(z[(i, j), (p, q)] == a[2 * p + i, 3 * q + j]
+               for i in range(2) for j in range(3) for p in range(4) for q in range(2))
+    L = t.logical_divide((2, 3))                      # ((tile_m, rest_m), (tile_n, rest_n))
+    assert L.shape == ((2, 4), (3, 2))
+    assert all(L[(i, p), (j, q)] == a[2 * p + i, 3 * q + j]
+               for i in range(2) for j in range(3) for p in range(4) for q in range(2))
+    assert t.tiled_divide((2, 3)).shape == ((2, 3), 4, 2)
+    f = t.flat_divide((2, 3))
+    assert f.shape == (2, 3, 4, 2) and f[1, 2, 3, 1] == a[7, 5]
+    s = t.logical_divide((Layout(2, 4), None))        # strided tile: rows {p, p + 4}
+    assert s.shape == ((2, 4), 6)
+    assert all(s[(i, p), j] == a[4 * i + p, j]
+               for i in range(2) for p in range(4) for j in range(6))
+    assert t.mode(1).shape == 6 and t.mode(1).values().tolist() == a[0].tolist()
+    assert z.engine is t.engine and z.values().size == 48     # same data, no copy
+
+
 # --- basis vectors and identity tensors ---------------------------------------------------
 def test_scaled_basis_arithmetic():
     assert E(0) * 2 + E(1) * 3 == 3 * E(1) + E(0) + E(0)

@@ -12,7 +12,7 @@ from layoutalg import (
     SM75_U32x1_LDSM_N,
     SM75_U32x2_LDSM_N, SM75_U32x4_LDSM_N, SM80_16x8x8_F16F16F16F16_TN,
     SM80_16x8x8_F32TF32TF32F32_TN, SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS,
-    SM80_CP_ASYNC_CACHEGLOBAL, Swizzle, Tensor, UniversalCopy, UniversalFMA,
+    SM80_CP_ASYNC_CACHEGLOBAL, Swizzle, Tensor, UniversalCopy, UniversalFMA, elem_less,
     local_tile, make_identity_tensor, make_ordered_layout, make_tensor, make_tiled_copy,
     make_tiled_copy_A, make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma, max_vector_bits,
     run_copy, run_mma, tile_size,
@@ -49,6 +49,14 @@ def test_moye_tiled_mma_sizes():
         part = mma.get_slice(t).partition_C(C)
         assert part.rank == 3 and part.shape[0] == (2, 2)
         assert (part.layout[1].size, part.layout[2].size) == (7, 9)
+    frag = mma.get_slice(77).partition_fragment_C(C)
+    assert frag.shape == ((2, 2), 7, 9) and frag.dtype == np.float16
+    # A (336, 16) and B (360, 16): m16n8k8 holds 4 A values (2x2) and 2 B values per thread;
+    # 336 / 48 = 7 M-tiles, 360 / 40 = 9 N-tiles, 16 / 8 = 2 K-blocks.
+    A = make_tensor(np.zeros(336 * 16, np.float16), Layout((336, 16)))
+    B = make_tensor(np.zeros(360 * 16, np.float16), Layout((360, 16)))
+    assert mma.get_slice(77).partition_A(A).shape == ((2, 2), 7, 2)      # (MMA, MMA_M, MMA_K)
+    assert mma.get_slice(77).partition_B(B).shape == (2, 9, 2)           # (MMA, MMA_N, MMA_K)
     seen = Counter()
     cC = make_identity_tensor((336, 360))
     for t in range(mma.size):
@@ -78,6 +86,21 @@ def test_tiled_copy_covers_tile_exactly_once(make):
     assert set(counts) == set(range(n)) and set(counts.values()) == {1}
     pc = partition_counts(tc)
     assert len(pc) == n and set(pc.values()) == {1}
+
+
+def test_partitions_of_partial_tiles_are_predicated_by_identity_tensors():
+    """Extents that are not multiples of the tile: the partitions of an identity tensor hold
+    every in-bounds coordinate exactly once, plus out-of-bounds ones that elem_less masks."""
+    mma = make_tiled_mma(SM80_16x8x8_F16F16F16F16_TN(), (3, 5))           # tile 48 x 40
+    tc = make_tiled_copy(SM80_CP_ASYNC_CACHEALWAYS(8, F32), (32, 8), (2, 1))  # tile 64 x 8
+    for shape, nthr, part in (((50, 70), mma.size, lambda t, c: mma.get_slice(t).partition_C(c)),
+                              ((100, 12), tc.size, lambda t, c: tc.get_slice(t).partition_S(c))):
+        seen = Counter()
+        for t in range(nthr):
+            seen.update(part(t, make_identity_tensor(shape)).values())
+        inside = [c for c in seen if elem_less(c, shape)]
+        assert sorted(inside) == [(m, n) for m in range(shape[0]) for n in range(shape[1])]
+        assert set(seen.values()) == {1} and len(seen) > len(inside)
 
 
 def test_mma_copies_of_A_and_B_broadcast_over_the_other_mode():
@@ -116,6 +139,75 @@ def test_hypothesis_thread_value_layouts(tm, tn, vm, vn, thr_rm, val_rm, pad, ds
     dst = make_tensor(np.full(M * N, -1, np.int32), dst_layout)
     run_copy(tc, src, dst)
     assert all(dst[m, n] == src[m, n] for m in range(M) for n in range(N))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]),
+       st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3))
+def test_hypothesis_vectorized_copies(tm, tn, vm, vn, w, thr_rm, val_rm, dst_rm, pad):
+    """A vector atom of ``w`` values over a value layout whose ``w`` consecutive values run
+    along one mode: the tiled copy covers its tile exactly once, and run_copy either copies
+    every element or (where the tensors do not keep each thread's ``w`` values contiguous
+    and aligned) raises LayoutError before moving anything, never copying wrongly."""
+    run = vn if val_rm else vm                      # consecutive values along this mode
+    w = min(w, run)
+    thr = _layout_of((tm, tn), thr_rm)
+    val = _layout_of((vm, vn), val_rm)
+    tc = make_tiled_copy(UniversalCopy(32 * w, np.int32), thr, val)
+    M, N = tm * vm, tn * vn
+    assert tc.tile_size == (M, N)
+    counts = tv_counts(tc)
+    assert set(counts) == set(range(M * N)) and set(counts.values()) == {1}
+    pc = partition_counts(tc, "S")
+    assert len(pc) == M * N and set(pc.values()) == {1}
+    # the source keeps the value layout's major mode contiguous, with a padded leading dim
+    src_layout = Layout((M, N), (N + pad, 1)) if val_rm else Layout((M, N), (1, M + pad))
+    src = make_tensor(np.arange((M + pad) * (N + pad), dtype=np.int32), src_layout)
+    dst_layout = Layout((M, N), (N, 1)) if dst_rm else Layout((M, N))
+    dst = make_tensor(np.full(M * N, -1, np.int32), dst_layout)
+    other = M if val_rm else N                      # extent across the padded leading dim
+    dst_other = N if dst_rm else M                  # dst's stride along the run: N or M
+    breaks_src = w > 1 and pad % w and other > 1
+    breaks_dst = w > 1 and dst_rm != val_rm and dst_other > 1
+    if breaks_src or breaks_dst:
+        with pytest.raises(LayoutError, match="contiguous"):
+            run_copy(tc, src, dst)
+        assert set(dst.values().tolist()) == {-1}   # refused before anything moved
+    else:
+        run_copy(tc, src, dst)
+        assert all(dst[m, n] == src[m, n] for m in range(M) for n in range(N))
+
+
+@pytest.mark.parametrize("pad", [1, 2])
+def test_16_byte_atom_refuses_data_not_16_byte_contiguous(pad):
+    """A 16-byte cp.async over float32 needs 4 contiguous, 16-byte aligned floats per thread.
+    A value layout that gives a thread fewer is refused when the tiled copy is built; MoYe's
+    shared tiles padded to bM+1 and bM+2 break the alignment, which is refused when the copy
+    is laid over them (partition or run_copy), before any data moves."""
+    for val in ((1, 1), (2, 1), (6, 1)):
+        with pytest.raises(LayoutError, match="multiple"):
+            make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, F32), (32, 8), val)
+    tc = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, F32), (32, 8), (4, 1))
+    mA = make_tensor(np.arange(256 * 8, dtype=F32), Layout((256, 8)))
+    g = local_tile(mA, (128, 8), (1, 0))
+    ld = 128 + pad
+    s = make_tensor(np.zeros(ld * 8, F32), Layout((128, 8), (1, ld)))
+    with pytest.raises(LayoutError, match="alignment"):
+        tc.get_slice(0).partition_D(s)
+    with pytest.raises(LayoutError, match="cp.async|SM80_CP_ASYNC_CACHEGLOBAL"):
+        run_copy(tc, g, s)
+    assert not s.values().any()                     # nothing moved
+    # the widest atom the padding allows (ld 129: 4 bytes, ld 130: 8 bytes) copies it exactly
+    nbytes = {1: 4, 2: 8}[pad]
+    narrow = make_tiled_copy(SM80_CP_ASYNC_CACHEALWAYS(nbytes, F32), (32, 8), (nbytes // 4, 1))
+    for t in range(0, 256, 5):
+        narrow.get_slice(t).partition_D(s)           # accepted for every thread
+    g = local_tile(make_tensor(np.arange(256 * 8, dtype=F32), Layout((256, 8))),
+                   narrow.tile_size, (1, 0))
+    s = make_tensor(np.zeros(ld * 8, F32), Layout(narrow.tile_size, (1, ld)))
+    run_copy(narrow, g, s)
+    assert all(s[m, k] == g[m, k] for m in range(narrow.tile_size[0]) for k in range(8))
 
 
 # --- partitions ---------------------------------------------------------------------------
@@ -298,6 +390,14 @@ def test_make_tiled_mma_errors():
         make_tiled_mma(atom, (2, 2), (24, None, None))
     with pytest.raises(TypeError):
         make_tiled_mma(UniversalCopy(32))
+    with pytest.raises(LayoutError, match="one-to-one"):        # thread indices with a gap
+        make_tiled_mma(UniversalFMA(), Layout((4, 2), (1, 8)))
+    with pytest.raises(LayoutError, match="one-to-one"):        # repeated thread indices
+        make_tiled_mma(atom, Layout((2, 2), (1, 0)))
+    with pytest.raises(LayoutError, match="bijection"):         # permutation repeating rows
+        make_tiled_mma(atom, (2, 2), (Layout((16, 2), (1, 0)), None, None))
+    rm = make_tiled_mma(atom, Layout((2, 2), (2, 1)))           # row-major warps are fine
+    assert rm.tile_size == (32, 16, 16) and rm.thr_coord(32) == (0, 0, 1, 0)
 
 
 def test_printing():
@@ -308,5 +408,9 @@ def test_printing():
     tc = make_tiled_copy(SM80_CP_ASYNC_CACHEALWAYS(8, F32), (32, 8), (2, 1))
     text = str(tc)
     assert "tile:      (64,8)" in text and "threads:   256" in text and "cp.async.ca" in text
+    assert f"layout_tv: {tc.layout_tv}" in text and "values:    2 per thread" in text
+    text = str(mma)
+    for which in "ABC":
+        assert f"layout_{which}_tv:  {getattr(mma, f'get_layout{which}_TV')()}" in text
     grid = make_tiled_copy(UniversalCopy(32), (2, 2), (2, 1)).tv_grid().split("\n")
     assert grid[0].split() == ["T0V0", "T2V0"] and grid[1].split() == ["T0V1", "T2V1"]

@@ -338,3 +338,35 @@ def test_repr_svg_of_tiled_copies_and_mmas():
     from layoutalg.atom import UniversalFMA
     from layoutalg.tiled import make_tiled_mma
     assert make_tiled_mma(UniversalFMA(), (96, 96))._repr_svg_() is None   # too large
+
+
+# --- timelines ---------------------------------------------------------------------------
+def test_timeline_boxes_span_their_intervals():
+    from layoutalg.viz import svg_timeline
+    lanes = [("copy slot 0", [(0, 3, "k0"), (4, 7, "k2")]),
+             ("copy slot 1", [(1, 4, "k1")]),
+             ("compute", [(3, 4, "k0"), (4.5, 5.5, "k1", 3)])]
+    unit = 10
+    root = ET.fromstring(svg_timeline(lanes, title="t", unit=unit))
+    boxes = [g for g in root.iter(NS + "g") if g.get("data-lane") is not None]
+    drawn = [(g.get("data-lane"), float(g.get("data-start")), float(g.get("data-end")),
+              g.find(NS + "text").text, float(g.find(NS + "rect").get("x")),
+              float(g.find(NS + "rect").get("width")), float(g.find(NS + "rect").get("y")))
+             for g in boxes]
+    expected = [(name, iv[0], iv[1], iv[2]) for name, ivs in lanes for iv in ivs]
+    assert [d[:4] for d in drawn] == expected
+    x0 = drawn[0][4]
+    for _, start, end, _, x, w, _ in drawn:
+        assert (x, w) == (x0 + start * unit, (end - start) * unit)
+    ys = {}
+    for name, *_, y in drawn:
+        ys.setdefault(name, set()).add(y)
+    assert all(len(v) == 1 for v in ys.values()) and len(set.union(*ys.values())) == 3
+
+
+def test_timeline_bad_input():
+    from layoutalg.viz import svg_timeline
+    with pytest.raises(ValueError, match="start <= end"):
+        svg_timeline([("x", [(3, 1, "a")])])
+    with pytest.raises(ValueError, match="not"):
+        svg_timeline([("x", [(0, 1)])])

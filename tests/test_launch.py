@@ -1,0 +1,70 @@
+"""The parameter block of gemm.launch matches numba's kernel ABI, without a GPU.
+
+numba passes a 1-D array argument as seven parameters (meminfo, parent, nitems, itemsize,
+data, shape[0], strides[0], each 8 bytes) and a uint32/float32 scalar as 4 bytes; the driver
+reads parameter i through the i-th pointer of ``kernelParams``. The block is read back here
+through the pointers a launch would hand to the driver.
+"""
+
+import ctypes
+import struct
+
+import pytest
+
+from gemm.launch import BoundLaunch, Launcher
+
+SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
+SIZES = [8] * 14 + [4] * 5
+
+
+def _launcher(record):
+    launcher = Launcher(dispatcher=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
+    launcher._func = 0xF00D                      # what _prepare takes from a compiled kernel
+    # Like the driver, read the parameters during the call.
+    launcher._launch = lambda *args: record.append(args + (_parameters(args[-2], SIZES),)) or 0
+    launcher._describe = None
+    return launcher
+
+
+def _parameters(pointers, sizes):
+    """The bytes the driver would read: parameter i, ``sizes[i]`` bytes at ``pointers[i]``."""
+    return b"".join(ctypes.string_at(pointers[i], n) for i, n in enumerate(sizes))
+
+
+def test_bound_launch_passes_numba_abi_parameters():
+    record = []
+    bound = BoundLaunch(_launcher(record), (3, 2, 1), (256, 1, 1), [100, 7],
+                        (5, 6, -7, 1.5, 0.0), shared_bytes=1024)
+    for addresses, stream, last in (((4096, 8192), 11, ()), ((64, 128), 12, (-2.0, 0.25))):
+        bound(addresses, stream, *last)
+        alpha, beta = last or (1.5, 0.0)
+        *fixed, got_stream, _, extra, parameters = record[-1]
+        assert fixed == [0xF00D, 3, 2, 1, 256, 1, 1, 1024]
+        assert (got_stream, extra) == (stream, None)
+        assert parameters == struct.pack("<7q7qIIiff", 0, 0, 100, 4, addresses[0], 100, 4,
+                                         0, 0, 7, 4, addresses[1], 7, 4, 5, 6, -7, alpha, beta)
+
+
+def test_launcher_call_binds_and_launches_once():
+    record = []
+    _launcher(record)((1, 1, 1), (32, 1, 1), 5, [(640, 9), (1280, 3)], (1, 2, 3, 0.5, 2.0))
+    assert len(record) == 1
+    assert record[0][-1] == struct.pack(
+        "<7q7qIIiff", 0, 0, 9, 4, 640, 9, 4, 0, 0, 3, 4, 1280, 3, 4, 1, 2, 3, 0.5, 2.0)
+
+
+def test_wrong_argument_counts_are_refused():
+    with pytest.raises(ValueError, match="expected 2 arrays and 5 scalars"):
+        BoundLaunch(_launcher([]), (1, 1, 1), (1, 1, 1), [1], (1, 2, 3, 0.5, 2.0), 0)
+
+
+def test_driver_error_is_reported():
+    launcher = _launcher([])
+    launcher._launch = lambda *args: 1
+
+    def describe(err, out):
+        ctypes.cast(out, ctypes.POINTER(ctypes.c_char_p))[0] = b"CUDA_ERROR_INVALID_VALUE"
+    launcher._describe = describe
+    bound = BoundLaunch(launcher, (1, 1, 1), (1, 1, 1), [1, 1], (1, 2, 3, 0.5, 2.0), 0)
+    with pytest.raises(RuntimeError, match="cuLaunchKernel failed .1.: b'CUDA_ERROR_INVALID"):
+        bound((0, 0), 0)

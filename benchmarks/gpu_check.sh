@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
-# One device session for the SIMT kernels: compile every variant, run the GPU tests, the main
-# job, the benchmark (4096^3, 8192^3, host overhead) and the SIMT variants table.
-# Usage on the GPU host (after the wheel install line of ../shared/gpu/wheels.sh):
-#   bash benchmarks/gpu_check.sh OUTDIR
+# One device session: compile every SIMT kernel variant, then the chosen steps (default: all),
+# each with its log under OUTDIR and a time limit of its own.
+#   bash benchmarks/gpu_check.sh OUTDIR [precompile main bench variants overhead tests tensorcore]
+# On the GPU host, first run the wheel install line that ../shared/gpu/wheels.sh prints.
 set -uo pipefail
 out=${1:-/tmp/gpu_check}
+shift || true
+steps=${*:-precompile main bench variants overhead tests tensorcore}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c "import numba_cuda, numpy, torch; print('numba-cuda', numba_cuda.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)" | tee -a "$out/gpu.txt"
-step() { echo "=== $1"; shift; local t0=$SECONDS; "$@"; echo "=== rc=$? in $((SECONDS - t0)) s"; }
-step precompile python3 -m gemm precompile
-step main python3 -m gemm 2>&1 | tee "$out/main.log"
-step bench python3 -m gemm bench --sizes 4096 8192 --overhead --json "$out/bench.json" --plot "$out/bench.png" 2>&1 | tee "$out/bench.log"
-step variants python3 benchmarks/simt_variants.py 4096 8192 2>&1 | tee "$out/variants.log"
-step gpu-tests python3 -m pytest -p no:cacheprovider -q -n 8 -rs -m gpu tests/test_gemm_gpu.py tests/test_arch_gpu.py 2>&1 | tee "$out/pytest.log"
+run() {   # run NAME LIMIT_S COMMAND...: output to OUTDIR/NAME.log, rc and seconds printed
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  echo "=== $name"
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  echo "=== $name: rc=$? in $((SECONDS - t0)) s"
+}
+for step in $steps; do
+  case $step in
+    precompile) run precompile 200 python3 -m gemm precompile ;;
+    main) run main 120 python3 -m gemm ;;
+    bench) run bench 120 python3 -m gemm bench --sizes 4096 8192 --overhead \
+             --json "$out/bench.json" --plot "$out/bench.png" ;;
+    variants) run variants 300 python3 benchmarks/simt_variants.py 4096 8192 ;;
+    overhead) run overhead 120 python3 benchmarks/overhead.py ;;
+    tests) run tests 300 python3 -m pytest -p no:cacheprovider -n 8 -rfEs -m gpu \
+             tests/test_gemm_gpu.py tests/test_arch_gpu.py ;;
+    tensorcore) run tensorcore 200 python3 benchmarks/tensorcore_check.py ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

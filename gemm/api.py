@@ -70,6 +70,8 @@ def _vector(op):
 # check and every launch parameter: each tensor's shape, strides, dtype, device and address
 # modulo 16 (the copy widths). A call that matches a plan skips the checks it already passed.
 _plans = {}
+_bound = {}               # (launcher, grid, extents, leading scalars) -> BoundLaunch, all kinds
+_MAX_PLANS = 4096
 _torch_tensor = None      # torch.Tensor, once a first call has brought torch tensors
 _torch_stream = None      # torch's current raw stream of a device, then too
 
@@ -139,8 +141,15 @@ def _matmul(A, B, out, alpha, beta, kernel):
     if sim:
         launch(grid, (cfg.threads, 1, 1), 0, buffers, scalars)
         return out
-    plan = launch.bind(grid, (cfg.threads, 1, 1), [n for _, n in buffers], scalars)
-    plan([ptr for ptr, _ in buffers], current_stream(a))
+    extents = tuple(n for _, n in buffers)
+    bound_key = (launch, grid, extents, scalars[:-2])
+    plan = _bound.get(bound_key)
+    if plan is None:
+        if len(_bound) >= _MAX_PLANS:       # a process that sees endless shapes: start afresh
+            _bound.clear()
+            _plans.clear()
+        plan = _bound[bound_key] = launch.bind(grid, (cfg.threads, 1, 1), extents, scalars)
+    plan([ptr for ptr, _ in buffers], current_stream(a), alpha, beta)
     stream_of = getattr(sys.modules.get("torch", None), "_C", None)
     stream_of = getattr(stream_of, "_cuda_getCurrentRawStream", None)
     if (a.kind == b.kind == c.kind == "torch" and stream_of is not None

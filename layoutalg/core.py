@@ -13,7 +13,8 @@ from functools import lru_cache
 
 from .errors import LayoutError
 from .int_tuple import (
-    divides, fmt, is_int, is_positive_extent, is_zero, less, prefix_product, product,
+    _is_sympy, _Undecided, divides, equal, fmt, is_int, is_nonnegative, is_positive_extent,
+    is_zero, less, less_equal, prefix_product, product,
 )
 from .layout import Layout, _concat, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
@@ -88,6 +89,38 @@ def _int_strides(L, what):
     for s, d in _flat(L):
         if type(d) is not int and not is_int(d):
             raise LayoutError(f"{what}({L}) needs integer strides, found {d!r}")
+
+
+def _algebra_strides(L, what):
+    """Like ``_int_strides``, but a sympy integer expression is a stride too: the algebra
+    decides each fact it needs about it from its assumptions (or names the missing one)."""
+    for s, d in _flat(L):
+        if (type(d) is not int and not is_int(d)
+                and not (_is_sympy(d) and getattr(d, "is_integer", None) is True)):
+            raise LayoutError(f"{what}({L}) needs integer strides, found {d!r}")
+
+
+def _sorted_by_stride(modes, what):
+    """``(stride, shape)`` modes sorted by non-decreasing stride (stable), each comparison
+    decided for every value of the symbols: ``1`` sorts before ``n``, which may equal it. A
+    symbolic order that the assumptions do not give raises a LayoutError naming it."""
+    def first(a, b):                     # a may sort before b: a <= b for every value
+        try:
+            return less_equal(a, b, what)
+        except _Undecided:
+            if less_equal(b, a, what):
+                return False
+            raise
+
+    rest = list(modes)
+    out = []
+    while rest:
+        k = 0
+        for j in range(1, len(rest)):
+            if not first(rest[k][0], rest[j][0]):
+                k = j
+        out.append(rest.pop(k))
+    return out
 
 
 def check_tiler(B, what):
@@ -263,8 +296,14 @@ def _walk_symbolic(a, n, d, digit_max, what):
     for j in range(len(a) - 1):
         s, t = a[j]
         if divides(rest_d, s, what):
-            room = s // rest_d
-            if not less(room, rest_n, what):
+            room = _quotient(s, rest_d)
+            try:
+                over = less(room, rest_n, what)
+            except _Undecided:       # room | rest_n: c = room whichever of the two is larger
+                if _maybe(divides, room, rest_n) is not True:
+                    raise
+                over = True
+            if not over:
                 c = rest_n
             elif divides(room, rest_n, what):
                 c = room
@@ -273,7 +312,7 @@ def _walk_symbolic(a, n, d, digit_max, what):
                                   f"elements of B's mode {fmt(n)}:{d} do not split over A's "
                                   f"extent {fmt(room)}")
         elif divides(s, rest_d, what):
-            rest_d //= s
+            rest_d = _quotient(rest_d, s)
             continue
         elif less((rest_n - 1) * rest_d, s, what):
             c = rest_n
@@ -283,7 +322,7 @@ def _walk_symbolic(a, n, d, digit_max, what):
                               f"do not divide one another")
         out.append((c, t * rest_d))
         digit_max[j] += (c - 1) * rest_d
-        rest_n //= c
+        rest_n = _quotient(rest_n, c)
         rest_d = 1
         if rest_n == 1:
             return out
@@ -418,11 +457,18 @@ def _compose_checked(A, B, a):
     walk = _walk_int if _all_int(a) and _all_int(_flat(B)) else _walk_symbolic
 
     def leaf(n, d):
-        if not is_int(d) or d < 0:
+        if type(d) is int or is_int(d):
+            if d < 0:
+                raise LayoutError(f"{what()}: B needs non-negative integer strides, found {d!r}")
+            zero = d == 0
+        elif (_is_sympy(d) and getattr(d, "is_integer", None) is True
+              and is_nonnegative(d, what)):
+            zero = is_zero(d, what)
+        else:
             raise LayoutError(f"{what()}: B needs non-negative integer strides, found {d!r}")
         if n == 1:
             return 1, 0
-        if d == 0:
+        if zero:
             return n, 0
         modes = _coalesce_pairs(walk(a, n, d, digit_max, what))
         if len(modes) == 1:
@@ -465,8 +511,10 @@ def complement(L, cotarget=None):
     if not isinstance(L, Layout):
         raise TypeError(f"complement: expected a layout, not {L!r}")
     if cotarget is None:
-        _int_strides(L, "complement")
+        _algebra_strides(L, "complement")
         cotarget = L.cosize
+        if type(cotarget) is not int and not is_int(cotarget):
+            return _complement(L, cotarget)     # symbolic, and >= 1 (one past an offset)
     elif isinstance(cotarget, tuple):
         cotarget = product(cotarget)
     if type(cotarget) is not int:
@@ -488,13 +536,11 @@ def _no_complement(L, cotarget, d, current):
 @cached
 def _complement(L, cotarget):
     flat = _flat(L)
-    if _all_int(flat):
-        # the modes by increasing stride, size-1 and stride-0 modes left out (a mode that
-        # coalesce would merge with its neighbour is a step of the same chain here)
-        modes = sorted([(d, s) for s, d in flat if d != 0 and s != 1])
-    else:
-        _int_strides(L, "complement")
-        modes = sorted([(d, s) for s, d in _filter_pairs(L)], key=lambda m: (m[0], str(m[1])))
+    if not _all_int(flat):
+        return _complement_symbolic(L, cotarget, flat)
+    # the modes by increasing stride, size-1 and stride-0 modes left out (a mode that
+    # coalesce would merge with its neighbour is a step of the same chain here)
+    modes = sorted([(d, s) for s, d in flat if d != 0 and s != 1])
     if modes and modes[0][0] < 0:
         raise LayoutError(f"complement({L}) needs non-negative strides")
     out = []
@@ -508,6 +554,64 @@ def _complement(L, cotarget):
         current = s * d
     out.append((-(-cotarget // current), current))
     return _pairs_layout(_coalesce_pairs(out))
+
+
+def _complement_symbolic(L, cotarget, flat):
+    """``_complement`` with symbolic extents or strides: the order of the strides and their
+    divisibility are decided by ``less`` and ``divides`` (LayoutError naming a fact that the
+    sympy assumptions do not give)."""
+    _algebra_strides(L, "complement")
+    what = lambda: f"complement({L}, {fmt(cotarget)})"
+    modes = []
+    for s, d in flat:
+        if s == 1 or is_zero(d, what):
+            continue
+        if not less(0, d, what):
+            raise LayoutError(f"complement({L}) needs non-negative strides")
+        modes.append((d, s))
+    out = []
+    current = 1
+    modes = _sorted_by_stride(modes, what)
+    last = len(modes) - 1
+    for k, (d, s) in enumerate(modes):
+        # A symbolic extent s may be 1, where the numbers skip its mode. Keeping it gives the
+        # same function when q is 1 (s * d is then current there) and, for every mode but the
+        # last, when q is not (the next gap starts at d, and the two gaps coalesce); for the
+        # last mode with a gap, when d divides the cotarget. Otherwise s > 1 must be decided.
+        if not divides(current, d, what):
+            if type(s) is not int and not less(1, s, what):
+                continue
+            raise _no_complement(L, cotarget, d, current)
+        q = _quotient(d, current)
+        if q != 1:
+            if (type(s) is not int and k == last and _maybe(less, 1, s) is not True
+                    and _maybe(divides, d, cotarget) is not True and not less(1, s, what)):
+                continue
+            out.append((q, current))
+        current = s * d
+    rest = 1 if _maybe(less_equal, cotarget, current) else -(-cotarget // current)
+    out.append((rest, current))
+    return _pairs_layout(_coalesce_pairs(out))
+
+
+def _quotient(a, b):
+    """``a // b`` where b divides a, as simple as sympy makes it (``(4n+4)/(2n+2)`` is 2)."""
+    q = a // b
+    if _is_sympy(q) and not q.is_Integer:
+        import sympy
+        exact = sympy.cancel(a / b)
+        if exact.is_integer:
+            return exact
+    return q
+
+
+def _maybe(fact, a, b):
+    """A fact of ``int_tuple`` (``less``, ``divides``...) as True, False, or None where the
+    sympy assumptions do not decide it."""
+    try:
+        return fact(a, b, "")
+    except _Undecided:
+        return None
 
 
 def right_inverse(L):
@@ -525,7 +629,9 @@ def right_inverse(L):
 def _right_inverse(L):
     flat = _flat(L)
     if not _all_int(flat):
-        _int_strides(L, "right_inverse")
+        _algebra_strides(L, "right_inverse")
+        what = lambda: f"right_inverse({L})"
+        return _pairs_layout(_right_inverse_pairs_symbolic(_coalesce_pairs(flat), what))
     return _pairs_layout(_right_inverse_pairs(_coalesce_pairs(flat)))
 
 
@@ -549,6 +655,50 @@ def _right_inverse_pairs(flat):
     return _coalesce_pairs(out)
 
 
+def _same(a, b):
+    """``a == b`` as True, False, or None where the sympy assumptions do not decide it."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    d = b - a
+    return d.is_zero if _is_sympy(d) else d == 0
+
+
+def _right_inverse_pairs_symbolic(flat, what):
+    """``_right_inverse_pairs`` with symbolic values: at each step, the first mode not yet
+    taken whose stride surely equals the extent covered so far. A mode whose stride equals it
+    only for some values of the symbols (``n`` against ``1``) is passed over when another
+    surely does (for an injective layout the two never both count: one has extent 1 there,
+    and coalesce drops it), and otherwise raises a LayoutError naming the equality. A
+    symbolic extent that may be 1 keeps its mode, which then covers nothing more."""
+    positions = []
+    position = 1
+    for s, _ in flat:
+        positions.append(position)
+        position *= s
+    out = []
+    taken = set()
+    current = 1
+    while True:
+        unsure = None
+        for k, (s, d) in enumerate(flat):
+            if k not in taken:
+                same = _same(d, current)
+                if same:
+                    break
+                if same is None and unsure is None:
+                    unsure = d
+        else:
+            if unsure is not None:
+                equal(unsure, current, what)        # raises, naming the equality
+            break
+        if s == 1:
+            break
+        taken.add(k)
+        out.append((s, positions[k]))
+        current *= s
+    return _coalesce_pairs(out)
+
+
 def left_inverse(L):
     """R with ``R(L(i)) == i`` for all ``i < size(L)``; LayoutError if L has none.
 
@@ -564,7 +714,7 @@ def left_inverse(L):
 def _left_inverse(L):
     flat = _flat(L)
     if not _all_int(flat):
-        _int_strides(L, "left_inverse")
+        return _left_inverse_symbolic(L, flat)
     for s, d in flat:
         if d == 0 and s > 1:
             raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
@@ -579,6 +729,29 @@ def _left_inverse(L):
     for s, _ in inv:
         n *= s
     if n != L.size * rest.size:
+        raise LayoutError(f"left_inverse({L}): no left inverse (the layout is not injective)")
+    return _pairs_layout(inv)
+
+
+def _left_inverse_symbolic(L, flat):
+    """``_left_inverse`` with symbolic values, every fact decided (or named)."""
+    _algebra_strides(L, "left_inverse")
+    what = lambda: f"left_inverse({L})"
+    for s, d in flat:
+        if is_zero(d, what) and less(1, s, what):
+            raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
+    try:
+        rest = complement(L)
+    except _Undecided:
+        raise
+    except LayoutError as e:
+        raise LayoutError(f"left_inverse({L}): the layout has no complement, so it has no left "
+                          f"inverse right_inverse((L, complement(L))) ({e})") from None
+    inv = _right_inverse_pairs_symbolic(_coalesce_pairs(flat + _flat(rest)), what)
+    n = 1
+    for s, _ in inv:
+        n *= s
+    if not equal(n, L.size * rest.size, what):
         raise LayoutError(f"left_inverse({L}): no left inverse (the layout is not injective)")
     return _pairs_layout(inv)
 

@@ -19,7 +19,7 @@ __all__ = [
     "is_int", "is_tuple", "flatten", "leaves", "product", "prefix_product", "suffix_product",
     "shape_div", "ceil_div", "idx2crd", "crd2idx", "crd2crd", "congruent", "compatible",
     "weakly_congruent", "slice_", "has_none", "fill_none", "fmt", "tuple_max", "elem_scale",
-    "divides", "less", "is_zero", "is_positive_extent",
+    "divides", "less", "less_equal", "equal", "is_zero", "is_nonnegative", "is_positive_extent",
 ]
 
 
@@ -45,10 +45,26 @@ def _is_sympy(x):
     return type(x).__module__.startswith("sympy")
 
 
+class _Undecided(LayoutError):
+    """A fact about symbolic values that their sympy assumptions do not decide (a LayoutError;
+    the algebra re-raises it as it is where it would otherwise wrap a LayoutError)."""
+
+
+def _fact(x, attr):
+    """``x.is_zero``/``is_positive``/``is_nonnegative`` (True, False or None), asking again
+    in factored form where sympy's assumptions fail on the expanded one (``4*n*m - 2*n``
+    is ``2*n*(2*m - 1)``, known >= 0)."""
+    flag = getattr(x, attr)
+    if flag is None:
+        import sympy
+        flag = getattr(sympy.factor(x), attr)
+    return flag
+
+
 def _decide(flag, question, what):
     if flag is None:
         what = what() if callable(what) else what
-        raise LayoutError(f"{what}: cannot decide whether {question} for symbolic values; "
+        raise _Undecided(f"{what}: cannot decide whether {question} for symbolic values; "
                           f"state it as a sympy assumption (for example write an extent as "
                           f"128*m with m = Symbol('m', integer=True, positive=True))")
     return bool(flag)
@@ -65,7 +81,11 @@ def divides(a, b, what="layout algebra"):
     r = b % a
     if not _is_sympy(r):
         return r == 0
-    return _decide(r.is_zero, f"{fmt(a)} divides {fmt(b)}", what)
+    flag = r.is_zero
+    if flag is None:
+        import sympy
+        flag = sympy.cancel(b / a).is_integer
+    return _decide(flag, f"{fmt(a)} divides {fmt(b)}", what)
 
 
 def less(a, b, what="layout algebra"):
@@ -75,7 +95,34 @@ def less(a, b, what="layout algebra"):
     d = b - a
     if not _is_sympy(d):
         return d > 0
-    return _decide(d.is_positive, f"{fmt(a)} < {fmt(b)}", what)
+    return _decide(_fact(d, "is_positive"), f"{fmt(a)} < {fmt(b)}", what)
+
+
+def equal(a, b, what="layout algebra"):
+    """``a == b``, for ints or decidable sympy expressions (equal as values, not as forms)."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    d = b - a
+    if not _is_sympy(d):
+        return d == 0
+    return _decide(_fact(d, "is_zero"), f"{fmt(a)} == {fmt(b)}", what)
+
+
+def less_equal(a, b, what="layout algebra"):
+    """``a <= b``, for ints or decidable sympy expressions."""
+    if type(a) is int and type(b) is int:
+        return a <= b
+    d = b - a
+    if not _is_sympy(d):
+        return d >= 0
+    return _decide(_fact(d, "is_nonnegative"), f"{fmt(a)} <= {fmt(b)}", what)
+
+
+def is_nonnegative(x, what="layout algebra"):
+    """``x >= 0``, for ints or decidable sympy expressions."""
+    if not _is_sympy(x):
+        return x >= 0
+    return _decide(_fact(x, "is_nonnegative"), f"{fmt(x)} >= 0", what)
 
 
 def is_zero(x, what="layout algebra"):

@@ -10,7 +10,7 @@ layout as another one says. The zipped, tiled and flat forms only regroup the mo
 """
 
 from .core import (
-    _as_layout, _complement, _compose, _int_strides, by_mode, cached, check_tiler,
+    _algebra_strides, _as_layout, _complement, _compose, by_mode, cached, check_tiler,
     coalesce, complement, composition,
 )
 from .errors import LayoutError
@@ -187,7 +187,7 @@ def _product_mode(A, B):
 
 def _product_plain(A, B):
     """``(A, complement(A, size(A) * cosize(B)) o B)`` for plain layouts."""
-    _int_strides(B, "logical_product")
+    _algebra_strides(B, "logical_product")
     n = A.size * B.cosize
     if type(n) is int:
         return _pair(A, _compose(_complement(A, n), B))
@@ -204,7 +204,7 @@ def _logical_product(A, B):
         return A.with_inner(_logical_product(A.inner, B))
     if type(A) is Layout and type(B) is Layout:
         return _product_plain(A, B)
-    _int_strides(B, "logical_product")
+    _algebra_strides(B, "logical_product")
     return _pair(A, composition(complement(A, A.size * B.cosize), B))
 
 

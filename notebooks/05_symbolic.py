@@ -27,7 +27,8 @@
 import random
 
 from layoutalg import (
-    Layout, LayoutError, blocked_product, complement, composition, logical_divide,
+    Layout, LayoutError, blocked_product, complement, composition, left_inverse,
+    logical_divide, right_inverse,
 )
 from layoutalg.symbolic import (
     coord_symbols, extent_symbols, latex, layout_expr, same_function, stride_symbols,
@@ -134,12 +135,28 @@ for v in range(1, 4):
 latex(R2)
 
 # %% [markdown]
-# What is not supported yet: `complement` (and so the products) sorts strides as integers,
-# so a layout whose strides are symbols, like `(n,4):(1,2n)`, has no symbolic complement
-# here; its error says so.
+# Strides built from symbols work too: `complement` (and so the products, and the inverses)
+# order the strides and check their divisibility through the same decided facts. The
+# complement of `(n,4):(1,2n)`, column-major `(n,4)` (strides `(1,n)`) in products, and the
+# inverses of the row-major `(4,n)`:
+
+# %%
+S = Layout((n, 4), (1, 2 * n))
+C2 = complement(S, 16 * n)
+print(C2)
+for v in (1, 2, 5):
+    assert same_function(substitute(C2, {n: v}), complement(substitute(S, {n: v}), 16 * v))
+print(blocked_product(Layout((n, 4)), Layout((2, 3))))
+print(right_inverse(Layout((4, n), (n, 1))), left_inverse(Layout((4, n), (n, 1))))
+
+# %% [markdown]
+# A stride order or a divisibility the assumptions do not give is named, as before: with
+# `8` in place of `2n`, does `n` divide 8?
 
 # %%
 try:
-    complement(Layout((n, 4), (1, 2 * n)), 16 * n)
+    complement(Layout((n, 4), (1, 8)))
 except LayoutError as e:
-    print(e)
+    message = str(e)
+print(message)
+assert "cannot decide whether n divides 8" in message

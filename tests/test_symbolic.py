@@ -15,7 +15,7 @@ sympy = pytest.importorskip("sympy")
 
 from layoutalg import (  # noqa: E402
     ComposedLayout, Layout, LayoutError, Swizzle, blocked_product, complement, composition,
-    logical_divide, logical_product, raked_product, zipped_divide,
+    left_inverse, logical_divide, logical_product, raked_product, right_inverse, zipped_divide,
 )
 from layoutalg.int_tuple import leaves  # noqa: E402
 from layoutalg.symbolic import (  # noqa: E402
@@ -204,8 +204,7 @@ def test_composition_with_symbolic_strides_matches_numbers(seed):
 def sorted_layout_with_symbolic_extents(rng):
     """(L, extent symbols, span): modes in increasing stride order, each stride a multiple of
     the previous mode's span, the last (largest-stride) extent often symbolic (c * n). Only
-    that one may be: ``complement`` needs integer strides (a limit of core.py today), and
-    an extent below another mode makes that mode's stride symbolic."""
+    that one is, so that the strides stay integers (symbolic strides are tested below)."""
     n_modes = rng.randint(1, 3)
     shape, stride, syms = [], [], []
     d = rng.choice([1, 2])
@@ -279,7 +278,7 @@ def test_products_with_symbolic_extents_match_numbers(product):
     (n,) = extent_symbols("n")
     for _ in range(CASES // 3):
         a = rng.choice([1, 2, 4])
-        # the symbolic extent has the largest stride (complement needs integer strides)
+        # the symbolic extent has the largest stride (the strides stay integers)
         A = Layout((a, n)) if rng.random() < 0.5 else Layout((n, a), (a, 1))
         B = Layout((rng.randint(1, 4), rng.randint(1, 4)))
         if product is logical_product:
@@ -313,3 +312,171 @@ def test_extent_without_assumptions_is_refused():
     n = sympy.Symbol("n")
     with pytest.raises(LayoutError, match="integer=True, positive=True"):
         Layout((n, 4))
+
+
+# --- strides built from symbols: complement, inverses, products, composition -------------------
+def layout_with_symbolic_strides(rng, prefix="n", gaps=True):
+    """(L, extent symbols, span): 1..3 modes of extents 2..4 or ``n_k``, ``2 n_k``, ``n_k + 1``
+    (symbols; ``n_k`` may be 1, and where that matters the algebra raises), laid
+    out in a random order of strides, each stride the previous one times its mode's extent
+    (times a gap of 2 or 3 when ``gaps``): strides such as ``n`` or ``4 * n0 * n1``, the
+    column-major ``(n,4):(1,n)`` among them. The image is ``[0, span)`` without gaps."""
+    k = rng.randint(1, 3)
+    extents, syms = [], []
+    for i in range(k):
+        if rng.random() < 0.6:
+            (n,) = extent_symbols(f"{prefix}{i}")
+            syms.append(n)
+            extents.append(rng.choice([n, n, 2 * n, n + 1]))
+        else:
+            extents.append(rng.randint(2, 4))
+    order = list(range(k))
+    rng.shuffle(order)
+    strides = [None] * k
+    d = rng.choice([1, 1, 2]) if gaps else 1
+    for i in order:
+        strides[i] = d
+        d = d * extents[i] * (rng.choice([1, 1, 2, 3]) if gaps else 1)
+    return Layout(tuple(extents), tuple(strides)), syms, d
+
+
+def has_symbolic_stride(L):
+    return any(not isinstance(d, int) for d in leaves(L.stride))
+
+
+def numeric_values(syms, rng):
+    return {s: rng.randint(1, 5) for s in syms}
+
+
+def undecided(e):
+    """A LayoutError of the symbolic algebra may only be a fact it could not decide."""
+    assert "cannot decide whether" in str(e) and "assumption" in str(e), str(e)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_complement_with_symbolic_strides_matches_numbers(seed):
+    rng = random.Random(seed)
+    results = with_symbols = 0
+    for _ in range(CASES // 3):
+        L, syms, span = layout_with_symbolic_strides(rng)
+        cotarget = None if rng.random() < 0.3 else span * rng.choice([1, 2, 3])
+        try:
+            R = complement(L, cotarget)
+        except LayoutError as e:
+            undecided(e)
+            continue
+        results += 1
+        with_symbols += has_symbolic_stride(L)
+        for _ in range(3):
+            vals = numeric_values(syms, rng)
+            num_cot = None if cotarget is None else int(sympy.sympify(cotarget).subs(vals))
+            N = complement(substitute(L, vals), num_cot)
+            assert same_function(substitute(R, vals), N), (L, cotarget, vals, R, N)
+    assert results >= CASES // 3 - 2 and with_symbols >= CASES // 9
+
+
+@pytest.mark.parametrize("inverse", [right_inverse, left_inverse])
+def test_inverses_with_symbolic_strides_match_numbers(inverse):
+    rng = random.Random(inverse.__name__)
+    results = with_symbols = 0
+    for _ in range(CASES // 2):
+        L, syms, _ = layout_with_symbolic_strides(rng, gaps=rng.random() < 0.5)
+        try:
+            R = inverse(L)
+        except LayoutError as e:
+            undecided(e)
+            continue
+        results += 1
+        with_symbols += has_symbolic_stride(L)
+        for _ in range(3):
+            vals = numeric_values(syms, rng)
+            N = inverse(substitute(L, vals))
+            assert same_function(substitute(R, vals), N), (inverse.__name__, L, vals, R, N)
+    assert results >= CASES // 2 - 3 and with_symbols >= CASES // 6
+
+
+@pytest.mark.parametrize("product", [logical_product, blocked_product, raked_product])
+def test_products_with_symbolic_strides_match_numbers(product):
+    """A's strides built from symbols (e.g. ``(n,4)`` column-major); B numeric, or with
+    symbolic strides of its own."""
+    rng = random.Random("strides " + product.__name__)
+    results = with_symbols = 0
+    for _ in range(CASES // 3):
+        # gaps in A often leave no room for B's modes (then the numbers refuse it too)
+        A, syms, _ = layout_with_symbolic_strides(rng, gaps=rng.random() < 0.3)
+        if rng.random() < 0.5:
+            B, bsyms, _ = layout_with_symbolic_strides(rng, prefix="m", gaps=False)
+        else:
+            B, bsyms = Layout((rng.randint(1, 4), rng.randint(1, 4))), []
+        if product is logical_product and rng.random() < 0.5:
+            B = Layout(rng.randint(1, 6))
+            bsyms = []
+        try:
+            R = product(A, B)
+        except LayoutError as e:
+            if "cannot decide" not in str(e):     # a refusal of the numbers too
+                with pytest.raises(LayoutError):
+                    vals = numeric_values(syms + bsyms, rng)
+                    product(substitute(A, vals), substitute(B, vals))
+            continue
+        results += 1
+        with_symbols += has_symbolic_stride(A) or has_symbolic_stride(B)
+        for _ in range(2):
+            vals = numeric_values(syms + bsyms, rng)
+            N = product(substitute(A, vals), substitute(B, vals))
+            assert modes_agree(substitute(R, vals), N), (product.__name__, A, B, vals, R, N)
+    assert results >= CASES // 4 and with_symbols >= CASES // 6
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_composition_with_symbolic_B_strides_matches_numbers(seed):
+    """B with strides built from symbols, into an A of the same symbolic extents: A one of
+    those layouts too, or column-major over them; B a permutation of A's domain."""
+    rng = random.Random(seed)
+    results = with_symbols = 0
+    for _ in range(CASES // 3):
+        A, syms, _ = layout_with_symbolic_strides(rng)
+        if rng.random() < 0.4:
+            A = Layout(A.shape)
+        extents = list(A.shape)
+        positions = [Layout(A.shape).stride[k] for k in range(A.rank)]
+        order = list(range(A.rank))
+        rng.shuffle(order)
+        B = Layout(tuple(extents[k] for k in order), tuple(positions[k] for k in order))
+        try:
+            R = composition(A, B)
+        except LayoutError as e:
+            undecided(e)
+            continue
+        results += 1
+        with_symbols += has_symbolic_stride(B)
+        for _ in range(3):
+            vals = numeric_values(syms, rng)
+            N = composition(substitute(A, vals), substitute(B, vals))
+            assert same_function(substitute(R, vals), N), (A, B, vals, R, N)
+    assert results >= CASES // 3 - 3 and with_symbols >= CASES // 9
+
+
+def test_symbolic_strides_in_the_documented_cases():
+    (n,) = extent_symbols("n")
+    assert complement(Layout((n, 4), (1, 2 * n))) == Layout(2, n)
+    assert complement(Layout((n, 4), (1, 2 * n)), 16 * n) == Layout((2, 2), (n, 8 * n))
+    assert right_inverse(Layout((4, n), (n, 1))) == Layout((n, 4), (4, 1))
+    assert left_inverse(Layout((n, 4), (4, 1))) == Layout((4, n), (n, 1))
+    assert logical_product(Layout((n, 4)), Layout(3)) == Layout(((n, 4), 3), ((1, n), 4 * n))
+    assert composition(Layout((8 * n, 8)), Layout((4, n), (n, 1))) == Layout((4, n), (n, 1))
+
+
+def test_undecidable_stride_facts_name_them():
+    (n,) = extent_symbols("n")
+    with pytest.raises(LayoutError, match=r"cannot decide whether n divides 8.*assumption"):
+        complement(Layout((n, 4), (1, 8)))
+    with pytest.raises(LayoutError, match=r"cannot decide whether 1 < n"):    # n == 1?
+        left_inverse(Layout((2, n), (1, 8)))
+    x, y = stride_symbols("x y")
+    with pytest.raises(LayoutError, match=r"cannot decide whether x is 0"):
+        complement(Layout((2, 2), (x, y)), 64)
+    with pytest.raises(LayoutError, match=r"cannot decide whether x >= 0"):
+        composition(Layout(64), Layout(4, x))
+    with pytest.raises(LayoutError, match=r"cannot decide whether x == 2"):
+        right_inverse(Layout((2, 2), (1, x)))

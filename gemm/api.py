@@ -103,7 +103,8 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
 
 
 def _matmul(A, B, out, alpha, beta, kernel):
-    """matmul with every check; on a GPU, its launch is kept as a plan for torch tensors."""
+    """matmul with every check. On a GPU the bound launch is kept per call shape (for every
+    array kind), and for torch tensors also under the fast path's key."""
     global _torch_tensor, _torch_stream
     kernel_config(kernel)
     sim = simulator_active()
@@ -141,7 +142,7 @@ def _matmul(A, B, out, alpha, beta, kernel):
     if sim:
         launch(grid, (cfg.threads, 1, 1), 0, buffers, scalars)
         return out
-    extents = tuple(n for _, n in buffers)
+    extents = tuple(span for _, span in buffers)
     bound_key = (launch, grid, extents, scalars[:-2])
     plan = _bound.get(bound_key)
     if plan is None:

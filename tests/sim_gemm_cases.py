@@ -18,6 +18,7 @@ from numba import cuda  # noqa: E402
 
 import gemm  # noqa: E402
 from gemm.simt import SimtConfig  # noqa: E402
+from simcase import outcomes  # noqa: E402
 
 
 def small(pipeline, vector_mn=1, pad=None):
@@ -57,14 +58,7 @@ def errors():
         "unknown kernel": lambda: gemm.matmul(d(f32), d(f32.T.copy()), kernel="fastest"),
         "empty": lambda: gemm.matmul(d(np.ones((4, 0), np.float32)), d(np.ones((0, 4), np.float32))),
     }
-    out = {}
-    for name, call in cases.items():
-        try:
-            call()
-            out[name] = ["no error", ""]
-        except Exception as e:  # noqa: BLE001 - the test inspects the type
-            out[name] = [type(e).__name__, str(e)]
-    return out
+    return outcomes(cases)
 
 
 def main(which):

@@ -27,6 +27,7 @@ from numba import cuda  # noqa: E402
 from numba.cuda.simulator import kernel as sim_kernel  # noqa: E402
 
 import gemm.arch as arch  # noqa: E402
+from simcase import outcomes  # noqa: E402
 
 # (shape, x order, y order, out order, in place) of the cases; blocks of (4, 16), 16 threads
 SHAPES = [((16, 64), "C", "C", "C", False),    # whole blocks, 16-byte copies
@@ -161,14 +162,7 @@ def errors():
         "empty": lambda: add_matrices(d(np.ones((0, 3), np.float32)),
                                       d(np.ones((0, 3), np.float32))),
     }
-    out = {}
-    for name, call in cases.items():
-        try:
-            call()
-            out[name] = ["no error", ""]
-        except Exception as e:  # noqa: BLE001 - the test inspects the type
-            out[name] = [type(e).__name__, str(e)]
-    return out
+    return outcomes(cases)
 
 
 def main(which):

@@ -18,6 +18,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
 from numba import cuda  # noqa: E402
 
 from gemm.tensorcore import TensorCoreConfig, tensorcore_matmul  # noqa: E402
+from simcase import outcomes  # noqa: E402
 
 
 def to_bits(x, dtype):
@@ -60,14 +61,7 @@ def errors():
         "bad bK": lambda: TensorCoreConfig(bK=48),
         "bad config type": lambda: tensorcore_matmul(d(u16), d(u16).T, config="fast"),
     }
-    out = {}
-    for name, call in cases.items():
-        try:
-            call()
-            out[name] = ["no error", ""]
-        except Exception as e:  # noqa: BLE001 - the test inspects the type
-            out[name] = [type(e).__name__, str(e)]
-    return out
+    return outcomes(cases)
 
 
 def main(which):

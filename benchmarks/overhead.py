@@ -4,25 +4,12 @@ and what its parts cost.
     python benchmarks/overhead.py
 """
 
-import time
-
 import torch
 
 import gemm
 from gemm import api
 from gemm.operands import operand
-from gemm.report import overhead
-
-
-def per_call_us(fn, calls=5000):
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e6
+from gemm.report import overhead, per_call_us
 
 
 overhead()
@@ -41,4 +28,4 @@ parts = {
     "torch.mm": lambda: torch.mm(A, B, out=C),
 }
 for name, fn in parts.items():
-    print(f"{name:>36}: {per_call_us(fn):6.2f} us")
+    print(f"{name:>36}: {per_call_us(fn, calls=5000, warmup=100):6.2f} us")

@@ -19,7 +19,6 @@ elements past the edge read nothing and fill zeros, stores past the edge are mas
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
 import sympy
 
 from gemm._env import simulator_active

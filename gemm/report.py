@@ -13,7 +13,7 @@ from tqdm import tqdm
 from gemm import api
 from gemm._env import simulator_active
 
-__all__ = ["run", "bench", "check", "Backend"]
+__all__ = ["run", "bench", "check", "Backend", "overhead", "per_call_us"]
 
 TOL = {"float32": 1e-4}
 
@@ -157,25 +157,31 @@ def _run_simulator(backend):
     return 0 if ok else 1
 
 
+def per_call_us(fn, calls=2000, warmup=50):
+    """Wall-clock microseconds per call of ``fn`` over ``calls`` calls (torch synchronized
+    before and after, so queued GPU work is counted once at the end)."""
+    import time
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def overhead(n=64, calls=2000):
     """Host microseconds per call of ``gemm.matmul`` and ``torch.mm`` on n x n torch tensors
     (launch-bound: the kernels take a few microseconds), measured over ``calls`` calls."""
-    import time
     import torch
     A = torch.randn(n, n, device="cuda")
     B = torch.randn(n, n, device="cuda")
     C = torch.empty(n, n, device="cuda")
-    out = {}
-    for name, fn in (("gemm.matmul", lambda: api.matmul(A, B, C)),
-                     ("torch.mm", lambda: torch.mm(A, B, out=C))):
-        for _ in range(50):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        out[name] = (time.perf_counter() - t0) / calls * 1e6
+    out = {name: per_call_us(fn, calls)
+           for name, fn in (("gemm.matmul", lambda: api.matmul(A, B, C)),
+                            ("torch.mm", lambda: torch.mm(A, B, out=C)))}
     for name, us in out.items():
         print(f"{name:>12}: {us:6.1f} us per call ({n}x{n}x{n}, {calls} calls)")
     return out

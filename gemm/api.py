@@ -7,12 +7,11 @@
 5.0
 """
 
-import sys
-
 from gemm import simt
 from gemm._env import simulator_active
 from gemm.launch import Launcher
-from gemm.operands import current_stream, kernel_buffer, new_like, operand
+from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
+                           operand, output_operand)
 
 __all__ = ["matmul", "KERNELS", "kernel_config"]
 
@@ -52,7 +51,7 @@ def _launcher(kernel, a_unit, b_unit, vec_a, vec_b):
         va = simt.copy_vector(cfg, a_unit, cfg.bM, vec_a)
         vb = simt.copy_vector(cfg, b_unit, cfg.bN, vec_b)
         dispatcher = simt.simt_kernel(cfg, a_unit, b_unit, va, vb)
-        entry = _launchers[key] = (cfg, Launcher(dispatcher, 3, 4, _SCALARS))
+        entry = _launchers[key] = (cfg, Launcher(dispatcher, 3, 4, _SCALARS, free_scalars=2))
     return entry
 
 
@@ -70,8 +69,6 @@ def _vector(op):
 # check and every launch parameter: each tensor's shape, strides, dtype, device and address
 # modulo 16 (the copy widths). A call that matches a plan skips the checks it already passed.
 _plans = {}
-_bound = {}               # (launcher, grid, extents, leading scalars) -> BoundLaunch, all kinds
-_MAX_PLANS = 4096
 _torch_tensor = None      # torch.Tensor, once a first call has brought torch tensors
 _torch_stream = None      # torch's current raw stream of a device, then too
 
@@ -103,8 +100,8 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
 
 
 def _matmul(A, B, out, alpha, beta, kernel):
-    """matmul with every check. On a GPU the bound launch is kept per call shape (for every
-    array kind), and for torch tensors also under the fast path's key."""
+    """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
+    the fast path's key."""
     global _torch_tensor, _torch_stream
     kernel_config(kernel)
     sim = simulator_active()
@@ -115,23 +112,10 @@ def _matmul(A, B, out, alpha, beta, kernel):
     if a.dtype != "float32" or b.dtype != "float32":
         name, op = ("A", a) if a.dtype != "float32" else ("B", b)
         raise TypeError(f"matmul: {name} has dtype {op.dtype}; supported: float32")
-    if a.device != b.device:
-        raise ValueError(f"matmul: A is on device {a.device} and B on device {b.device}")
-    if out is None:
-        if beta != 0:
-            raise ValueError("matmul: beta != 0 needs an `out` to accumulate into")
-        out = new_like(a, (m, n))
-    c = operand(out, "out", sim)
-    if c.shape != (m, n):
-        raise ValueError(f"matmul: out has shape {c.shape}, expected {(m, n)}")
-    if c.dtype != "float32":
-        raise TypeError(f"matmul: out has dtype {c.dtype}; supported: float32")
-    if c.device != a.device:
-        raise ValueError(f"matmul: out is on device {c.device}, A on device {a.device}")
-    for op, name in ((a, "A"), (b, "B"), (c, "out")):
-        if op.span >= 2 ** 32:
-            raise ValueError(f"matmul: {name} spans {op.span} elements; the kernels index "
-                             "with 32 bits")
+    out, c = output_operand("matmul", out, a, (m, n), sim, beta=beta)
+    named = (("A", a), ("B", b), ("out", c))
+    check_same_device("matmul", named)
+    check_spans("matmul", named)
     # The kernels see MoYe's operands: A as (M, K), B as (N, K), C as (M, N).
     b_unit = 1 - b.unit_mode
     cfg, launch = _launcher(kernel, a.unit_mode, b_unit, _vector(a), _vector(b))
@@ -139,23 +123,15 @@ def _matmul(A, B, out, alpha, beta, kernel):
     grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, 1)
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
     scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta)
-    if sim:
-        launch(grid, (cfg.threads, 1, 1), 0, buffers, scalars)
+    plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else current_stream(a), buffers, scalars)
+    if sim or not (a.kind == b.kind == c.kind == "torch" and type(a.obj).__module__ == "torch"):
         return out
-    extents = tuple(span for _, span in buffers)
-    bound_key = (launch, grid, extents, scalars[:-2])
-    plan = _bound.get(bound_key)
-    if plan is None:
-        if len(_bound) >= _MAX_PLANS:       # a process that sees endless shapes: start afresh
-            _bound.clear()
-            _plans.clear()
-        plan = _bound[bound_key] = launch.bind(grid, (cfg.threads, 1, 1), extents, scalars)
-    plan([ptr for ptr, _ in buffers], current_stream(a), alpha, beta)
-    stream_of = getattr(sys.modules.get("torch", None), "_C", None)
-    stream_of = getattr(stream_of, "_cuda_getCurrentRawStream", None)
-    if (a.kind == b.kind == c.kind == "torch" and stream_of is not None
-            and type(a.obj).__module__ == "torch"):
+    import torch
+    stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if stream_of is not None:       # the fast path needs torch's raw stream handle
         _torch_tensor, _torch_stream = type(a.obj), stream_of
         key = (kernel,) + tuple(_torch_key(op.obj, op.ptr) for op in (a, b, c))
+        if len(_plans) >= Launcher.MAX_BOUND:
+            _plans.clear()
         _plans[key] = plan
     return out

@@ -24,7 +24,8 @@ import sympy
 from gemm._env import simulator_active
 from gemm.codegen import Source, load_module, sym
 from gemm.launch import Launcher
-from gemm.operands import current_stream, kernel_buffer, new_like, operand
+from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
+                           operand, output_operand)
 from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 
 __all__ = ["AddConfig", "add_matrices", "add_source", "add_kernel", "ADD_SIGNATURE"]
@@ -146,24 +147,13 @@ def _launcher(cfg, units, vectors):
     return Launcher(add_kernel(cfg, units, vectors), 3, 4, _SCALARS)
 
 
-def _operand(x, name):
-    try:
-        return operand(x, name)
-    except (TypeError, ValueError) as e:   # operand() words its errors for matmul
-        raise type(e)(str(e).replace("matmul:", "add_matrices:", 1)) from None
-
-
-def _address(op):
-    return op.host.__array_interface__["data"][0] if op.kind == "sim" else op.ptr
-
-
 def _vector(op, strides):
     """Elements the operand's accesses may span: its address and leading dimension aligned."""
     ld = strides[0] if strides[1] == 1 else strides[1]
     if op.shape[0] == 1 or op.shape[1] == 1:
         ld = 4 * ld      # one row or column: the leading dimension never moves an access
     for v in (4, 2):
-        if _address(op) % (4 * v) == 0 and ld % v == 0:
+        if op.ptr % (4 * v) == 0 and ld % v == 0:
             return v
     return 1
 
@@ -188,27 +178,16 @@ def add_matrices(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, t
     """
     cfg = AddConfig(tuple(block) if isinstance(block, list) else block, stages, delay_release,
                     threads)
-    a, b = _operand(x, "x"), _operand(y, "y")
+    a, b = operand(x, "x", caller="add_matrices"), operand(y, "y", caller="add_matrices")
     if a.shape != b.shape:
         raise ValueError(f"add_matrices: x has shape {a.shape} and y {b.shape}; they must match")
     for op, name in ((a, "x"), (b, "y")):
         if op.dtype != "float32":
             raise TypeError(f"add_matrices: {name} has dtype {op.dtype}; supported: float32")
-    if a.device != b.device:
-        raise ValueError(f"add_matrices: x is on device {a.device} and y on device {b.device}")
-    if out is None:
-        out = new_like(a, a.shape)
-    c = _operand(out, "out")
-    if c.shape != a.shape:
-        raise ValueError(f"add_matrices: out has shape {c.shape}, expected {a.shape}")
-    if c.dtype != "float32":
-        raise TypeError(f"add_matrices: out has dtype {c.dtype}; supported: float32")
-    if c.device != a.device:
-        raise ValueError(f"add_matrices: out is on device {c.device}, x on device {a.device}")
-    for op, name in ((a, "x"), (b, "y"), (c, "out")):
-        if op.span >= 2 ** 32:
-            raise ValueError(f"add_matrices: {name} spans {op.span} elements; the kernel "
-                             "indexes with 32 bits")
+    out, c = output_operand("add_matrices", out, a, a.shape, simulator_active())
+    named = (("x", a), ("y", b), ("out", c))
+    check_same_device("add_matrices", named)
+    check_spans("add_matrices", named)
     m, n = a.shape
     if num_blocks is not None and not (isinstance(num_blocks, int) and num_blocks >= 1):
         raise ValueError(f"add_matrices: num_blocks must be an int >= 1, got {num_blocks!r}")

@@ -8,11 +8,11 @@ ctypes with a parameter block made once: a ctypes structure holding every kernel
 (an array is passed in numba's ABI as the seven parameters ``meminfo, parent, nitems,
 itemsize, data, shape[0], strides[0]``) and a fixed array of pointers to its fields.
 
-:meth:`Launcher.bind` fixes the grid, the block, the arrays' extents and the leading scalars
-once; the :class:`BoundLaunch` it returns changes only the array addresses, the stream and the
-trailing scalars per call. The driver copies the parameters during the call, so reusing the
-block is safe (a BoundLaunch is not meant to be shared between threads). In the CUDA
-simulator the ordinary numba launch is used.
+A Launcher keeps one :class:`BoundLaunch` per launch shape (grid, block, the arrays'
+extents, the scalars but the last ``free_scalars``), made once; a call changes only the array
+addresses, the stream and the free scalars in it. The driver copies the parameters during the
+call, so reusing the block is safe (a Launcher is not meant to be shared between threads). In
+the CUDA simulator the ordinary numba launch is used.
 """
 
 import ctypes
@@ -50,14 +50,20 @@ class Launcher:
 
     ``launcher(grid, block, stream, arrays, scalars, shared_bytes=0)``: ``arrays`` holds a
     ``(device address, elements)`` pair per array on a GPU and the numpy arrays themselves in
-    the simulator. For repeated launches of one shape, :meth:`bind` once and call the result.
+    the simulator. On a GPU it returns the BoundLaunch it used, which the caller may call
+    again directly: ``bound(addresses, stream, *free_scalar_values)``. The last
+    ``free_scalars`` scalars (alpha and beta, say) do not make a new BoundLaunch.
     """
 
-    def __init__(self, dispatcher, n_arrays, itemsize, scalar_types):
+    MAX_BOUND = 4096            # a process that sees endless shapes starts afresh past this
+
+    def __init__(self, dispatcher, n_arrays, itemsize, scalar_types, free_scalars=0):
         self.dispatcher = dispatcher
         self.n_arrays, self.itemsize = n_arrays, itemsize
         self.scalar_types = tuple(scalar_types)
+        self.free_scalars = free_scalars
         self._func = None
+        self._bound = {}
         fields = [(f"a{i}_{f}", ctypes.c_int64)
                   for i in range(n_arrays) for f in _ARRAY_FIELDS]
         fields += [(f"s{j}", _CTYPES[t]) for j, t in enumerate(self.scalar_types)]
@@ -68,26 +74,29 @@ class Launcher:
         self._func = int(kernel._codelibrary.get_cufunc().handle)
         self._launch, self._describe = _cuda_driver()
 
-    def bind(self, grid, block, extents, scalars, shared_bytes=0):
-        """A :class:`BoundLaunch` of this kernel with ``grid``, ``block``, the arrays' element
-        counts ``extents`` and the scalars fixed; its call gives the array addresses, the
-        stream and, optionally, new values for the last scalars."""
-        if self._func is None:
-            self._prepare()
-        return BoundLaunch(self, grid, block, extents, scalars, shared_bytes)
-
     def __call__(self, grid, block, stream, arrays, scalars, shared_bytes=0):
         if simulator_active():
             values = [getattr(np, t)(v) for t, v in zip(self.scalar_types, scalars)]
             self.dispatcher[grid, block, 0, shared_bytes](*arrays, *values)
-            return
-        bound = self.bind(grid, block, [n for _, n in arrays], scalars, shared_bytes)
-        bound([ptr for ptr, _ in arrays], stream)
+            return None
+        fixed = len(scalars) - self.free_scalars
+        extents = tuple(n for _, n in arrays)
+        key = (grid, block, extents, tuple(scalars[:fixed]), shared_bytes)
+        bound = self._bound.get(key)
+        if bound is None:
+            if self._func is None:
+                self._prepare()
+            if len(self._bound) >= self.MAX_BOUND:
+                self._bound.clear()
+            bound = self._bound[key] = BoundLaunch(self, grid, block, extents, scalars,
+                                                   shared_bytes)
+        bound([ptr for ptr, _ in arrays], stream, *scalars[fixed:])
+        return bound
 
 
 class BoundLaunch:
     """One kernel launch with everything but the array addresses, the stream and the last
-    scalars fixed (made by :meth:`Launcher.bind`)."""
+    scalars fixed (made and kept by a :class:`Launcher`)."""
 
     def __init__(self, launcher, grid, block, extents, scalars, shared_bytes):
         if len(extents) != launcher.n_arrays or len(scalars) != len(launcher.scalar_types):

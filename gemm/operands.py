@@ -11,7 +11,8 @@ import numpy as np
 
 from gemm._env import simulator_active
 
-__all__ = ["Operand", "operand", "new_like", "kernel_buffer", "current_stream"]
+__all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
+           "new_like", "kernel_buffer", "current_stream"]
 
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
 
@@ -47,7 +48,7 @@ def _normal_strides(shape, strides, name):
         return sr, sc
     if sr == 1 and sc >= r:
         return sr, sc
-    raise ValueError(f"matmul: {name} of shape {shape} has element strides {strides}: one "
+    raise ValueError(f"{name} of shape {shape} has element strides {strides}: one "
                      "stride must be 1 (row- or column-major, or a transposed view); make it "
                      "contiguous first")
 
@@ -62,7 +63,7 @@ def _from_cai(x, name):
     if strides is None:
         strides = tuple(int(np.prod(shape[i + 1:])) * isz for i in range(len(shape)))
     if any(s % isz for s in strides):
-        raise ValueError(f"matmul: {name} has byte strides {strides} that are not a multiple "
+        raise ValueError(f"{name} has byte strides {strides} that are not a multiple "
                          f"of its element size {isz}")
     return shape, tuple(s // isz for s in strides), dtype, cai["data"][0]
 
@@ -70,7 +71,7 @@ def _from_cai(x, name):
 def _device_of(x, kind):
     if kind == "torch":
         if not x.is_cuda:
-            raise TypeError(f"matmul: a torch tensor on {x.device} is not on the GPU; "
+            raise TypeError(f"a torch tensor on {x.device} is not on the GPU; "
                             "move it with .cuda() first")
         return x.device.index
     if kind == "cupy":
@@ -79,8 +80,15 @@ def _device_of(x, kind):
     return cuda.get_current_device().id
 
 
-def operand(x, name, simulator=None):
-    """Describe argument ``x`` (called ``name`` in error messages)."""
+def operand(x, name, simulator=None, caller="matmul"):
+    """Describe argument ``x``; errors name ``caller`` and the argument ``name``."""
+    try:
+        return _describe(x, name, simulator)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{caller}: {e}") from None
+
+
+def _describe(x, name, simulator):
     mod = type(x).__module__
     if mod.startswith("torch"):
         return _torch_operand(x, name)
@@ -91,13 +99,13 @@ def operand(x, name, simulator=None):
             _check_2d(host.shape, name)
             isz = host.dtype.itemsize
             strides = tuple(s // isz for s in host.strides)
-            return Operand(x, "sim", 0, host.shape,
+            return Operand(x, "sim", host.__array_interface__["data"][0], host.shape,
                            _normal_strides(host.shape, strides, name), host.dtype.name, 0, host)
     if isinstance(x, np.ndarray):
-        raise TypeError(f"matmul: {name} is a numpy array on the host; pass a device array "
+        raise TypeError(f"{name} is a numpy array on the host; pass a device array "
                         "(numba.cuda.to_device, cupy.asarray or a CUDA torch tensor)")
     if not hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(f"matmul: {name} is a {type(x).__name__}, not a CUDA array")
+        raise TypeError(f"{name} is a {type(x).__name__}, not a CUDA array")
     shape, strides, dtype, ptr = _from_cai(x, name)
     _check_2d(shape, name)
     return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype,
@@ -123,30 +131,68 @@ def _torch_operand(x, name):
 
 def _check_2d(shape, name):
     if len(shape) != 2:
-        raise ValueError(f"matmul: {name} must be a 2-D matrix, not of shape {tuple(shape)}")
+        raise ValueError(f"{name} must be a 2-D matrix, not of shape {tuple(shape)}")
     if 0 in shape:
-        raise ValueError(f"matmul: {name} is empty (shape {tuple(shape)}); every extent must "
+        raise ValueError(f"{name} is empty (shape {tuple(shape)}); every extent must "
                          "be >= 1")
 
 
-def new_like(op, shape):
-    """A new uninitialised row-major device matrix of the kind, device and dtype of ``op``."""
+def new_like(op, shape, dtype=None):
+    """A new uninitialised row-major device matrix of the kind and device of ``op``, of
+    ``dtype`` (a numpy dtype name; default: ``op``'s dtype)."""
     if op.kind == "torch":
         import torch
-        return torch.empty(shape, dtype=op.obj.dtype, device=op.obj.device)
+        kind = getattr(torch, dtype) if dtype else op.obj.dtype
+        return torch.empty(shape, dtype=kind, device=op.obj.device)
     if op.kind == "cupy":
         import cupy
         with cupy.cuda.Device(op.device):
-            return cupy.empty(shape, dtype=op.obj.dtype)
+            return cupy.empty(shape, dtype=dtype or op.obj.dtype)
     from numba import cuda
-    return cuda.device_array(shape, dtype=np.dtype(op.dtype))
+    return cuda.device_array(shape, dtype=np.dtype(dtype or op.dtype))
 
 
-def kernel_buffer(op):
+def output_operand(caller, out, like, shape, simulator, dtype="float32", beta=0.0):
+    """``(out, its Operand)`` for ``caller``'s output: ``out`` checked to have ``shape`` and
+    ``dtype``; when None, a new row-major array of ``like``'s kind and device (``beta`` must
+    then be 0). The device is for :func:`check_same_device`."""
+    if out is None:
+        if beta != 0:
+            raise ValueError(f"{caller}: beta != 0 needs an `out` to accumulate into")
+        out = new_like(like, shape, dtype)
+    c = operand(out, "out", simulator, caller)
+    if c.shape != tuple(shape):
+        raise ValueError(f"{caller}: out has shape {c.shape}, expected {tuple(shape)}")
+    if c.dtype != dtype:
+        raise TypeError(f"{caller}: out has dtype {c.dtype}; supported: {dtype}")
+    return out, c
+
+
+def check_same_device(caller, named):
+    """ValueError unless every operand of ``named`` ((name, Operand) pairs) is on the device of
+    the first."""
+    (first, op0), *rest = named
+    for name, op in rest:
+        if op.device != op0.device:
+            raise ValueError(f"{caller}: {name} is on device {op.device} and {first} on device "
+                             f"{op0.device}")
+
+
+def check_spans(caller, named, limit=2 ** 32):
+    """ValueError if an operand of ``named`` spans ``limit`` elements or more (the kernels
+    index with 32-bit unsigned offsets)."""
+    for name, op in named:
+        if op.span >= limit:
+            raise ValueError(f"{caller}: {name} spans {op.span} elements; the kernel indexes "
+                             f"with 32 bits (at most {limit - 1})")
+
+
+def kernel_buffer(op, dtype=None):
     """The kernel's view of an operand: (device address, elements), or in the simulator a 1-D
-    numpy view of the host array."""
+    numpy view of the host array (reinterpreted as ``dtype`` if given)."""
     if op.kind == "sim":
-        return np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
+        view = np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
+        return view.view(dtype) if dtype else view
     return op.ptr, op.span
 
 

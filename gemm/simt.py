@@ -29,6 +29,8 @@ from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
 from .codegen import Source, code, load_module, sym
+from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
+                        global_tensor, split_offsets)
 
 __all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel", "SIGNATURE",
            "PIPELINES"]
@@ -36,11 +38,9 @@ __all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_ke
 PIPELINES = ("prefetch", "double_buffer")
 
 # Symbols of the generated kernel: thread/block indices, the k-tile, extents and strides.
-T, BX, BY, KT, STAGE = sym("t"), sym("bx"), sym("by"), sym("kt"), sym("stage")
+KT, STAGE = sym("kt"), sym("stage")
 M, N, K = sym("M"), sym("N"), sym("K")
 S_AM, S_AK, S_BN, S_BK, S_CM, S_CN = (sym(n) for n in ("sAm", "sAk", "sBn", "sBk", "sCm", "sCn"))
-_THREAD = {T, BX, BY}
-_NOMINAL_TILES = 1 << 12     # extent of a global mode in tiles: any value works (see _global)
 
 
 @dataclass(frozen=True)
@@ -85,63 +85,6 @@ class SimtConfig:
         return 1 if self.pipeline == "prefetch" else 2
 
 
-def _offsets(tensor, *fixed):
-    """The offsets of every element of a partition, as {coordinate: sympy offset}; ``fixed``
-    pins trailing modes (e.g. the k-tile) to symbols."""
-    L = tensor.layout
-    free = L.rank - len(fixed)
-    shape = tuple(L[i].size for i in range(free))
-    out = {}
-    for idx in range(_prod(shape)):
-        crd = _colex(idx, shape)
-        out[crd] = sympy.sympify(tensor[crd + tuple(fixed)])
-    return out
-
-
-def _prod(shape):
-    p = 1
-    for s in shape:
-        p *= s
-    return p
-
-
-def _colex(idx, shape):
-    crd = []
-    for s in shape:
-        crd.append(idx % s)
-        idx //= s
-    return tuple(crd)
-
-
-def _parts(offsets, loop_symbols=()):
-    """Split offsets into one thread base (the terms with t, bx, by), the loop terms and
-    per-element remainders; every element must share the base and loop terms."""
-    base = loop = None
-    rest = {}
-    for crd, off in offsets.items():
-        off = sympy.expand(off)
-        terms = sympy.Add.make_args(off)
-        b = sympy.Add(*[a for a in terms if a.free_symbols & _THREAD])
-        lp = sympy.Add(*[a for a in terms if a.free_symbols & set(loop_symbols)
-                         and not a.free_symbols & _THREAD])
-        r = off - b - lp
-        if base is None:
-            base, loop = b, lp
-        elif sympy.expand(b - base) != 0 or sympy.expand(lp - loop) != 0:
-            raise AssertionError(f"partition offsets do not share a thread base: {off}")
-        rest[crd] = r
-    return base, loop, rest
-
-
-def _coords(identity, *fixed):
-    """{coordinate: (mn, k)} of a partitioned identity tensor, as sympy expressions."""
-    L = identity.layout
-    free = L.rank - len(fixed)
-    shape = tuple(L[i].size for i in range(free))
-    return {_colex(i, shape): tuple(sympy.sympify(x) for x in identity[_colex(i, shape) + fixed])
-            for i in range(_prod(shape))}
-
-
 def copy_vector(cfg, unit, bmn, vec):
     """Elements per cp.async for an operand whose global tile allows ``vec``: 1 when its unit
     stride is along K (the shared tile is MN-contiguous, so the copy transposes), else the
@@ -151,14 +94,6 @@ def copy_vector(cfg, unit, bmn, vec):
     while vec > 1 and ((bmn + cfg.pad) % vec or bmn % vec):
         vec //= 2
     return vec
-
-
-def _global(stride_mn, stride_k, extent_mn, extent_k):
-    """A global operand as a tensor: engine 0 (offsets are relative to the kernel's 1-D
-    buffer), layout (MN, K) with the run-time strides. Only tiles at block coordinates are
-    ever taken, whose offsets do not depend on the extents, so nominal extents serve."""
-    shape = (extent_mn * _NOMINAL_TILES, extent_k * _NOMINAL_TILES)
-    return make_tensor(sympy.Integer(0), Layout(shape, (stride_mn, stride_k)))
 
 
 class _Operand:
@@ -179,8 +114,8 @@ class _Operand:
             s_mn = 1
         else:
             s_k = 1
-        gX = local_tile(_global(s_mn, s_k, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
-        cX = local_tile(make_identity_tensor((bmn * _NOMINAL_TILES, cfg.bK * _NOMINAL_TILES)),
+        gX = local_tile(global_tensor(s_mn, s_k, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
+        cX = local_tile(make_identity_tensor((bmn * NOMINAL_TILES, cfg.bK * NOMINAL_TILES)),
                         (bmn, cfg.bK), (block, None))
         threads = cfg.threads
         if unit == 0:
@@ -196,10 +131,11 @@ class _Operand:
         self.cache = "cg" if vec == 4 else "ca"
         tiled_copy = make_tiled_copy(atom, thr, val)
         thr_copy = tiled_copy.get_slice(T)
-        self.src = _parts(_offsets(thr_copy.partition_S(gX), KT), [KT])
-        self.coords = _coords(thr_copy.partition_S(cX), KT)
+        self.src = split_offsets(element_offsets(thr_copy.partition_S(gX), KT), [KT])
+        self.coords = element_coords(thr_copy.partition_S(cX), KT)
         dst = thr_copy.partition_D(self.smem)
-        self.dst = _parts(_offsets(dst, STAGE) if cfg.stages > 1 else _offsets(dst), [STAGE])
+        stage = (STAGE,) if cfg.stages > 1 else ()
+        self.dst = split_offsets(element_offsets(dst, *stage), [STAGE])
 
 
 class _Mma:
@@ -215,21 +151,17 @@ class _Mma:
                                Layout((tm, tn, 1)), perm)
         thr = tiled.get_slice(T)
         stage = (STAGE,) if cfg.stages > 1 else ()
-        self.a = _parts(_offsets(thr.partition_A(a.smem), *stage), [STAGE])
-        self.b = _parts(_offsets(thr.partition_B(b.smem), *stage), [STAGE])
-        mC = _global(S_CM, S_CN, cfg.bM, cfg.bN)
+        self.a = split_offsets(element_offsets(thr.partition_A(a.smem), *stage), [STAGE])
+        self.b = split_offsets(element_offsets(thr.partition_B(b.smem), *stage), [STAGE])
+        mC = global_tensor(S_CM, S_CN, cfg.bM, cfg.bN)
         gC = local_tile(mC, (cfg.bM, cfg.bN), (BX, BY))
-        cC = local_tile(make_identity_tensor((cfg.bM * _NOMINAL_TILES, cfg.bN * _NOMINAL_TILES)),
+        cC = local_tile(make_identity_tensor((cfg.bM * NOMINAL_TILES, cfg.bN * NOMINAL_TILES)),
                         (cfg.bM, cfg.bN), (BX, BY))
-        self.c = _parts(_offsets(thr.partition_C(gC)))
-        self.c_coords = _coords(thr.partition_C(cC))
+        self.c = split_offsets(element_offsets(thr.partition_C(gC)))
+        self.c_coords = element_coords(thr.partition_C(cC))
         shape = thr.partition_C(gC).layout.shape
-        self.mma_m, self.mma_n = _size(shape[1]), _size(shape[2])
-        self.mma_k = _size(thr.partition_A(a.smem).layout.shape[2])
-
-
-def _size(s):
-    return size(s)
+        self.mma_m, self.mma_n = size(shape[1]), size(shape[2])
+        self.mma_k = size(thr.partition_A(a.smem).layout.shape[2])
 
 
 def _copy_tile(src, op, kt, stage):

@@ -47,14 +47,18 @@ from functools import lru_cache
 import numpy as np
 import sympy
 
-from layoutalg import ComposedLayout, Layout, Swizzle
+from layoutalg import ComposedLayout, Layout, Swizzle, product
 from layoutalg.atom import (SM75_U32x4_LDSM_N, SM80_16x8x16_F32BF16BF16F32_TN,
                             SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS,
                             SM80_CP_ASYNC_CACHEGLOBAL, UniversalCopy)
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma
 from .codegen import Source, code, load_module, sym
-from .simt import _coords, _global, _offsets, _parts, _NOMINAL_TILES
+from .launch import Launcher
+from .operands import (check_same_device, check_spans, current_stream, kernel_buffer, operand,
+                       output_operand)
+from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
+                        global_tensor, split_offsets)
 
 __all__ = ["TensorCoreConfig", "DTYPES", "SIGNATURE", "LOOP", "smem_layout", "tensorcore_source",
            "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul", "bank_conflicts",
@@ -63,7 +67,6 @@ __all__ = ["TensorCoreConfig", "DTYPES", "SIGNATURE", "LOOP", "smem_layout", "te
 DTYPES = ("bfloat16", "float16")
 _MMA = {"bfloat16": (SM80_16x8x16_F32BF16BF16F32_TN, "mma_m16n8k16_f32_bf16"),
         "float16": (SM80_16x8x16_F32F16F16F32_TN, "mma_m16n8k16_f32_f16")}
-T, BX, BY = sym("t"), sym("bx"), sym("by")
 LDA, LDB, LDC = sym("lda"), sym("ldb"), sym("ldc")
 SIGNATURE = ("void(uint16[::1], uint16[::1], float32[::1], "
              + ", ".join(["uint32"] * 6) + ", float32, float32)")
@@ -278,13 +281,13 @@ class _Copy:
         tiled = make_tiled_copy(atom, thr, Layout((1, vec)))
         thr_copy = tiled.get_slice(T)
         KT = sym("kt")
-        gX = local_tile(_global(ld, 1, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
-        cX = local_tile(make_identity_tensor((bmn * _NOMINAL_TILES, cfg.bK * _NOMINAL_TILES)),
+        gX = local_tile(global_tensor(ld, 1, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
+        cX = local_tile(make_identity_tensor((bmn * NOMINAL_TILES, cfg.bK * NOMINAL_TILES)),
                         (bmn, cfg.bK), (block, None))
         sX = make_tensor(sympy.Integer(0), smem_layout(cfg, bmn).inner)
-        self.src = _parts(_offsets(thr_copy.partition_S(gX), KT), [KT])
-        self.coords = _coords(thr_copy.partition_S(cX), KT)
-        self.dst = _parts(_offsets(thr_copy.partition_D(sX)))
+        self.src = split_offsets(element_offsets(thr_copy.partition_S(gX), KT), [KT])
+        self.coords = element_coords(thr_copy.partition_S(cX), KT)
+        self.dst = split_offsets(element_offsets(thr_copy.partition_D(sX)))
         self.sw = _Swizzled(smem_layout(cfg, bmn).outer, f"{self.p}_s", self.dst[0], cfg.threads)
         self.kstep = sympy.expand(self.src[1]).coeff(KT)
         self.bK = cfg.bK
@@ -338,14 +341,14 @@ class _Ldsm:
         frag = (thr_mma.partition_fragment_A if which == "A" else
                 thr_mma.partition_fragment_B)(sX)
         self.frag = frag.layout
-        src = _parts(_offsets(thr.partition_S(sX)))
+        src = split_offsets(element_offsets(thr.partition_S(sX)))
         self.sw = _Swizzled(smem_layout(cfg, bmn).outer, f"l{p}", src[0], cfg.threads)
         self.rest = src[2]
         retile = thr.retile_D(frag).layout
         shape = retile.shape
-        self.n_mn, self.n_k = _size(shape[1]), _size(shape[2])
-        vals = _size(self.frag.shape[0])
-        self.vals, self.mma_mn = vals, _size(self.frag.shape[1])
+        self.n_mn, self.n_k = product(shape[1]), product(shape[2])
+        vals = product(self.frag.shape[0])
+        self.vals, self.mma_mn = vals, product(self.frag.shape[1])
         self.loads = {}       # kb -> [(src const, (reg names x4))]
         for kb in range(self.n_k):
             out = []
@@ -375,15 +378,6 @@ class _Ldsm:
         return [self.reg(self.frag((v, idx, kb)), kb) for v in range(0, self.vals, 2)]
 
 
-def _size(s):
-    if isinstance(s, int):
-        return s
-    n = 1
-    for x in s:
-        n *= _size(x)
-    return n
-
-
 class _Kernel:
     """Everything the source needs, computed once per (config, vectors)."""
 
@@ -399,15 +393,15 @@ class _Kernel:
         if self.la.n_k != self.lb.n_k or self.la.n_k != cfg.bK // 16:
             raise AssertionError("A and B k-blocks differ")
         thr = self.mma.get_slice(T)
-        gC = local_tile(_global(LDC, 1, cfg.bM, cfg.bN), (cfg.bM, cfg.bN), (BX, BY))
-        cC = local_tile(make_identity_tensor((cfg.bM * _NOMINAL_TILES, cfg.bN * _NOMINAL_TILES)),
+        gC = local_tile(global_tensor(LDC, 1, cfg.bM, cfg.bN), (cfg.bM, cfg.bN), (BX, BY))
+        cC = local_tile(make_identity_tensor((cfg.bM * NOMINAL_TILES, cfg.bN * NOMINAL_TILES)),
                         (cfg.bM, cfg.bN), (BX, BY))
         pc = thr.partition_C(gC)
-        self.c = _parts(_offsets(pc))
-        self.c_coords = _coords(thr.partition_C(cC))
+        self.c = split_offsets(element_offsets(pc))
+        self.c_coords = element_coords(thr.partition_C(cC))
         self.fragC = thr.partition_fragment_C(gC).layout
         shape = pc.layout.shape
-        self.mma_m, self.mma_n = _size(shape[1]), _size(shape[2])
+        self.mma_m, self.mma_n = product(shape[1]), product(shape[2])
         self.slot_a, self.slot_b = cfg.bM * cfg.bK, cfg.bN * cfg.bK
         dom = smem_layout(cfg, cfg.bM).outer.domain_size
         if self.slot_a % dom or self.slot_b % dom:
@@ -595,8 +589,6 @@ def bank_conflicts(cfg, swizzle=True):
 
 # --- the call ----------------------------------------------------------------------------------
 
-from .operands import new_like, operand  # noqa: E402
-from .launch import Launcher  # noqa: E402
 
 _RAW16 = ("uint16", "int16", "<u2", "<i2")
 _SCALARS = ("uint32",) * 6 + ("float32",) * 2
@@ -621,39 +613,13 @@ def _launcher(cfg, va, vb):
     return _launchers[key]
 
 
-def _vector(op, ptr, ld, rows):
+def _vector(ptr, ld, rows):
     if rows == 1:
         ld = 8 * ld
     for v in (8, 4, 2):
         if ptr % (2 * v) == 0 and ld % v == 0:
             return v
     return 1
-
-
-def _buffer(op, dtype):
-    if op.kind == "sim":
-        view = np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
-        return view.view(dtype)
-    return op.ptr, op.span
-
-
-def _address(op):
-    return op.host.__array_interface__["data"][0] if op.kind == "sim" else op.ptr
-
-
-def _stream(op):
-    if op.kind == "torch":
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        return raw(op.device) if raw else torch.cuda.current_stream(op.device).cuda_stream
-    if op.kind == "cupy":
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
-    return 0
-
-
-def _err(e):
-    return type(e)(str(e).replace("matmul:", "tensorcore_matmul:", 1))
 
 
 def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None):
@@ -676,10 +642,8 @@ def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None):
     for name, x in (("alpha", alpha), ("beta", beta)):
         if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
             raise TypeError(f"tensorcore_matmul: {name} must be a real number, got {x!r}")
-    try:
-        a, b = operand(A, "A", sim), operand(B, "B", sim)
-    except (TypeError, ValueError) as e:
-        raise _err(e) from None
+    caller = "tensorcore_matmul"
+    a, b = operand(A, "A", sim, caller), operand(B, "B", sim, caller)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"tensorcore_matmul: inner dimensions differ: A is {a.shape}, "
@@ -702,51 +666,21 @@ def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None):
         raise ValueError("tensorcore_matmul: A must be contiguous along K (row-major) and B "
                          "along K (column-major, e.g. the .T of an (N, K) row-major matrix); "
                          "other majors are not supported yet")
-    if a.device != b.device:
-        raise ValueError(f"tensorcore_matmul: A is on device {a.device} and B on {b.device}")
-    if out is None:
-        if beta != 0:
-            raise ValueError("tensorcore_matmul: beta != 0 needs an `out` to accumulate into")
-        if a.kind == "torch":
-            import torch
-            out = torch.empty((m, n), dtype=torch.float32, device=a.obj.device)
-        else:
-            out = new_like(operand_f32(a), (m, n))
-    try:
-        c = operand(out, "out", sim)
-    except (TypeError, ValueError) as e:
-        raise _err(e) from None
-    if c.shape != (m, n):
-        raise ValueError(f"tensorcore_matmul: out has shape {c.shape}, expected {(m, n)}")
-    if c.dtype != "float32":
-        raise TypeError(f"tensorcore_matmul: out has dtype {c.dtype}; supported: float32")
-    if c.device != a.device:
-        raise ValueError(f"tensorcore_matmul: out is on device {c.device}, A on {a.device}")
-    for op, name in ((a, "A"), (b, "B"), (c, "out")):
-        if op.span >= 2 ** 31:
-            raise ValueError(f"tensorcore_matmul: {name} spans {op.span} elements; the kernel "
-                             "indexes with 32 bits")
+    out, c = output_operand(caller, out, a, (m, n), sim, beta=beta)
+    named = (("A", a), ("B", b), ("out", c))
+    check_same_device(caller, named)
+    check_spans(caller, named, limit=2 ** 31)
     lda, ldb = a.strides[0], b.strides[1]
     if c.unit_mode == 1:       # out row-major: C = A B
         x, y, mm, nn, lx, ly, ldc = a, b, m, n, lda, ldb, c.strides[0]
     else:                      # out column-major: C^T = B^T A^T, both still K-contiguous
         x, y, mm, nn, lx, ly, ldc = b, a, n, m, ldb, lda, c.strides[1]
-    va, vb = _vector(x, _address(x), lx, mm), _vector(y, _address(y), ly, nn)
+    va, vb = _vector(x.ptr, lx, mm), _vector(y.ptr, ly, nn)
     launch = _launcher(config, va, vb)
     grid = (-(-mm // config.bM), -(-nn // config.bN), 1)
     if grid[1] > 65535:
         raise ValueError(f"tensorcore_matmul: {grid[1]} column blocks exceed the grid limit")
-    launch(grid, (config.threads, 1, 1), 0 if sim else _stream(a),
-           (_buffer(x, np.uint16), _buffer(y, np.uint16), _buffer(c, np.float32)),
+    launch(grid, (config.threads, 1, 1), 0 if sim else current_stream(a),
+           (kernel_buffer(x, np.uint16), kernel_buffer(y, np.uint16), kernel_buffer(c)),
            (mm, nn, k, lx, ly, ldc, float(alpha), float(beta)), config.shared_bytes)
     return out
-
-
-class operand_f32:
-    """A stand-in operand for new_like: same kind and device, float32."""
-
-    def __init__(self, op):
-        self.kind, self.device, self.obj, self.dtype = op.kind, op.device, op.obj, "float32"
-        if op.kind == "cupy":
-            import cupy
-            self.obj = cupy.empty((1,), cupy.float32)

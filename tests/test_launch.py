@@ -45,12 +45,20 @@ def test_bound_launch_passes_numba_abi_parameters():
                                          0, 0, 7, 4, addresses[1], 7, 4, 5, 6, -7, alpha, beta)
 
 
-def test_launcher_call_binds_and_launches_once():
+def test_launcher_keeps_one_bound_launch_per_shape():
+    """Calls of one launch shape reuse one parameter block, and only the free scalars (here
+    the last two) may differ without a new one; every call's parameters reach the driver."""
     record = []
-    _launcher(record)((1, 1, 1), (32, 1, 1), 5, [(640, 9), (1280, 3)], (1, 2, 3, 0.5, 2.0))
-    assert len(record) == 1
-    assert record[0][-1] == struct.pack(
-        "<7q7qIIiff", 0, 0, 9, 4, 640, 9, 4, 0, 0, 3, 4, 1280, 3, 4, 1, 2, 3, 0.5, 2.0)
+    launcher = _launcher(record)
+    launcher.free_scalars = 2
+    calls = [((640, 1280), (1, 2, 3, 0.5, 2.0)), ((64, 128), (1, 2, 3, -1.0, 0.0)),
+             ((64, 128), (1, 2, 4, -1.0, 0.0))]
+    bounds = [launcher((1, 1, 1), (32, 1, 1), 5, [(p, n) for p, n in zip(ptrs, (9, 3))],
+                       scalars) for ptrs, scalars in calls]
+    assert bounds[0] is bounds[1] and bounds[2] is not bounds[0]
+    for (ptrs, scalars), got in zip(calls, record):
+        assert got[-1] == struct.pack("<7q7qIIiff", 0, 0, 9, 4, ptrs[0], 9, 4,
+                                      0, 0, 3, 4, ptrs[1], 3, 4, *scalars)
 
 
 def test_wrong_argument_counts_are_refused():

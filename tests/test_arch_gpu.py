@@ -17,8 +17,8 @@ from numba.cuda import types  # noqa: E402
 from gemm.arch import ptx as P  # noqa: E402
 from gemm.arch.smem import allow_dynamic_shared  # noqa: E402
 from test_sim_twins import (  # noqa: E402
-    MMA, bf16_value, cp_async_expected, f16_value, ldmatrix_case, mma_case, random_normals,
-    round_significant,
+    CP_ASYNC, MMA, conversions_verify, cp_async_expected, k_convert, ldmatrix_case, mma_case,
+    random_normals, vector_access_verify,
 )
 
 
@@ -35,13 +35,8 @@ U16, U32, F32 = types.uint16, types.uint32, types.float32
 
 # --- kernels -------------------------------------------------------------------------------------
 
-LDSM = {(1, False): P.ldmatrix_x1, (2, False): P.ldmatrix_x2, (4, False): P.ldmatrix_x4,
-        (1, True): P.ldmatrix_x1_trans, (2, True): P.ldmatrix_x2_trans,
-        (4, True): P.ldmatrix_x4_trans}
-
-
 def make_ldmatrix_kernel(num, trans, tile_size):
-    fn = LDSM[num, trans]
+    fn = getattr(P, f"ldmatrix_x{num}{'_trans' if trans else ''}")
 
     def kernel(tile, row_at, out):
         smem = cuda.shared.array(tile_size, np.uint16, alignment=16)
@@ -55,28 +50,15 @@ def make_ldmatrix_kernel(num, trans, tile_size):
     return kernel, (U16[::1], U32[::1], U32[:, ::1])
 
 
-def k_mma_m16n8k16_f32_bf16(a, b, c, out):
-    t = cuda.threadIdx.x
-    d = P.mma_m16n8k16_f32_bf16(a[t, 0], a[t, 1], a[t, 2], a[t, 3], b[t, 0], b[t, 1],
-                                c[t, 0], c[t, 1], c[t, 2], c[t, 3])
-    for r in range(4):
-        out[t, r] = d[r]
-
-
-def k_mma_m16n8k16_f32_f16(a, b, c, out):
-    t = cuda.threadIdx.x
-    d = P.mma_m16n8k16_f32_f16(a[t, 0], a[t, 1], a[t, 2], a[t, 3], b[t, 0], b[t, 1],
-                               c[t, 0], c[t, 1], c[t, 2], c[t, 3])
-    for r in range(4):
-        out[t, r] = d[r]
-
-
-def k_mma_m16n8k8_f32_tf32(a, b, c, out):
-    t = cuda.threadIdx.x
-    d = P.mma_m16n8k8_f32_tf32(a[t, 0], a[t, 1], a[t, 2], a[t, 3], b[t, 0], b[t, 1],
-                               c[t, 0], c[t, 1], c[t, 2], c[t, 3])
-    for r in range(4):
-        out[t, r] = d[r]
+def make_mma_f32_kernel(fn):
+    """Kernel of an mma with 4 A, 2 B and 4 f32 C registers per lane."""
+    def kernel(a, b, c, out):
+        t = cuda.threadIdx.x
+        d = fn(a[t, 0], a[t, 1], a[t, 2], a[t, 3], b[t, 0], b[t, 1],
+               c[t, 0], c[t, 1], c[t, 2], c[t, 3])
+        for r in range(4):
+            out[t, r] = d[r]
+    return kernel
 
 
 def k_mma_m16n8k16_f16_f16(a, b, c, out):
@@ -95,19 +77,14 @@ def k_mma_m16n8k8_f16_f16(a, b, c, out):
 
 
 MMA_KERNELS = {
-    "mma_m16n8k16_f32_bf16": (k_mma_m16n8k16_f32_bf16, F32),
-    "mma_m16n8k16_f32_f16": (k_mma_m16n8k16_f32_f16, F32),
-    "mma_m16n8k8_f32_tf32": (k_mma_m16n8k8_f32_tf32, F32),
+    **{name: (make_mma_f32_kernel(getattr(P, name)), F32)
+       for name in ("mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k8_f32_tf32")},
     "mma_m16n8k16_f16_f16": (k_mma_m16n8k16_f16_f16, U32),
     "mma_m16n8k8_f16_f16": (k_mma_m16n8k8_f16_f16, U32),
 }
 
-CP_ASYNC = [(P.cp_async_ca, 4, None), (P.cp_async_ca, 8, None), (P.cp_async_ca, 16, None),
-            (P.cp_async_cg, 16, None), (P.cp_async_ca_zfill, 8, 8),
-            (P.cp_async_cg_zfill, 16, 16)]
-
-
-def make_cp_async_kernel(fn, nbytes, zmax):
+def make_cp_async_kernel(op, nbytes, zmax):
+    fn = getattr(P, op)
     words = nbytes // 4
     modulus = 1 if zmax is None else zmax + 1
 
@@ -149,23 +126,6 @@ def k_vector(xf, out_bits, out_f, out_v2):
     P.st_v2_f32(out_f, j + np.uint32(128), q[0], q[1])
 
 
-def k_convert(x, out):
-    t = cuda.threadIdx.x
-    lo, hi = x[2 * t], x[2 * t + 1]
-    out[t, 0] = P.cvt_rn_bf16x2_f32(lo, hi)
-    out[t, 1] = P.cvt_rn_f16x2_f32(lo, hi)
-    out[t, 2] = P.cvt_rna_tf32_f32(lo)
-    out[t, 3] = P.pack_bf16x2(P.cvt_rn_bf16_f32(lo), P.cvt_rn_f16_f32(hi))
-    a, b = P.bf16x2_to_f32(out[t, 0])
-    c, d = P.f16x2_to_f32(out[t, 1])
-    out[t, 4] = P.float_as_uint32(a)
-    out[t, 5] = P.float_as_uint32(b)
-    out[t, 6] = P.float_as_uint32(c)
-    out[t, 7] = P.float_as_uint32(d)
-    out[t, 8] = P.float_as_uint32(P.bf16_to_f32(P.unpack_b16x2(out[t, 0])[1]))
-    out[t, 9] = P.float_as_uint32(P.f16_to_f32(P.unpack_b16x2(out[t, 1])[0]))
-
-
 def k_dynamic_shared(out):
     buf = cuda.shared.array(0, np.float32)
     t = cuda.threadIdx.x
@@ -182,7 +142,7 @@ def all_kernels():
     out = [make_ldmatrix_kernel(n, tr, 4 * 8 * 24) for n in (1, 2, 4) for tr in (False, True)]
     out += [(k, (U32[:, ::1], U32[:, ::1], acc[:, ::1], acc[:, ::1]))
             for k, acc in MMA_KERNELS.values()]
-    out += [make_cp_async_kernel(fn, nbytes, zmax) for fn, nbytes, zmax in CP_ASYNC]
+    out += [make_cp_async_kernel(op, nbytes, zmax) for op, nbytes, zmax in CP_ASYNC]
     out += [(k_vector, (F32[::1], U32[::1], F32[::1], U32[::1])),
             (k_convert, (F32[::1], U32[:, ::1])), (k_dynamic_shared, (F32[::1],))]
     return out
@@ -227,8 +187,8 @@ def test_mma_on_gpu(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", range(len(CP_ASYNC)))
 def test_cp_async_on_gpu(case):
-    fn, nbytes, zmax = CP_ASYNC[case]
-    kernel, _ = make_cp_async_kernel(fn, nbytes, zmax)
+    op, nbytes, zmax = CP_ASYNC[case]
+    kernel, _ = make_cp_async_kernel(op, nbytes, zmax)
     src = np.random.default_rng(case).integers(0, 1 << 32, 256, dtype=np.uint32)
     out = np.zeros(256, np.uint32)
     cuda.jit(kernel)[1, 32](src, out)
@@ -241,10 +201,7 @@ def test_vector_access_on_gpu():
     xf = np.random.default_rng(3).standard_normal(128).astype(np.float32)
     bits, outf, v2 = np.zeros(128, np.uint32), np.zeros(192, np.float32), np.zeros(64, np.uint32)
     cuda.jit(k_vector)[1, 32](xf, bits, outf, v2)
-    np.testing.assert_array_equal(bits, xf.view(np.uint32).reshape(32, 4)[:, ::-1].reshape(-1))
-    np.testing.assert_array_equal(outf[:128], np.roll(xf * 2, -4))
-    np.testing.assert_array_equal(outf[128:], xf[64:128])
-    np.testing.assert_array_equal(v2, bits[:64].reshape(32, 2)[:, ::-1].reshape(-1))
+    vector_access_verify(xf, bits, outf, v2)
 
 
 @gpu
@@ -253,18 +210,7 @@ def test_conversions_on_gpu():
     x = random_normals(np.random.default_rng(5), 64, -1e3, 1e3)
     out = np.zeros((32, 10), np.uint32)
     cuda.jit(k_convert)[1, 32](x, out)
-    lo, hi = x[0::2].astype(np.float64), x[1::2].astype(np.float64)
-    bf_lo, bf_hi = round_significant(lo, 8), round_significant(hi, 8)
-    h_lo, h_hi = round_significant(lo, 11), round_significant(hi, 11)
-    np.testing.assert_array_equal(bf16_value(out[:, 0] & 0xFFFF), bf_lo)
-    np.testing.assert_array_equal(bf16_value(out[:, 0] >> 16), bf_hi)
-    np.testing.assert_array_equal(f16_value(out[:, 1] & 0xFFFF), h_lo)
-    np.testing.assert_array_equal(f16_value(out[:, 1] >> 16), h_hi)
-    np.testing.assert_array_equal(out[:, 2].view(np.float32),
-                                  round_significant(lo, 11, ties_even=False))
-    np.testing.assert_array_equal(out[:, 3], (out[:, 0] & 0xFFFF) | (out[:, 1] & 0xFFFF0000))
-    for column, want in zip(range(4, 10), (bf_lo, bf_hi, h_lo, h_hi, bf_hi, h_lo)):
-        np.testing.assert_array_equal(out[:, column].view(np.float32), want)
+    conversions_verify(x, out)
 
 
 @gpu

@@ -215,7 +215,7 @@ def test_conversions(cc):
 
 @pytest.mark.parametrize("kernel", list(SIGS), ids=lambda k: k.__name__)
 def test_32bit_unsigned_index_math(kernel):
-    """uint32 indices: no 64-bit division and no signed wrap-around selects in the PTX."""
+    """uint32 indices: no 64-bit signed division or remainder, and no local memory."""
     ptx = body(ptx_of(kernel, (8, 0)))
     assert not re.search(r"\b(div|rem)\.s64\b", ptx)
     assert not arch_inspect.local_memory_ops(ptx)

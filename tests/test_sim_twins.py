@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:   # run as a script by the simulator test
 
 from numba import cuda  # noqa: E402  (module level: the simulator swaps the global `cuda`)
 
+from gemm import arch  # noqa: E402  (the twins in the simulator run, the intrinsics otherwise)
 from gemm._env import simulator_active  # noqa: E402
 from gemm.arch import sim  # noqa: E402
 from layoutalg import Layout  # noqa: E402
@@ -185,8 +186,6 @@ def mma_case(name, seed=None):
 # --- checks run in the simulator -----------------------------------------------------------------
 
 def check_ldmatrix(num, trans, warps=1):
-    from gemm import arch
-
     fn = getattr(arch, f"ldmatrix_x{num}{'_trans' if trans else ''}")
     tile, row_at, expected = ldmatrix_case(num, warps, seed=num * 10 + trans)
 
@@ -209,8 +208,6 @@ def check_ldmatrix(num, trans, warps=1):
 
 
 def check_mma(name):
-    from gemm import arch
-
     fn = getattr(arch, name)
     a_regs, b_regs, c_regs, verify = mma_case(name)
 
@@ -229,6 +226,11 @@ def check_mma(name):
     verify(out)
 
 
+CP_ASYNC = [("cp_async_ca", 4, None), ("cp_async_ca", 8, None), ("cp_async_ca", 16, None),
+            ("cp_async_cg", 16, None), ("cp_async_ca_zfill", 8, 8), ("cp_async_cg_zfill", 16, 16)]
+"""(operation, nbytes, zmax): the cp.async cases, here and on the GPU (see cp_async_expected)."""
+
+
 def cp_async_expected(src, nbytes, zmax):
     """256 uint32 of shared memory, first 0xDEADBEEF, after lane t (of 32) copied ``nbytes`` from
     element (3t mod 32) * nbytes/4 of ``src`` to element t * nbytes/4, keeping only the first
@@ -244,12 +246,8 @@ def cp_async_expected(src, nbytes, zmax):
 
 
 def check_cp_async():
-    from gemm import arch
-
     src = np.random.default_rng(7).integers(0, 1 << 32, 256, dtype=np.uint32)
-    cases = [("cp_async_ca", 4, None), ("cp_async_ca", 8, None), ("cp_async_ca", 16, None),
-             ("cp_async_cg", 16, None), ("cp_async_ca_zfill", 8, 8), ("cp_async_cg_zfill", 16, 16)]
-    for op, nbytes, zmax in cases:
+    for op, nbytes, zmax in CP_ASYNC:
         fn = getattr(arch, op)
         words = nbytes // 4
 
@@ -277,8 +275,6 @@ def check_cp_async():
 
 
 def check_vector_access():
-    from gemm import arch
-
     xf = np.random.default_rng(3).standard_normal(128).astype(np.float32)
 
     @cuda.jit
@@ -301,42 +297,60 @@ def check_vector_access():
     outf = np.zeros(192, np.float32)
     v2 = np.zeros(64, np.uint32)
     kernel[1, 32](xf, bits, outf, v2)
-    xb = xf.view(np.uint32)
-    assert np.array_equal(bits, xb.reshape(32, 4)[:, ::-1].reshape(-1))
-    assert np.array_equal(outf[:128], np.roll(xf * 2, -4))
-    assert np.array_equal(outf[128:], xf[64:128])
-    assert np.array_equal(v2, bits[:64].reshape(32, 2)[:, ::-1].reshape(-1))
+    vector_access_verify(xf, bits, outf, v2)
+
+
+def vector_access_verify(xf, bits, outf, v2):
+    """What the vector-access kernel (here and on the GPU) writes for input ``xf``."""
+    np.testing.assert_array_equal(bits, xf.view(np.uint32).reshape(32, 4)[:, ::-1].reshape(-1))
+    np.testing.assert_array_equal(outf[:128], np.roll(xf * 2, -4))
+    np.testing.assert_array_equal(outf[128:], xf[64:128])
+    np.testing.assert_array_equal(v2, bits[:64].reshape(32, 2)[:, ::-1].reshape(-1))
+
+
+def k_convert(x, out):
+    """Every conversion on lane t's pair x[2t], x[2t+1] (also run on the GPU)."""
+    t = cuda.threadIdx.x
+    lo, hi = x[2 * t], x[2 * t + 1]
+    out[t, 0] = arch.cvt_rn_bf16x2_f32(lo, hi)
+    out[t, 1] = arch.cvt_rn_f16x2_f32(lo, hi)
+    out[t, 2] = arch.cvt_rna_tf32_f32(lo)
+    out[t, 3] = arch.pack_bf16x2(arch.cvt_rn_bf16_f32(lo), arch.cvt_rn_f16_f32(hi))
+    a, b = arch.bf16x2_to_f32(out[t, 0])
+    c, d = arch.f16x2_to_f32(out[t, 1])
+    out[t, 4] = arch.float_as_uint32(a)
+    out[t, 5] = arch.float_as_uint32(b)
+    out[t, 6] = arch.float_as_uint32(c)
+    out[t, 7] = arch.float_as_uint32(d)
+    out[t, 8] = arch.float_as_uint32(arch.bf16_to_f32(arch.unpack_b16x2(out[t, 0])[1]))
+    out[t, 9] = arch.float_as_uint32(arch.f16_to_f32(arch.unpack_b16x2(out[t, 1])[0]))
+
+
+def conversions_verify(x, out):
+    """``out`` of k_convert for input ``x`` against the rounding references."""
+    lo, hi = x[0::2].astype(np.float64), x[1::2].astype(np.float64)
+    bf_lo, bf_hi = round_significant(lo, 8), round_significant(hi, 8)
+    h_lo, h_hi = round_significant(lo, 11), round_significant(hi, 11)
+    np.testing.assert_array_equal(bf16_value(out[:, 0] & 0xFFFF), bf_lo)
+    np.testing.assert_array_equal(bf16_value(out[:, 0] >> 16), bf_hi)
+    np.testing.assert_array_equal(f16_value(out[:, 1] & 0xFFFF), h_lo)
+    np.testing.assert_array_equal(f16_value(out[:, 1] >> 16), h_hi)
+    np.testing.assert_array_equal(out[:, 2].view(np.float32),
+                                  round_significant(lo, 11, ties_even=False))
+    np.testing.assert_array_equal(out[:, 3], (out[:, 0] & 0xFFFF) | (out[:, 1] & 0xFFFF0000))
+    for column, want in zip(range(4, 10), (bf_lo, bf_hi, h_lo, h_hi, bf_hi, h_lo)):
+        np.testing.assert_array_equal(out[:, column].view(np.float32), want)
 
 
 def check_conversions_in_kernel():
-    from gemm import arch
-
     x = random_normals(np.random.default_rng(5), 64, -1e3, 1e3)
-
-    @cuda.jit
-    def kernel(x, out):
-        t = cuda.threadIdx.x
-        lo, hi = x[2 * t], x[2 * t + 1]
-        out[t, 0] = arch.cvt_rn_bf16x2_f32(lo, hi)
-        out[t, 1] = arch.cvt_rn_f16x2_f32(lo, hi)
-        out[t, 2] = arch.cvt_rna_tf32_f32(lo)
-        out[t, 3] = arch.pack_bf16x2(arch.cvt_rn_bf16_f32(lo), arch.cvt_rn_f16_f32(hi))
-
-    out = np.zeros((32, 4), np.uint32)
-    kernel[1, 32](x, out)
-    lo, hi = x[0::2].astype(np.float64), x[1::2].astype(np.float64)
-    assert np.array_equal(bf16_value(out[:, 0] & 0xFFFF), round_significant(lo, 8))
-    assert np.array_equal(bf16_value(out[:, 0] >> 16), round_significant(hi, 8))
-    assert np.array_equal(f16_value(out[:, 1] & 0xFFFF), round_significant(lo, 11))
-    assert np.array_equal(f16_value(out[:, 1] >> 16), round_significant(hi, 11))
-    assert np.array_equal(out[:, 2].view(np.float32), round_significant(lo, 11, ties_even=False))
-    assert np.array_equal(out[:, 3], (out[:, 0] & 0xFFFF) | (out[:, 1] & 0xFFFF0000))
+    out = np.zeros((32, 10), np.uint32)
+    cuda.jit(k_convert)[1, 32](x, out)
+    conversions_verify(x, out)
 
 
 def check_errors():
     """Misuse is reported, not hung: partial warps, lanes skipping a collective."""
-    from gemm import arch
-
     @cuda.jit
     def partial(out):
         smem = cuda.shared.array(64, np.uint16)
@@ -381,7 +395,6 @@ CHECKS = {
 
 def run_checks():
     """Run every check (in the simulator); {name: "ok" or the failure}."""
-    from gemm import arch
     assert arch.IMPLEMENTATION == "sim", "NUMBA_ENABLE_CUDASIM=1 must be set before import"
     report = {}
     for name, (check, args) in CHECKS.items():

@@ -118,8 +118,9 @@ def unpack(builder, value, n):
     return [builder.extract_value(value, k) for k in range(n)]
 
 
-def reg_list(n):
-    return ", ".join(f"${k}" for k in range(n))
+def reg_list(n, first=0):
+    """``$first, ..., $(first + n - 1)``: inline-asm operand references."""
+    return ", ".join(f"${first + k}" for k in range(n))
 
 
 def cast_args(context, builder, sig, args, targets):

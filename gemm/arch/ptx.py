@@ -42,8 +42,8 @@ from numba.cuda.extending import intrinsic
 
 from gemm.arch import ptx_convert
 from gemm.arch._lowering import (
-    F32, I32, VOID, TypingError, asm, check_array, check_float, check_int, global_address,
-    item_pointer, literal_int, reg_list, shared_address, to_int, unpack,
+    F32, I32, VOID, TypingError, asm, cast_args, check_array, check_float, check_int,
+    global_address, item_pointer, literal_int, reg_list, shared_address, to_int, unpack,
 )
 from gemm.arch.ptx_convert import *  # noqa: F401,F403  (the conversions are part of this layer)
 
@@ -208,34 +208,30 @@ for _num, _f, _ft in ((1, ldmatrix_x1, ldmatrix_x1_trans), (2, ldmatrix_x2, ldma
 
 # --- mma.sync ------------------------------------------------------------------------------------
 
-def _mma_codegen(shape, types_, na, nb, nc, acc_float):
-    """Codegen of ``mma.sync.aligned.{shape}.row.col.{types_}``, C tied to D."""
-    n = nc
-    text = (f"mma.sync.aligned.{shape}.row.col.{types_} {{{reg_list(n)}}}, "
-            f"{{{', '.join(f'${n + k}' for k in range(na))}}}, "
-            f"{{{', '.join(f'${n + na + k}' for k in range(nb))}}}, "
-            f"{{{', '.join(f'${n + na + nb + k}' for k in range(nc))}}};")
+def _mma(op, shape, ab, acc, na, nb, args):
+    """Signature and codegen of ``mma.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc}`` for
+    the operand types ``args``: ``na`` A and ``nb`` B registers, then the C registers (tied to
+    D), uint32 or (``acc`` f32) float32."""
+    nc = len(args) - na - nb
+    acc_float = acc == "f32"
+    names = ([f"a{k}" for k in range(na)] + [f"b{k}" for k in range(nb)]
+             + [f"c{k}" for k in range(nc)])
+    for k, (name, ty) in enumerate(zip(names, args)):
+        (check_float if acc_float and k >= na + nb else check_int)(op, name, ty)
+    text = (f"mma.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc} {{{reg_list(nc)}}}, "
+            f"{{{reg_list(na, nc)}}}, {{{reg_list(nb, nc + na)}}}, "
+            f"{{{reg_list(nc, nc + na + nb)}}};")
     reg = "f" if acc_float else "r"
-    constraints = ",".join([f"={reg}"] * n + ["r"] * (na + nb) + [str(k) for k in range(nc)])
-    lltype = F32 if acc_float else I32
-    ret = ir.LiteralStructType([lltype] * n)
-    restype = types.UniTuple(types.float32 if acc_float else types.uint32, n)
+    constraints = ",".join([f"={reg}"] * nc + ["r"] * (na + nb) + [str(k) for k in range(nc)])
+    ret = ir.LiteralStructType([F32 if acc_float else I32] * nc)
+    acc_type = types.float32 if acc_float else types.uint32
+    restype = types.UniTuple(acc_type, nc)
 
     def codegen(context, builder, sig, args):
-        ops = []
-        for k, (ty, val) in enumerate(zip(sig.args, args)):
-            target = types.float32 if (k >= na + nb and acc_float) else types.uint32
-            ops.append(context.cast(builder, val, ty, target))
+        ops = cast_args(context, builder, sig, args, [types.uint32] * (na + nb) + [acc_type] * nc)
         out = asm(builder, ret, text, constraints, ops, attrs=("convergent", "readnone"))
-        return context.make_tuple(builder, restype, unpack(builder, out, n))
-    return restype, codegen
-
-
-def _check_mma(op, regs, accs, acc_float):
-    for name, ty in regs:
-        check_int(op, name, ty)
-    for name, ty in accs:
-        (check_float if acc_float else check_int)(op, name, ty)
+        return context.make_tuple(builder, restype, unpack(builder, out, nc))
+    return restype(*args), codegen
 
 
 @intrinsic
@@ -248,21 +244,15 @@ def mma_m16n8k16_f32_bf16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     (8,16) as (N,K); C/D ((4,8),(2,2)):((32,1),(16,8)) over (16,8). Products are exact and
     accumulated in at least f32. All 32 lanes must call it together.
     """
-    op = "mma_m16n8k16_f32_bf16"
-    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
-               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
-    restype, codegen = _mma_codegen("m16n8k16", "f32.bf16.bf16.f32", 4, 2, 4, True)
-    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+    return _mma("mma_m16n8k16_f32_bf16", "m16n8k16", "bf16", "f32", 4, 2,
+                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 @intrinsic
 def mma_m16n8k16_f32_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: as the bf16 form, f16 inputs."""
-    op = "mma_m16n8k16_f32_f16"
-    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
-               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
-    restype, codegen = _mma_codegen("m16n8k16", "f32.f16.f16.f32", 4, 2, 4, True)
-    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+    return _mma("mma_m16n8k16_f32_f16", "m16n8k16", "f16", "f32", 4, 2,
+                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 @intrinsic
@@ -272,11 +262,8 @@ def mma_m16n8k16_f16_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1):
     C/D are 2 uint32 registers of packed f16 pairs, element (value) v of the C layout
     ((4,8),(2,2)):((32,1),(16,8)) in register v // 2, half v % 2. A and B as the f32 form.
     """
-    op = "mma_m16n8k16_f16_f16"
-    _check_mma(op, zip("a0 a1 a2 a3 b0 b1 c0 c1".split(), (a0, a1, a2, a3, b0, b1, c0, c1)),
-               (), False)
-    restype, codegen = _mma_codegen("m16n8k16", "f16.f16.f16.f16", 4, 2, 2, False)
-    return restype(a0, a1, a2, a3, b0, b1, c0, c1), codegen
+    return _mma("mma_m16n8k16_f16_f16", "m16n8k16", "f16", "f16", 4, 2,
+                (a0, a1, a2, a3, b0, b1, c0, c1))
 
 
 @intrinsic
@@ -286,10 +273,7 @@ def mma_m16n8k8_f16_f16(typingctx, a0, a1, b0, c0, c1):
     A 16x8: ((4,8),(2,2)):((32,1),(16,8)); B 8x8 as (N,K): ((4,8),2):((16,1),8); C/D as the
     m16n8k16 f16 form.
     """
-    op = "mma_m16n8k8_f16_f16"
-    _check_mma(op, zip("a0 a1 b0 c0 c1".split(), (a0, a1, b0, c0, c1)), (), False)
-    restype, codegen = _mma_codegen("m16n8k8", "f16.f16.f16.f16", 2, 1, 2, False)
-    return restype(a0, a1, b0, c0, c1), codegen
+    return _mma("mma_m16n8k8_f16_f16", "m16n8k8", "f16", "f16", 2, 1, (a0, a1, b0, c0, c1))
 
 
 @intrinsic
@@ -301,11 +285,8 @@ def mma_m16n8k8_f32_tf32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     A 16x8: ((4,8),(2,2)):((16,1),(8,64)); B 8x8 as (N,K): ((4,8),2):((8,1),32); C/D f32 as the
     m16n8k16 form.
     """
-    op = "mma_m16n8k8_f32_tf32"
-    _check_mma(op, zip("a0 a1 a2 a3 b0 b1".split(), (a0, a1, a2, a3, b0, b1)),
-               zip("c0 c1 c2 c3".split(), (c0, c1, c2, c3)), True)
-    restype, codegen = _mma_codegen("m16n8k8", "f32.tf32.tf32.f32", 4, 2, 4, True)
-    return restype(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+    return _mma("mma_m16n8k8_f32_tf32", "m16n8k8", "tf32", "f32", 4, 2,
+                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 # --- vector loads and stores ---------------------------------------------------------------------

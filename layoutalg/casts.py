@@ -8,6 +8,7 @@
 
 from .core import _int_strides, _pairs_layout, coalesce, composition, right_inverse
 from .errors import LayoutError
+from .int_tuple import _div_int
 from .layout import Layout, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
 
@@ -64,14 +65,6 @@ def max_common_layout(a, b):
 
 
 # --- element-size changes -----------------------------------------------------------------
-def _div_exact(a, b, what):
-    if a % b == 0:
-        return a // b
-    if b % a == 0:
-        return 1
-    raise LayoutError(f"{what}: {a} and {b} do not divide one another")
-
-
 def upcast(L, n):
     """The layout of ``L`` in units of n elements (e.g. 16-bit elements viewed as 32-bit).
 
@@ -91,8 +84,8 @@ def upcast(L, n):
         if d == 0:
             return s, 0
         what = f"upcast({L}, {n}) of mode {s}:{d}"
-        step = _div_exact(abs(d), n, what)               # |stride| in units of n elements
-        return _div_exact(s, _div_exact(n, abs(d), what), what), (step if d > 0 else -step)
+        step = _div_int(abs(d), n, what)               # |stride| in units of n elements
+        return _div_int(s, _div_int(n, abs(d), what), what), (step if d > 0 else -step)
 
     return _make(*go(L.shape, L.stride))
 

@@ -175,10 +175,6 @@ def coalesce(L, profile=None):
             raise LayoutError(f"coalesce: profile {fmt(profile)} has more modes than {L}")
         return _concat([coalesce(L[i], p) for i, p in enumerate(profile)]
                        + [L[i] for i in range(len(profile), L.rank)])
-    return _coalesce(L)
-
-
-def _coalesce(L):
     return _pairs_layout(_coalesce_pairs(_flat(L)))
 
 
@@ -196,8 +192,7 @@ def filter(L):
 
 
 def _filter_pairs(L):
-    return _coalesce_pairs([(s, d) for s, d in _flat(L)
-                            if not (d == 0 if type(d) is int else is_zero(d, "filter"))])
+    return _coalesce_pairs([(s, d) for s, d in _flat(L) if not is_zero(d, "filter")])
 
 
 # --- composition --------------------------------------------------------------------------
@@ -253,44 +248,10 @@ def _extended_modes(A):
     return a
 
 
-def _walk_int(a, n, d, digit_max, what):
-    """The modes of ``i -> A(i * d)``, ``i < n``, for A's modes ``a`` (ints only): divide the
-    stride d out of A's extents, then keep n elements (CuTe's shape_div and shape_mod)."""
-    out = []
-    rest_n, rest_d = n, d
-    for j in range(len(a) - 1):
-        s, t = a[j]
-        if s % rest_d == 0:                  # the stride lands inside mode j
-            room = s // rest_d               # elements of mode j at that stride
-            if rest_n <= room:
-                c = rest_n                   # the rest fits in mode j
-            elif rest_n % room == 0:
-                c = room                     # mode j holds room of them, then carry on
-            else:
-                raise LayoutError(f"{what()}: shape divisibility condition fails: {rest_n} "
-                                  f"elements of B's mode {n}:{d} do not split over A's "
-                                  f"extent {room}")
-        elif rest_d % s == 0:                # the stride steps over mode j
-            rest_d //= s
-            continue
-        elif (rest_n - 1) * rest_d < s:      # not divisible, but all of them fit in mode j
-            c = rest_n
-        else:
-            raise LayoutError(f"{what()}: stride divisibility condition fails: stride "
-                              f"{rest_d} (of B's mode {n}:{d}) and A's extent {s} do not "
-                              f"divide one another")
-        out.append((c, t * rest_d))
-        digit_max[j] += (c - 1) * rest_d
-        rest_n //= c
-        rest_d = 1
-        if rest_n == 1:
-            return out
-    out.append((rest_n, a[-1][1] * rest_d))
-    return out
-
-
-def _walk_symbolic(a, n, d, digit_max, what):
-    """``_walk_int`` for symbolic extents: every fact it needs must be decidable."""
+def _walk(a, n, d, digit_max, what):
+    """The modes of ``i -> A(i * d)``, ``i < n``, for A's modes ``a``: divide the stride d out
+    of A's extents, then keep n elements (CuTe's shape_div and shape_mod). Every fact it needs
+    about symbolic values must be decidable; ints answer at once."""
     out = []
     rest_n, rest_d = n, d
     for j in range(len(a) - 1):
@@ -332,7 +293,7 @@ def _walk_symbolic(a, n, d, digit_max, what):
 
 def _compose_int(a, bflat):
     """The leaves of ``A o B`` for int layouts, one (shape, stride) per leaf of B, by the walk
-    of ``_walk_int`` (inlined: this is the algebra's hot path); None where the walk or the
+    of ``_walk`` (inlined for ints: this is the algebra's hot path); None where the walk or the
     overlap check fails (``_compose`` then repeats it to raise with the condition named)."""
     last = len(a) - 1
     out = []
@@ -454,7 +415,6 @@ def _compose_checked(A, B, a):
     """The general composition (symbolic values too), raising with the failed condition."""
     digit_max = [0] * (len(a) - 1)   # the largest digit B reaches in each bounded mode of A
     what = lambda: f"composition {A} o {B}"
-    walk = _walk_int if _all_int(a) and _all_int(_flat(B)) else _walk_symbolic
 
     def leaf(n, d):
         if type(d) is int or is_int(d):
@@ -470,7 +430,7 @@ def _compose_checked(A, B, a):
             return 1, 0
         if zero:
             return n, 0
-        modes = _coalesce_pairs(walk(a, n, d, digit_max, what))
+        modes = _coalesce_pairs(_walk(a, n, d, digit_max, what))
         if len(modes) == 1:
             return modes[0]
         if not modes:
@@ -655,14 +615,6 @@ def _right_inverse_pairs(flat):
     return _coalesce_pairs(out)
 
 
-def _same(a, b):
-    """``a == b`` as True, False, or None where the sympy assumptions do not decide it."""
-    if type(a) is int and type(b) is int:
-        return a == b
-    d = b - a
-    return d.is_zero if _is_sympy(d) else d == 0
-
-
 def _right_inverse_pairs_symbolic(flat, what):
     """``_right_inverse_pairs`` with symbolic values: at each step, the first mode not yet
     taken whose stride surely equals the extent covered so far. A mode whose stride equals it
@@ -682,7 +634,7 @@ def _right_inverse_pairs_symbolic(flat, what):
         unsure = None
         for k, (s, d) in enumerate(flat):
             if k not in taken:
-                same = _same(d, current)
+                same = _maybe(equal, d, current)
                 if same:
                     break
                 if same is None and unsure is None:
@@ -712,30 +664,8 @@ def left_inverse(L):
 
 @cached
 def _left_inverse(L):
-    flat = _flat(L)
-    if not _all_int(flat):
-        return _left_inverse_symbolic(L, flat)
-    for s, d in flat:
-        if d == 0 and s > 1:
-            raise LayoutError(f"left_inverse({L}): the layout is not injective (a stride-0 mode)")
-    try:
-        rest = complement(L)
-    except LayoutError as e:
-        raise LayoutError(f"left_inverse({L}): the layout has no complement, so it has no left "
-                          f"inverse right_inverse((L, complement(L))) ({e})") from None
-    # right_inverse((L, rest)), on the modes of that pair
-    inv = _right_inverse_pairs(_coalesce_pairs(flat + _flat(rest)))
-    n = 1
-    for s, _ in inv:
-        n *= s
-    if n != L.size * rest.size:
-        raise LayoutError(f"left_inverse({L}): no left inverse (the layout is not injective)")
-    return _pairs_layout(inv)
-
-
-def _left_inverse_symbolic(L, flat):
-    """``_left_inverse`` with symbolic values, every fact decided (or named)."""
     _algebra_strides(L, "left_inverse")
+    flat = _flat(L)
     what = lambda: f"left_inverse({L})"
     for s, d in flat:
         if is_zero(d, what) and less(1, s, what):
@@ -747,7 +677,12 @@ def _left_inverse_symbolic(L, flat):
     except LayoutError as e:
         raise LayoutError(f"left_inverse({L}): the layout has no complement, so it has no left "
                           f"inverse right_inverse((L, complement(L))) ({e})") from None
-    inv = _right_inverse_pairs_symbolic(_coalesce_pairs(flat + _flat(rest)), what)
+    # right_inverse((L, rest)), on the modes of that pair
+    pairs = _coalesce_pairs(flat + _flat(rest))
+    if _all_int(pairs):
+        inv = _right_inverse_pairs(pairs)
+    else:
+        inv = _right_inverse_pairs_symbolic(pairs, what)
     n = 1
     for s, _ in inv:
         n *= s

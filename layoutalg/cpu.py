@@ -33,8 +33,8 @@ from .atom import (
     encode, type_bits,
 )
 from .errors import LayoutError
-from .int_tuple import crd2idx, is_int
-from .layout import Layout
+from .int_tuple import crd2idx
+from .layout import Layout, _modes, slice_and_offset
 from .tensor import ArrayEngine, Tensor, elem_less, layout_offsets, local_tile, make_identity_tensor, \
     make_tensor, _flat_index
 from .tiled import (
@@ -70,7 +70,6 @@ class RegisterFile:
         return Tensor(ArrayEngine(self.data[t], self.offset), self.layout)
 
     def __getitem__(self, crd):
-        from .layout import slice_and_offset
         sub, off = slice_and_offset(crd, self.layout)
         return RegisterFile(sub, self.nthreads, None, self.data, self.offset + off)
 
@@ -231,7 +230,7 @@ def _mma_operand(tiled, x, which):
 
 
 def _mode_sizes(L, n, what):
-    sizes = [L[i].size for i in range(L.rank)] if isinstance(L.shape, tuple) else [L.size]
+    sizes = [m.size for m in _modes(L)]
     if len(sizes) != n:
         raise LayoutError(f"run_mma: the per-thread {what} has shape {L.shape}; expected "
                           f"{n} modes (slice extra modes such as the k-tile first)")

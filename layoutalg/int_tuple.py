@@ -28,11 +28,15 @@ def is_int(x):
     return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
 
 
+def _is_sympy(x):
+    return type(x).__module__.startswith("sympy")
+
+
 def is_positive_extent(x):
     """An int > 0, or a sympy expression declared integer and positive (a symbolic extent)."""
     if is_int(x):
         return x > 0
-    return (type(x).__module__.startswith("sympy") and getattr(x, "is_integer", None) is True
+    return (_is_sympy(x) and getattr(x, "is_integer", None) is True
             and getattr(x, "is_positive", None) is True)
 
 
@@ -41,8 +45,6 @@ def is_positive_extent(x):
 # ``is_positive``), and a question it cannot answer raises LayoutError naming the missing fact,
 # so a symbolic layout is never silently wrong either. ``what`` (a string, or a function
 # returning one, so that messages cost nothing until needed) names the operation.
-def _is_sympy(x):
-    return type(x).__module__.startswith("sympy")
 
 
 class _Undecided(LayoutError):
@@ -120,14 +122,14 @@ def less_equal(a, b, what="layout algebra"):
 
 def is_nonnegative(x, what="layout algebra"):
     """``x >= 0``, for ints or decidable sympy expressions."""
-    if not _is_sympy(x):
+    if type(x) is int or not _is_sympy(x):
         return x >= 0
     return _decide(_fact(x, "is_nonnegative"), f"{fmt(x)} >= 0", what)
 
 
 def is_zero(x, what="layout algebra"):
     """``x == 0``, for ints, decidable sympy expressions, or other stride values."""
-    if not _is_sympy(x):
+    if type(x) is int or not _is_sympy(x):
         return x == 0
     return _decide(x.is_zero, f"{fmt(x)} is 0", what)
 

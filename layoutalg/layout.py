@@ -7,7 +7,7 @@
 
 from .errors import LayoutError
 from .int_tuple import (
-    congruent, crd2idx, fill_none, fmt, has_none, is_int, is_positive_extent, leaves,
+    _is_sympy, congruent, crd2idx, fill_none, fmt, has_none, is_int, is_positive_extent, leaves,
     less, prefix_product, product, slice_, suffix_product, weakly_congruent,
 )
 
@@ -25,7 +25,7 @@ def is_stride_value(x):
         return True
     if isinstance(x, (bool, float, complex, str, bytes, tuple, list)) or x is None:
         return False
-    return getattr(x, "is_layout_stride", False) or type(x).__module__.startswith("sympy")
+    return getattr(x, "is_layout_stride", False) or _is_sympy(x)
 
 
 def _norm_shape(s, whole):
@@ -37,7 +37,7 @@ def _norm_shape(s, whole):
         return int(s)
     if is_positive_extent(s):
         return s
-    if type(s).__module__.startswith("sympy"):
+    if _is_sympy(s):
         raise LayoutError(f"shape {whole!r}: symbolic extent {s} must be declared "
                           f"integer=True, positive=True")
     raise LayoutError(f"shape {whole!r}: extent {s!r} is not an integer")
@@ -75,7 +75,10 @@ class Layout:
             std = _norm_stride(stride, stride)
             if not congruent(shp, std):
                 raise LayoutError(f"shape {fmt(shp)} and stride {fmt(std)} are not congruent")
-        _init(self, shp, std)
+        self._shape = shp
+        self._stride = std
+        self._hash = None
+        self._flat = None
 
     shape = property(lambda self: self._shape, doc="The shape, an IntTuple.")
     stride = property(lambda self: self._stride, doc="The stride, congruent with the shape.")
@@ -96,7 +99,7 @@ class Layout:
             if type(d) is int:
                 if d > 0:
                     top += (s - 1) * d
-            elif not type(d).__module__.startswith("sympy"):
+            elif not _is_sympy(d):
                 raise LayoutError(f"cosize of {self} needs integer strides, found {d!r}")
             elif less(0, d, lambda: f"cosize of {self}"):
                 top += (s - 1) * d
@@ -161,13 +164,6 @@ class Layout:
         """The picture a notebook shows (see layoutalg.viz); print_layout is the text form."""
         from .viz import repr_svg
         return repr_svg(self)
-
-
-def _init(L, shp, std, flat=None):
-    L._shape = shp
-    L._stride = std
-    L._hash = None
-    L._flat = flat
 
 
 _new = object.__new__

@@ -29,8 +29,6 @@ def _pair(A, B):
     return _make((A._shape, B._shape), (A._stride, B._stride))
 
 
-
-
 def _operands(A, B, what):
     """Check the operands of a divide or product; an int B means ``B:1``."""
     if not isinstance(A, (Layout, ComposedLayout)):

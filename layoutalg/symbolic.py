@@ -43,7 +43,8 @@ i0_0 + i0_1*x + 8*i1
 """
 
 from .errors import LayoutError
-from .int_tuple import fmt, is_int
+from .int_tuple import _is_sympy, congruent, fmt, is_int, leaves
+from .layout import Layout, _flat
 
 __all__ = [
     "stride_symbols", "extent_symbols", "symbolic_layout", "coord_symbols", "layout_expr",
@@ -54,10 +55,6 @@ __all__ = [
 def _sympy():
     import sympy
     return sympy
-
-
-def _is_sympy(x):
-    return type(x).__module__.startswith("sympy")
 
 
 # --- constructors --------------------------------------------------------------------------
@@ -98,8 +95,6 @@ def symbolic_layout(shape, stride):
     >>> print(symbolic_layout(("n", 4), (1, "n")))
     (n,4):(1,n)
     """
-    from .int_tuple import leaves
-    from .layout import Layout
     cache = {}
 
     def conv(t, maker):
@@ -158,7 +153,6 @@ def coord_symbols(L, name="i"):
 
 
 def _check_layout(L, what):
-    from .layout import Layout
     if isinstance(L, Layout):
         return
     if hasattr(L, "outer") and hasattr(L, "inner"):
@@ -166,11 +160,6 @@ def _check_layout(L, what):
                           f"bitwise XOR, which has no polynomial formula. Use its inner "
                           f"layout, {what}(L.inner), and apply the swizzle to the result")
     raise TypeError(f"{what} needs a Layout, not {type(L).__name__}: {L!r}")
-
-
-def _leaf_pairs(L):
-    from .int_tuple import leaves
-    return list(zip(leaves(L.shape), leaves(L.stride)))
 
 
 def layout_expr(L, coords=None):
@@ -193,7 +182,7 @@ def layout_expr(L, coords=None):
     """
     sympy = _sympy()
     _check_layout(L, "layout_expr")
-    pairs = _leaf_pairs(L)
+    pairs = _flat(L)
     for s, d in pairs:
         if not (is_int(d) or _is_sympy(d)):
             raise LayoutError(f"layout_expr({L}): stride {d!r} is not a number or a sympy "
@@ -217,8 +206,7 @@ def layout_expr(L, coords=None):
 
 
 def _flat_coords(coords, L):
-    from .int_tuple import congruent, leaves
-    n = len(_leaf_pairs(L))
+    n = len(_flat(L))
     shape = L.shape if isinstance(L.shape, tuple) else (L.shape,)
     c = tuple(coords)
     if congruent(c, shape) or (len(c) == n and not any(isinstance(x, (tuple, list))
@@ -295,7 +283,7 @@ def free_symbols(L):
     ['n']
     """
     out = set()
-    for s, d in _leaf_pairs(L):
+    for s, d in _flat(L):
         for v in (s, d):
             if _is_sympy(v):
                 out |= v.free_symbols
@@ -310,7 +298,6 @@ def substitute(L, values):
     >>> print(substitute(symbolic_layout(("n", 4), (1, "n")), {"n": 3}))
     (3,4):(1,3)
     """
-    from .layout import Layout
     sympy = _sympy()
     by_name = {}
     for k, v in values.items():

@@ -37,9 +37,9 @@ from .algebra import (
 )
 from .errors import LayoutError
 from .int_tuple import (
-    ceil_div, crd2idx, fmt, has_none, idx2crd, is_int, leaves, prefix_product, product,
+    _is_sympy, ceil_div, crd2idx, fmt, has_none, idx2crd, is_int, leaves, prefix_product, product,
 )
-from .layout import Layout, _make, make_layout, slice_and_offset
+from .layout import Layout, _make, _modes, make_layout, slice_and_offset
 from .swizzle import ComposedLayout, Swizzle
 
 __all__ = [
@@ -115,7 +115,7 @@ class ScaledBasis:
 
 
 def _is_zero(c):
-    return (is_int(c) and c == 0) or (type(c).__module__.startswith("sympy") and c == 0)
+    return (is_int(c) and c == 0) or (_is_sympy(c) and c == 0)
 
 
 def E(i):
@@ -597,7 +597,7 @@ def _pad_to_tiler(tensor, tiler):
     """Pad the extents of the top-level modes up to multiples of the tiler's (ceil_div): the
     extra coordinates are out of bounds and must be predicated (identity tensors)."""
     L = tensor.layout
-    modes = [L[i] for i in range(L.rank)] if isinstance(L.shape, tuple) else [L]
+    modes = _modes(L)
     if len(tiler) > len(modes):
         raise LayoutError(f"tiler {fmt(tuple(tiler))} has more modes than {L}")
     changed = False
@@ -668,8 +668,7 @@ def local_partition(tensor, thr_layout, idx, proj=None):
         thr_layout = dice(proj, thr_layout)
     if not isinstance(thr_layout, Layout):
         raise TypeError(f"local_partition: expected a thread layout, not {thr_layout!r}")
-    modes = [thr_layout[i] for i in range(thr_layout.rank)] if isinstance(thr_layout.shape, tuple) \
-        else [thr_layout]
+    modes = _modes(thr_layout)
     hier = idx2crd(idx, thr_layout.shape, thr_layout.stride)
     hier = hier if isinstance(thr_layout.shape, tuple) else (hier,)
     coord = tuple(crd2idx(c, m.shape) for c, m in zip(hier, modes))

@@ -35,11 +35,11 @@ from .algebra import (
     coalesce, composition, logical_divide, logical_product, raked_product, right_inverse, tiled_product,
     upcast, zipped_divide,
 )
-from .atom.copy import CopyAtom
+from .atom.copy import CopyAtom, UniversalCopy
 from .atom.mma import MMAAtom
 from .errors import LayoutError
 from .int_tuple import fmt, is_int, leaves
-from .layout import Layout, _make, append, make_layout, slice_and_offset
+from .layout import Layout, _modes, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
 from .tensor import (
     ArithTuple, ArrayEngine, SwizzledEngine, Tensor, layout_offsets, make_fragment_like,
@@ -64,10 +64,6 @@ def _as_layout(x, what):
 def _zip2(L):
     """((a, b), (c, d)) -> ((a, c), (b, d))."""
     return make_layout(make_layout(L[0][0], L[1][0]), make_layout(L[0][1], L[1][1]))
-
-
-def _modes(L):
-    return [L[i] for i in range(L.rank)] if isinstance(L.shape, tuple) else [L]
 
 
 # --- copies -------------------------------------------------------------------------------
@@ -155,7 +151,7 @@ class TiledCopy:
             raise LayoutError(f"retile: the TV layout {self.layout_tv} does not cover its "
                               f"{tile.size}-element tile")
         frg_mn = upcast(composition(inv, tile), nthr * V)       # (m,n) -> v-tile index
-        frg_v = zipped_divide(_logical_product_v(V, right_inverse(frg_mn)),
+        frg_v = zipped_divide(logical_product(Layout(V), right_inverse(frg_mn)),
                               Layout(self.atom.num_values_ref))   # (atom_vals, rest_vals)
         shp = tuple(m.size for m in _modes(frg_mn))
         if R < 1 + len(shp):
@@ -181,10 +177,6 @@ class TiledCopy:
     def tv_grid(self):
         """A text grid of a rank-2 tile: each cell ``T<thread>V<value>`` (first owner)."""
         return _tv_grid(self.layout_tv, self.tiler)
-
-
-def _logical_product_v(V, L):
-    return logical_product(Layout(V), L)
 
 
 class ThrCopy:
@@ -573,7 +565,6 @@ def max_vector_bits(tiled_copy, src, dst, max_bits=128):
     (128, 64)
     """
     vb = tiled_copy.atom.value_bits
-    from .atom.copy import UniversalCopy
     probe = TiledCopy(UniversalCopy(vb) if vb in (8, 16, 32, 64, 128) else tiled_copy.atom,
                       tiled_copy.layout_tv, tiled_copy.tiler)
     sides = []

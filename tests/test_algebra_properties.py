@@ -3,7 +3,7 @@ hierarchical layouts (hypothesis), checked by brute force over every index."""
 
 import re
 
-from hypothesis import assume, example, given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from layoutalg import (
     Layout, LayoutError, coalesce, complement, composition, filter, left_inverse, make_layout,
@@ -12,7 +12,7 @@ from layoutalg import (
 from layoutalg.int_tuple import compatible, leaves
 
 from strategies import (
-    complement_exists, composable_pairs, compact_layouts, greedy_translates, injective_layouts, is_layout_function,
+    complement_exists, composable_pairs, compact_layouts, greedy_translates, injective_layouts,
     layout_and_block, layout_and_mode_tiler, layouts, offsets, representable_compatible_with,
 )
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # One device session: compile every SIMT kernel variant, then the chosen steps (default: all),
 # each with its log under OUTDIR and a time limit of its own.
-#   bash benchmarks/gpu_check.sh OUTDIR [precompile main bench variants overhead tests tensorcore]
+#   bash benchmarks/gpu_check.sh OUTDIR [precompile main bench variants overhead tests tc_tests
+#                                        sanitize elementwise notebooks tensorcore]
+# tc_tests and sanitize compile their tensor-core variants into numba's cache first (all cores);
+# tensorcore reuses what tc_tests compiled and checks every timed result against float64.
 # On the GPU host, first run the wheel install line that ../shared/gpu/wheels.sh prints.
 set -uo pipefail
 out=${1:-/tmp/gpu_check}
 shift || true
-steps=${*:-precompile main bench variants overhead tests tensorcore}
+all="precompile main bench variants overhead tests tc_tests sanitize elementwise notebooks"
+all="$all tensorcore"
+steps=${*:-$all}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -28,7 +33,14 @@ for step in $steps; do
     overhead) run overhead 120 python3 benchmarks/overhead.py ;;
     tests) run tests 300 python3 -m pytest -p no:cacheprovider -n 8 -rfEs -m gpu \
              tests/test_gemm_gpu.py tests/test_arch_gpu.py ;;
-    tensorcore) run tensorcore 200 python3 benchmarks/tensorcore_check.py ;;
+    tc_tests) run tc_tests 420 python3 -m pytest -p no:cacheprovider -n 0 -rfEs -m gpu \
+             tests/test_tensorcore_gpu.py ;;
+    sanitize) run sanitize 590 python3 benchmarks/sanitize_tensorcore.py --logs "$out/sanitize" ;;
+    elementwise) run elementwise 200 python3 benchmarks/elementwise.py ;;
+    notebooks) run notebooks 300 python3 -m pytest -p no:cacheprovider -rfEs \
+             tests/test_notebooks.py ;;
+    tensorcore) run tensorcore 540 python3 benchmarks/tensorcore_check.py --no-correctness \
+             --json "$out/tensorcore.json" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -1,13 +1,18 @@
 """The main job: ``python -m gemm`` runs every kernel and checks it.
 
-With a GPU: each kernel at a default size (4096^3), checked element by element against cuBLAS
-(through torch or CuPy when installed, else numpy float64 on the host), timed, and printed as
-a table of TFLOP/s and the ratio to cuBLAS measured in the same run. Without one: the same
-kernels in numba's CUDA simulator on a small problem with partial tiles, checked against numpy;
-the output says it is the simulator.
+With a GPU: each SIMT kernel at a default size (4096^3), checked element by element against
+cuBLAS (through torch or CuPy when installed, else numpy float64 on the host), and the
+tensor-core kernel for bf16, f16 and tf32 (float32 inputs), checked against float64 on the same
+inputs beside cuBLAS on the same operands; all timed and printed as tables of TFLOP/s and the
+ratio to cuBLAS measured in the same run. Without one: the same kernels in numba's CUDA
+simulator on small problems with partial tiles, checked against numpy; the output says it is
+the simulator.
 
-``python -m gemm bench --sizes 1024 2048 4096`` times the kernels and cuBLAS at each size and
-writes JSON and a PNG plot (matplotlib).
+``python -m gemm bench --sizes 1024 2048 4096`` times the SIMT kernels and cuBLAS at each size
+and writes JSON and a PNG plot (matplotlib). ``python -m gemm tune --sizes 4096 8192 --dtype
+bfloat16`` tunes the tensor-core kernel for those problems into the autotune cache that
+``gemm.matmul`` reads (see gemm.autotune). ``python -m gemm precompile`` fills numba's disk
+cache with every kernel variant.
 """
 
 import argparse
@@ -30,7 +35,22 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="check and time every kernel (the default)")
     run.add_argument("--size", type=int, default=4096, help="M = N = K on a GPU")
-    sub.add_parser("precompile", help="compile every kernel variant into numba's disk cache")
+    pre = sub.add_parser("precompile", help="compile every kernel variant into numba's disk cache")
+    pre.add_argument("--no-tensorcore", action="store_true",
+                     help="only the SIMT kernels (the tensor-core ones need a GPU to plan)")
+    tune = sub.add_parser("tune", help="autotune the tensor-core kernel into the autotune cache")
+    tune.add_argument("--sizes", type=int, nargs="+", default=[4096], help="M = N = K values")
+    tune.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tfloat32"],
+                      help="operand type (tfloat32: float32 operands run as tf32)")
+    tune.add_argument("--a-major", default="K", choices=["K", "M"],
+                      help="K: A row-major (default), M: column-major")
+    tune.add_argument("--b-major", default="K", choices=["K", "N"],
+                      help="K: B the .T of a row-major (N, K) matrix (default), N: row-major")
+    tune.add_argument("--out-dtype", default="float32",
+                      choices=["float32", "bfloat16", "float16"])
+    tune.add_argument("--reps", type=int, default=20, help="timed calls per candidate")
+    tune.add_argument("--workers", type=int, default=None, help="parallel compiles")
+    tune.add_argument("--force", action="store_true", help="tune again a problem in the cache")
     bench = sub.add_parser("bench", help="time kernels and cuBLAS over sizes")
     bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     bench.add_argument("--kernels", nargs="+", default=None)
@@ -49,8 +69,11 @@ def main(argv=None):
     from gemm import report
     if args.command == "precompile":
         from gemm.precompile import precompile
-        print(f"compiled {precompile()} kernel variants")
+        print(f"compiled {precompile(tensorcore=not args.no_tensorcore)} kernel variants")
         return 0
+    if args.command == "tune":
+        return report.tune(args.sizes, args.dtype, args.a_major, args.b_major, args.out_dtype,
+                           args.reps, args.workers, args.force)
     if args.command == "bench":
         if args.overhead:
             report.overhead()

@@ -1,19 +1,25 @@
 """``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the generated kernels.
 
+float32 operands run on the SIMT kernels (exact fp32 FMAs); bfloat16 and float16 operands, and
+float32 ones when ``allow_tf32=True``, run on the tensor-core kernel (:mod:`gemm.tensorcore`)
+with the configuration tuned for the problem (:mod:`gemm.autotune`) when the cache holds one.
+
 >>> import numpy as np, gemm                                  # doctest: +SKIP
 >>> from numba import cuda                                    # doctest: +SKIP
 >>> A = cuda.to_device(np.ones((3, 5), np.float32))           # doctest: +SKIP
 >>> gemm.matmul(A, A.T).copy_to_host()[0, 0]                  # doctest: +SKIP
 5.0
+>>> route("bfloat16", "bfloat16")                            # which kernel a call runs
+('tensorcore', 'tensorcore')
 """
 
-from gemm import simt
+from gemm import autotune, simt, tensorcore
 from gemm._env import simulator_active
 from gemm.launch import Launcher
 from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
                            operand, output_operand)
 
-__all__ = ["matmul", "KERNELS", "kernel_config"]
+__all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 
 # Named kernels: MoYe's two pipelines in the seed's 128x128x8 configuration, and a tuned
 # double-buffered variant (benchmarks/simt_variants.py): 128x128x16 tiles, threads owning runs
@@ -24,6 +30,14 @@ KERNELS = {
     "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2),
 }
 DEFAULT_KERNEL = "tuned"
+# Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
+# the default TensorCoreConfig; "autotune" tunes on a cache miss (gemm.autotune.tune).
+TENSORCORE_KERNELS = ("tensorcore", "autotune")
+_TENSORCORE_INPUTS = ("bfloat16", "float16")
+
+
+def _kernel_names():
+    return sorted(KERNELS) + list(TENSORCORE_KERNELS)
 
 
 def kernel_config(kernel):
@@ -34,8 +48,70 @@ def kernel_config(kernel):
         return kernel
     if isinstance(kernel, str) and kernel in KERNELS:
         return KERNELS[kernel]
-    raise ValueError(f"matmul: unknown kernel {kernel!r}; use one of {sorted(KERNELS)} or a "
-                     "gemm.simt.SimtConfig")
+    if isinstance(kernel, str) or isinstance(kernel, tensorcore.TensorCoreConfig):
+        raise ValueError(f"matmul: unknown SIMT kernel {kernel!r}; use one of {sorted(KERNELS)} "
+                         "or a gemm.simt.SimtConfig")
+    raise TypeError(f"matmul: kernel must be a name, a SimtConfig or a TensorCoreConfig, not "
+                    f"{type(kernel).__name__}")
+
+
+def _family(kernel):
+    """"simt", "tensorcore", or None (matmul chooses by the operands' type)."""
+    if kernel is None:
+        return None
+    if isinstance(kernel, (simt.SimtConfig, tensorcore.TensorCoreConfig)):
+        return "simt" if isinstance(kernel, simt.SimtConfig) else "tensorcore"
+    if isinstance(kernel, str):
+        if kernel in KERNELS:
+            return "simt"
+        if kernel in TENSORCORE_KERNELS:
+            return "tensorcore"
+        raise ValueError(f"matmul: unknown kernel {kernel!r}; use one of {_kernel_names()}, a "
+                         "gemm.simt.SimtConfig or a gemm.tensorcore.TensorCoreConfig")
+    raise TypeError(f"matmul: kernel must be None, a name ({_kernel_names()}), a "
+                    f"gemm.simt.SimtConfig or a gemm.tensorcore.TensorCoreConfig, not "
+                    f"{type(kernel).__name__} {kernel!r}")
+
+
+def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
+    """Which kernel ``matmul`` runs for operands of these dtypes (numpy names):
+    ``("simt", SimtConfig)`` or ``("tensorcore", choice)``, where choice is a TensorCoreConfig,
+    "tensorcore" (the tuned config from the cache, else the default) or "autotune".
+
+    float32 runs on the SIMT kernels unless ``allow_tf32`` (then as tf32 on the tensor cores,
+    unless ``kernel`` names a SIMT kernel); bfloat16 and float16 on the tensor cores; raw
+    16-bit integers holding their bits only with a TensorCoreConfig (its dtype says which).
+    TypeError for unsupported or mixed dtypes, ValueError or TypeError for a bad ``kernel``.
+
+    >>> route("float32", "float32")[0], route("float32", "float32", allow_tf32=True)[0]
+    ('simt', 'tensorcore')
+    >>> route("float16", "float16", "autotune")
+    ('tensorcore', 'autotune')
+    """
+    family = _family(kernel)
+    raw_ok = isinstance(kernel, tensorcore.TensorCoreConfig)
+    for name, dt in (("A", a_dtype), ("B", b_dtype)):
+        if dt in ("float32",) + _TENSORCORE_INPUTS or (raw_ok and dt in tensorcore.RAW16):
+            continue
+        hint = (" (16-bit integer arrays holding bfloat16 or float16 bits need "
+                "kernel=TensorCoreConfig(dtype=...))" if dt in tensorcore.RAW16 else "")
+        raise TypeError(f"matmul: {name} has dtype {dt}; supported: float32, bfloat16, "
+                        f"float16{hint}")
+    if a_dtype != b_dtype:
+        raise TypeError(f"matmul: A is {a_dtype} and B is {b_dtype}; they must match")
+    if family == "simt":
+        if a_dtype != "float32":
+            raise TypeError(f"matmul: the SIMT kernel {kernel!r} takes float32, A and B are "
+                            f"{a_dtype}; {'/'.join(_TENSORCORE_INPUTS)} run on the tensor "
+                            "cores (kernel=None, 'tensorcore', 'autotune' or a TensorCoreConfig)")
+        return "simt", kernel_config(kernel)
+    if a_dtype == "float32" and not allow_tf32:
+        if family is None:
+            return "simt", kernel_config(None)
+        raise TypeError(f"matmul: kernel {kernel!r} runs float32 operands on the tensor cores "
+                        "as tf32 (10-bit mantissa); pass allow_tf32=True to accept that, or "
+                        "use a SIMT kernel")
+    return "tensorcore", kernel if family == "tensorcore" else "tensorcore"
 
 
 _launchers = {}
@@ -77,16 +153,28 @@ def _torch_key(x, ptr):
     return x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15
 
 
-def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
+def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False):
     """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``.
 
-    A and B are CUDA arrays (numba device arrays, CuPy arrays, torch tensors) of float32, each
-    row- or column-major (a transposed view is fine). ``out`` (M, N) float32 on the same
-    device, any strides with one unit stride; when None a new row-major array of A's kind is
-    made and ``beta`` must be 0. Returns ``out``. ``kernel``: a name from ``KERNELS`` or a
-    ``SimtConfig``.
+    A and B are CUDA arrays (numba device arrays, CuPy arrays, torch tensors) of one type, each
+    row- or column-major (a transposed view is fine). ``out`` (M, N) on the same device, any
+    strides with one unit stride; when None a new row-major float32 array of A's kind is made
+    and ``beta`` must be 0. Returns ``out``.
+
+    - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
+      ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"). With ``allow_tf32=True``
+      and no SIMT kernel named, they run on the tensor cores as tf32 (10-bit mantissa).
+    - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): the tensor-core kernel,
+      f32 accumulate; ``out`` float32, bfloat16 or float16. ``kernel``: None or "tensorcore"
+      (the config tuned for this problem, see ``python -m gemm tune``, else the default
+      TensorCoreConfig), "autotune" (tune now on a cache miss: minutes), or a
+      ``gemm.tensorcore.TensorCoreConfig``. With a TensorCoreConfig, A and B may also be
+      uint16/int16 arrays holding bfloat16 or float16 bits (the config's dtype says which).
+
+    Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
-    if type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor:
+    if (type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor
+            and not allow_tf32):
         ptrs = A.data_ptr(), B.data_ptr(), out.data_ptr()
         key = (kernel, _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]), _torch_key(out, ptrs[2]))
         try:
@@ -96,22 +184,34 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None):
         if plan is not None:
             plan(ptrs, _torch_stream(key[1][3]), alpha, beta)
             return out
-    return _matmul(A, B, out, alpha, beta, kernel)
+    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32)
 
 
-def _matmul(A, B, out, alpha, beta, kernel):
-    """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
-    the fast path's key."""
+def _tensorcore(A, B, out, alpha, beta, choice):
+    """The tensor-core call: ``choice`` is a TensorCoreConfig, "tensorcore" or "autotune"."""
+    cfg = choice
+    if not isinstance(cfg, tensorcore.TensorCoreConfig):
+        cfg = autotune.lookup(autotune.problem_key(A, B, out, caller="matmul"))
+        if cfg is None and choice == "autotune":
+            cfg = autotune.tune(A, B, out)
+        elif cfg is None:
+            cfg = tensorcore.TensorCoreConfig()
+    return tensorcore.tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg)
+
+
+def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
+    """matmul with every check. On a GPU, for torch tensors, the SIMT launch it made is kept
+    under the fast path's key."""
     global _torch_tensor, _torch_stream
-    kernel_config(kernel)
+    _family(kernel)                 # a bad kernel is reported before the operands' faults
     sim = simulator_active()
     a, b = operand(A, "A", sim), operand(B, "B", sim)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: inner dimensions differ: A is {a.shape}, B is {b.shape}")
-    if a.dtype != "float32" or b.dtype != "float32":
-        name, op = ("A", a) if a.dtype != "float32" else ("B", b)
-        raise TypeError(f"matmul: {name} has dtype {op.dtype}; supported: float32")
+    family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
+    if family == "tensorcore":
+        return _tensorcore(A, B, out, alpha, beta, choice)
     out, c = output_operand("matmul", out, a, (m, n), sim, beta=beta)
     named = (("A", a), ("B", b), ("out", c))
     check_same_device("matmul", named)

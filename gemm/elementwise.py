@@ -11,9 +11,16 @@ The body adds the two shared input tiles into the shared out tile (16-byte share
 stores), which the pipeline writes to global memory. Partial blocks are predicated: copies of
 elements past the edge read nothing and fill zeros, stores past the edge are masked.
 
+Up to 48 KiB of shared memory the tiles are static shared arrays; above (``shared="auto"``,
+or always with ``shared="dynamic"``) they are slices of the block's dynamic shared memory
+(up to 227 KiB), which the launch passes and opts into with
+:func:`gemm.arch.smem.allow_dynamic_shared`.
+
 >>> cfg = AddConfig(block=(8, 128), stages=3)
->>> cfg.shared_bytes     # 3 slots of x and y, one out tile, 4 KiB each
-28672
+>>> cfg.shared_bytes, cfg.dynamic     # 3 slots of x and y, one out tile, 4 KiB each
+(28672, False)
+>>> AddConfig(block=(32, 128), stages=4, threads=256).dynamic    # 144 KiB
+True
 """
 
 from dataclasses import dataclass
@@ -26,9 +33,11 @@ from gemm.codegen import Source, load_module, sym
 from gemm.launch import Launcher
 from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
                            operand, output_operand)
-from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
+from gemm.pipeline import (ARCH_IMPORTS, DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, BlockSpec,
+                           GlobalMatrix, emit_pipeline)
 
-__all__ = ["AddConfig", "add_matrices", "add_source", "add_kernel", "ADD_SIGNATURE"]
+__all__ = ["AddConfig", "add_matrices", "prepare_add", "add_source", "add_kernel",
+           "ADD_SIGNATURE"]
 
 ADD_SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], uint32, uint32, uint32, "
                  "uint32, uint32)")
@@ -38,12 +47,14 @@ BX, NB, NBC = sym("bx"), sym("nb"), sym("NBC")
 
 @dataclass(frozen=True)
 class AddConfig:
-    """Block shape (bm, bn), pipeline stages and delay_release, threads per block."""
+    """Block shape (bm, bn), pipeline stages and delay_release, threads per block, and where
+    the tiles live: ``shared`` "static", "dynamic" or "auto" (dynamic above 48 KiB)."""
 
     block: tuple = (8, 128)
     stages: int = 3
     delay_release: int = 0
     threads: int = 128
+    shared: str = "auto"
 
     def __post_init__(self):
         b = self.block
@@ -53,13 +64,25 @@ class AddConfig:
         if not (isinstance(self.threads, int) and 1 <= self.threads <= 1024):
             raise ValueError(f"add_matrices: threads must be an int in 1..1024, "
                              f"got {self.threads!r}")
+        if self.shared not in ("auto", "static", "dynamic"):
+            raise ValueError(f"add_matrices: shared must be 'auto', 'static' or 'dynamic', "
+                             f"got {self.shared!r}")
         # stages and delay_release are checked by emit_pipeline, with its messages
         emit_pipeline(_body(self), ("steps",), [self._spec()], [], self.stages,
                       self.delay_release)
-        if self.shared_bytes > 48 * 1024:
+        limit = DYNAMIC_SHARED_LIMIT if self.dynamic else STATIC_SHARED_LIMIT
+        if self.shared_bytes > limit:
+            kind = "dynamic" if self.dynamic else "static"
             raise ValueError(f"add_matrices: block {b} with {self.stages} stages needs "
                              f"{self.shared_bytes} bytes of shared memory, more than the "
-                             "48 KiB of static shared arrays; use a smaller block or fewer stages")
+                             f"{limit // 1024} KiB of {kind} shared memory of a block; use a "
+                             "smaller block or fewer stages")
+
+    @property
+    def dynamic(self):
+        """Whether the tiles live in dynamic shared memory."""
+        return self.shared == "dynamic" or (self.shared == "auto"
+                                            and self.shared_bytes > STATIC_SHARED_LIMIT)
 
     def _spec(self):
         def index_map(s):
@@ -132,7 +155,8 @@ def add_source(cfg, units=(1, 1), vectors=(4, 4, 4), simulator=False, jit=True):
         ins = [GlobalMatrix(a, "M", "N", ld, u, "float32", v)
                for a, ld, u, v in zip("XY", ("ldx", "ldy"), units, vectors)]
         out = GlobalMatrix("O", "M", "N", "ldo", 1, "float32", vectors[2])
-        pipe.emit(src, ins, [out], threads=cfg.threads, tid="t", simulator=simulator)
+        pipe.emit(src, ins, [out], threads=cfg.threads, tid="t", simulator=simulator,
+                  shared="dynamic" if cfg.dynamic else "static")
     return src.text()
 
 
@@ -144,7 +168,15 @@ def add_kernel(cfg, units=(1, 1), vectors=(4, 4, 4)):
 
 @lru_cache(maxsize=None)
 def _launcher(cfg, units, vectors):
-    return Launcher(add_kernel(cfg, units, vectors), 3, 4, _SCALARS)
+    """The Launcher of a kernel and the dynamic shared bytes its launches pass (the kernel
+    opted into them on the current device)."""
+    kernel = add_kernel(cfg, units, vectors)
+    nbytes = cfg.shared_bytes if cfg.dynamic else 0
+    if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
+        from gemm.arch.smem import allow_dynamic_shared
+        kernel.compile(ADD_SIGNATURE)
+        allow_dynamic_shared(kernel, nbytes, ADD_SIGNATURE)
+    return Launcher(kernel, 3, 4, _SCALARS), nbytes
 
 
 def _vector(op, strides):
@@ -159,25 +191,42 @@ def _vector(op, strides):
 
 
 def _default_blocks(cfg, tiles):
+    """Blocks that fill the GPU: the resident blocks per SM (by threads and shared memory,
+    with the 1 KiB the hardware reserves per block) times the SMs; each walks its share."""
     if simulator_active():
         return min(tiles, 2)
     from numba import cuda
-    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    per_sm = max(1, min(2048 // cfg.threads, 32, (227 * 1024) // cfg.shared_bytes))
-    return min(tiles, sms * per_sm)
+    dev = cuda.get_current_device()
+    per_sm = min(dev.MAX_THREADS_PER_MULTIPROCESSOR // cfg.threads,
+                 dev.MAX_BLOCKS_PER_MULTIPROCESSOR,
+                 dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR // (cfg.shared_bytes + 1024))
+    return min(tiles, dev.MULTIPROCESSOR_COUNT * max(1, per_sm))
 
 
 def add_matrices(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, threads=128,
-                 num_blocks=None):
+                 shared="auto", num_blocks=None):
     """``out = x + y`` for two float32 CUDA matrices of one shape (numba device arrays, CuPy
     arrays, torch tensors; row- or column-major or transposed views). ``out``: same shape,
     float32, on the same device (it may be ``x`` or ``y`` itself); None makes a row-major
     one. ``block``: the (rows, cols) of a pipeline block; ``stages``, ``delay_release``: see
-    :func:`gemm.pipeline.emit_pipeline`; ``num_blocks``: CUDA blocks (default: enough to fill
-    the GPU; each walks its share of the blocks). Returns ``out``.
+    :func:`gemm.pipeline.emit_pipeline`; ``shared``: see :class:`AddConfig`; ``num_blocks``:
+    CUDA blocks (default: enough to fill the GPU; each walks its share of the blocks).
+    Returns ``out``.
     """
+    out, launch = prepare_add(x, y, out, block=block, stages=stages,
+                              delay_release=delay_release, threads=threads, shared=shared,
+                              num_blocks=num_blocks)
+    launch()
+    return out
+
+
+def prepare_add(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, threads=128,
+                shared="auto", num_blocks=None):
+    """Check and plan ``add_matrices(x, y, out, ...)`` (same arguments) without running it:
+    returns ``(out, launch)``, where ``launch()`` runs the add on the arrays' current stream,
+    as often as wanted, with no more argument checks (for timing loops)."""
     cfg = AddConfig(tuple(block) if isinstance(block, list) else block, stages, delay_release,
-                    threads)
+                    threads, shared)
     a, b = operand(x, "x", caller="add_matrices"), operand(y, "y", caller="add_matrices")
     if a.shape != b.shape:
         raise ValueError(f"add_matrices: x has shape {a.shape} and y {b.shape}; they must match")
@@ -201,7 +250,11 @@ def add_matrices(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, t
     lds = [s[0] if u == 1 else s[1] for s, u in zip(strides, units + (1,))]
     tiles = -(-m // cfg.block[0]) * -(-n // cfg.block[1])
     blocks = min(tiles, num_blocks) if num_blocks is not None else _default_blocks(cfg, tiles)
-    launch = _launcher(cfg, units, vectors)
-    launch((blocks, 1, 1), (cfg.threads, 1, 1), 0 if simulator_active() else current_stream(a),
-           (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c)), (m, n, *lds))
-    return out
+    launcher, nbytes = _launcher(cfg, units, vectors)
+    stream = 0 if simulator_active() else current_stream(a)
+    arrays = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
+    scalars = (m, n, *lds)
+
+    def launch():
+        launcher((blocks, 1, 1), (cfg.threads, 1, 1), stream, arrays, scalars, nbytes)
+    return out, launch

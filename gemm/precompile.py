@@ -1,15 +1,24 @@
 """Compile the named kernels for every operand major and copy width, in parallel processes.
 
-A generated kernel takes numba 10-30 s to compile; the result is kept in numba's on-disk cache
+A generated kernel takes numba 10-60 s to compile; the result is kept in numba's on-disk cache
 (``cache=True`` over the generated module in ``gemm.codegen.cache_dir()``), so a later process
 loads it in a fraction of a second. ``python -m gemm precompile`` fills that cache using every
-core, before tests or benchmarks that touch many variants.
+core, before tests or benchmarks that touch many variants: every SIMT variant, and on a GPU
+the tensor-core kernel in its default configuration for each operand type and pair of majors
+(with 16-byte-aligned operands, the usual case). Configurations found by ``python -m gemm
+tune`` were compiled while tuning.
+
+The workers are spawned, not forked: planning the tensor-core variants touches the GPU, and
+a forked child of a process holding a CUDA context cannot use CUDA.
 """
 
+import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["variants", "precompile"]
+from gemm._env import simulator_active
+
+__all__ = ["variants", "tensorcore_variants", "precompile"]
 
 
 def variants(names=None):
@@ -28,18 +37,55 @@ def variants(names=None):
     return sorted(out)
 
 
-def _compile(variant):
+# Device element types of each tensor-core dtype (bfloat16 as its bits: numba has no bfloat16).
+_ELEMENT = {"bfloat16": "uint16", "float16": "float16", "tfloat32": "float32"}
+
+
+def tensorcore_variants(dtypes=None):
+    """``gemm.tensorcore.plan_call`` of the default TensorCoreConfig for each dtype (default
+    all of ``gemm.tensorcore.DTYPES``; one whose default config does not construct is left
+    out) and each of the four (A, B) majors, on 64x64 operands (16-byte aligned, as large ones
+    usually are). [] in the simulator: nothing to compile."""
+    if simulator_active():
+        return []
+    import numpy as np
+    from numba import cuda
+    from gemm import tensorcore as tc
+    out = []
+    for dtype in dtypes or tc.DTYPES:
+        if dtype not in _ELEMENT:
+            raise ValueError(f"tensorcore_variants: no device element type for {dtype!r}")
+        try:
+            cfg = tc.TensorCoreConfig(dtype=dtype)
+        except ValueError:          # no default configuration for this type
+            continue
+        square = cuda.device_array((64, 64), np.dtype(_ELEMENT[dtype]))
+        for A in (square, square.T):
+            for B in (square, square.T):
+                out.append(tc.plan_call(A, B, config=cfg))
+    return list(dict.fromkeys(out))
+
+
+def _compile(job):
+    kind, variant = job
+    if kind == "tensorcore":
+        from gemm.tensorcore import compile_variant
+        compile_variant(variant)
+        return job
     from gemm import api, simt
     name, a_unit, b_unit, va, vb = variant
     simt.simt_kernel(api.KERNELS[name], a_unit, b_unit, va, vb)
-    return variant
+    return job
 
 
-def precompile(names=None, workers=None, progress=True):
-    """Compile every variant of the named kernels (all by default); returns how many."""
-    todo = variants(names)
+def precompile(names=None, workers=None, progress=True, tensorcore=True):
+    """Compile every variant of the named SIMT kernels (all by default) and, when
+    ``tensorcore``, the :func:`tensorcore_variants`; returns how many."""
+    todo = [("simt", v) for v in variants(names)]
+    if tensorcore:
+        todo += [("tensorcore", v) for v in tensorcore_variants()]
     workers = workers or min(len(todo), os.cpu_count() or 1)
-    with ProcessPoolExecutor(workers) as pool:
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
         done = pool.map(_compile, todo)
         if progress:
             from tqdm import tqdm

@@ -1,38 +1,44 @@
-"""A tensor-core GEMM generated from layoutalg's tiled copies and tiled MMAs (bf16 / f16 in,
-f32 accumulate, f32 out).
+"""A tensor-core GEMM generated from layoutalg's tiled copies and tiled MMAs: bf16 / f16 / tf32
+in, f32 accumulate, f32 / bf16 / f16 out.
 
-``out = alpha * A @ B + beta * out`` with A (M, K) and B (K, N) both K-contiguous ("TN": A
-row-major, B the transposed view of an (N, K) row-major matrix) and ``out`` (M, N) f32.
+``out = alpha * A @ B + beta * out`` with A (M, K) and B (K, N) of either major (each with one
+unit stride) and ``out`` (M, N) row- or column-major. The kernel sees two K-side operands X
+(MM, K) and Y (NN, K) and a row-major C (MM, NN): X = A, Y = B^T for a row-major out, and
+X = B^T, Y = A (C^T = B^T A^T) for a column-major one. Each of X and Y is "K"-major (K
+contiguous) or "MN"-major; a :class:`Variant` names everything a compiled kernel depends on.
 
 The kernel is described in CuTe's vocabulary, like :mod:`gemm.simt`, over tensors whose
 engines are sympy expressions of the thread index ``t``, the block indices and the run-time
 strides:
 
-- the MMA: ``make_tiled_mma(SM80_16x8x16_F32BF16BF16F32_TN (or F16), warps, permutation
-  (16 wm, 16 wn, 16))``: each warp owns 16 columns of every 16*wn-column slab of N, so B's
-  fragments come two n8 blocks at a time;
-- shared memory: per stage a (bMN, bK) K-major tile composed with ``Swizzle(log2(bK/8), 3, 3)``
-  (``Sw<2,3,3>`` for 32-element rows, CuTe's ``Sw<3,3,3>`` for 64): the 16-byte chunk index
-  of a row is XORed with row bits, so the eight 16-byte rows of an ldmatrix phase and the
-  eight 16-byte cp.async stores of a phase fall into eight different bank groups
-  (:func:`bank_conflicts` counts them);
+- the MMA: ``make_tiled_mma(SM80_16x8x16_F32BF16BF16F32_TN (F16, or SM80_16x8x8 TF32), warps,
+  permutation (16 wm, 16 wn, k))``: each warp owns 16 columns of every 16*wn-column slab of N,
+  so B's fragments come two n8 blocks at a time;
+- shared memory: per stage a (bMN, bK) tile composed with a swizzle (:func:`smem_layout`):
+  K-major rows ``Swizzle(log2(row bytes / 16), log2(16 / element bytes), 3)`` (CuTe's
+  ``Sw<3,3,3>`` for 64-element bf16 rows); MN-major tiles are CuTe's 128-byte x 8 atoms with
+  ``Sw<3,3,3>`` (``Sw<3,2,3>`` for tf32). The 16-byte chunk index of a 128-byte line is XORed
+  with line bits, so the eight 16-byte rows of an ldmatrix phase and the eight 16-byte
+  cp.async stores of a phase fall into eight different bank groups (:func:`bank_conflicts`);
 - global -> shared: ``make_tiled_copy`` of the cp.async atom (16 bytes when alignment
-  allows, else 8 or 4, else plain 2-byte copies), predicated through identity tensors with
-  cp.async's zero-fill;
-- shared -> registers: ``make_tiled_copy_A/B(SM75_U32x4_LDSM_N, mma)``: ldmatrix x4, the
-  registers placed in the MMA fragments through ``retile_D``;
-- an N-stage cp.async ring (``stages`` 2..6, see :data:`LOOP` and :func:`ring_schedule`) and
-  register fragments double-buffered over the k-blocks of a k-tile (k-block kb + 1 is loaded
-  while kb is multiplied, across k-tile boundaries too);
-- epilogue: alpha/beta, masked direct stores from the accumulator fragments.
-
-Why not :func:`gemm.pipeline.emit_pipeline`: it allocates static shared arrays (at most
-48 KiB: three stages of a 128x128x32 bf16 tile), while 4..6 stages need dynamic shared memory
-above 48 KiB; and it places the wait + syncthreads of a step at the top of that step, so a
-body cannot prefetch the next step's first k-block into registers before the last MMAs of the
-current step. The ring here commits one cp.async group per k-tile, empty or not, so the wait
-count is ``stages - 2`` everywhere, the drain included (an empty group completes at once; see
-:func:`ring_schedule`, whose checker is the test of this bookkeeping).
+  allows, else 8 or 4, else plain 2-byte copies) along the contiguous axis. Blocks inside the
+  matrix and full k-tiles take unpredicated copies; the edges are predicated through identity
+  tensors with cp.async's zero-fill;
+- shared -> registers: ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` (K-major) or
+  ``SM75_U16x8_LDSM_T`` (MN-major): ldmatrix x4 (.trans), the registers placed in the MMA
+  fragments through ``retile_D``; tf32 fragments are read with 4-byte shared loads from the
+  MMA partition (ldmatrix moves 16-bit elements) and rounded with ``cvt.rna.tf32.f32``;
+- the N-stage cp.async ring of :func:`gemm.pipeline.emit_ring` (``stages`` 2..6 and
+  ``delay_release``: the prologue, one commit group per k-tile, empty or not, so every wait
+  is ``cp_async_wait(stages - 2 - delay_release)``, the drain included; :func:`ring_events`
+  models it for :func:`gemm.pipeline.check_ring`). The body waits for the next k-tile before
+  its last k-block, not at the top of the next step, so that the next k-tile's first k-block
+  is loaded into registers while the last MMAs run: register fragments are double-buffered
+  over the k-blocks of a k-tile and across k-tiles;
+- epilogue: the accumulators times alpha are staged through shared memory (a padded f32 tile,
+  8-byte stores free of bank conflicts), then each thread stores 16-byte runs of a row of C
+  (``beta * C`` read the same way), converted to the output type; partial runs at the edges
+  store element by element.
 
 Every offset is uint32 code; swizzled shared offsets are computed once per thread
 (``sw(base)``) and each access adds or XORs a constant when that is exact for every thread
@@ -41,14 +47,16 @@ memory).
 """
 
 import math
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 import sympy
 
 from layoutalg import ComposedLayout, Layout, Swizzle, product
-from layoutalg.atom import (SM75_U32x4_LDSM_N, SM80_16x8x16_F32BF16BF16F32_TN,
+from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
+                            SM80_16x8x8_F32TF32TF32F32_TN, SM80_16x8x16_F32BF16BF16F32_TN,
                             SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS,
                             SM80_CP_ASYNC_CACHEGLOBAL, UniversalCopy)
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
@@ -59,41 +67,73 @@ from .operands import (check_same_device, check_spans, current_stream, kernel_bu
                        output_operand)
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
+from .pipeline import emit_ring, ring_schedule
 
-__all__ = ["TensorCoreConfig", "DTYPES", "SIGNATURE", "LOOP", "smem_layout", "tensorcore_source",
-           "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul", "bank_conflicts",
-           "ring_schedule", "check_ring"]
+__all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
+           "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
+           "plan_call", "compile_variant", "bank_conflicts", "ring_events", "RAW16"]
 
-DTYPES = ("bfloat16", "float16")
-_MMA = {"bfloat16": (SM80_16x8x16_F32BF16BF16F32_TN, "mma_m16n8k16_f32_bf16"),
-        "float16": (SM80_16x8x16_F32F16F16F32_TN, "mma_m16n8k16_f32_f16")}
+DTYPES = ("bfloat16", "float16", "tfloat32")
+OUT_DTYPES = ("float32", "bfloat16", "float16")
+MAJORS = ("K", "MN")
+# dtype -> (MMA atom, gemm.arch intrinsic, k of the atom, bytes per element in memory)
+_MMA = {"bfloat16": (SM80_16x8x16_F32BF16BF16F32_TN, "mma_m16n8k16_f32_bf16", 16, 2),
+        "float16": (SM80_16x8x16_F32F16F16F32_TN, "mma_m16n8k16_f32_f16", 16, 2),
+        "tfloat32": (SM80_16x8x8_F32TF32TF32F32_TN, "mma_m16n8k8_f32_tf32", 8, 4)}
 LDA, LDB, LDC = sym("lda"), sym("ldb"), sym("ldc")
-SIGNATURE = ("void(uint16[::1], uint16[::1], float32[::1], "
-             + ", ".join(["uint32"] * 6) + ", float32, float32)")
+_PAD_C = 8          # f32 elements of padding per row of the staged C tile (see _Epilogue)
 
 
 def _is_int(x):
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _copy_threads(cfg, bmn, major, vec):
+    """The thread layout of the global -> shared copy of a (bmn, bK) tile: threads along the
+    contiguous axis first, ``vec`` elements each."""
+    n = cfg.threads
+    if major == "K":
+        chunks = cfg.bK // vec
+        tk = min(chunks, n)
+        tm = n // tk
+        if bmn % tm:
+            raise ValueError(f"TensorCoreConfig: bM and bN must be multiples of {tm} (the rows "
+                             f"{n} threads copy per pass)")
+        return Layout((tm, tk), (tk, 1))
+    chunks = bmn // vec
+    tm = min(chunks, n)
+    tk = n // tm
+    if cfg.bK % tk:
+        raise ValueError(f"TensorCoreConfig: bK must be a multiple of {tk} (the k-rows {n} "
+                         "threads copy per pass of an MN-major tile)")
+    return Layout((tm, tk), (1, tm))
+
+
 @dataclass(frozen=True)
 class TensorCoreConfig:
     """One tensor-core kernel: block tile (bM, bN, bK), warp layout (wm, wn), cp.async ring
-    ``stages`` (2..6), operand ``dtype`` ("bfloat16" or "float16"; raw 16-bit arrays are
-    read as this type), ``min_blocks`` (launch bounds: blocks per SM the registers must allow).
+    ``stages`` (2..6) and ``delay_release`` (a stage is refilled only ``delay_release`` k-tiles
+    after it was read; 0..stages-2), operand ``dtype`` ("bfloat16", "float16", or "tfloat32"
+    for float32 operands; raw 16-bit arrays are read as ``dtype``), ``min_blocks`` (launch
+    bounds: blocks per SM the registers must allow).
+
+    The default, 256x128x32 with 4x2 warps (each warp 64x64) and 3 stages, was among the
+    fastest configs timed at 4096^3 and 8192^3 bf16 on an H100 (benchmarks/RESULTS.md; 3 and
+    4 stages were within the run-to-run spread, 3 needs less shared memory).
 
     >>> cfg = TensorCoreConfig()
-    >>> cfg.threads, cfg.shared_bytes, str(smem_layout(cfg, cfg.bM).outer)
-    (128, 49152, 'Sw<2,3,3>')
+    >>> cfg.threads, cfg.shared_bytes, str(smem_layout(cfg, cfg.bM, "K").outer)
+    (256, 139264, 'Sw<2,3,3>')
     """
 
-    bM: int = 128
+    bM: int = 256
     bN: int = 128
     bK: int = 32
-    warps: tuple = (2, 2)
+    warps: tuple = (4, 2)
     stages: int = 3
     dtype: str = "bfloat16"
     min_blocks: int = 1
+    delay_release: int = 0
 
     def __post_init__(self):
         for name in ("bM", "bN", "bK", "stages", "min_blocks"):
@@ -108,131 +148,134 @@ class TensorCoreConfig:
                              f"{self.dtype!r}")
         if not 2 <= self.stages <= 6:
             raise ValueError(f"TensorCoreConfig: stages must be in 2..6, got {self.stages}")
-        if self.bK not in (32, 64):
-            raise ValueError(f"TensorCoreConfig: bK must be 32 or 64 (an even number of "
-                             f"16-deep k-blocks, 16-byte swizzle chunks), got {self.bK}")
+        d = self.delay_release
+        if not (_is_int(d) and 0 <= d <= self.stages - 2):
+            raise ValueError(f"TensorCoreConfig: delay_release must be an int in 0..stages-2 "
+                             f"(stages={self.stages}: a copy must be in flight), got {d!r}")
+        eb = self.element_bytes
+        if self.bK * eb not in (64, 128):
+            raise ValueError(f"TensorCoreConfig: bK must be {64 // eb} or {128 // eb} for "
+                             f"{self.dtype} (64- or 128-byte K rows: an even number of k-blocks "
+                             f"and whole 16-byte swizzle chunks), got {self.bK}")
         wm, wn = w
         if self.bM % (16 * wm) or self.bN % (16 * wn):
             raise ValueError(f"TensorCoreConfig: bM={self.bM} must be a multiple of 16*wm="
-                             f"{16 * wm} and bN={self.bN} of 16*wn={16 * wn} (m16n8k16 atoms, "
+                             f"{16 * wm} and bN={self.bN} of 16*wn={16 * wn} (m16n8 atoms, "
                              "ldmatrix x4 covering two n8 blocks)")
         if self.threads > 1024:
             raise ValueError(f"TensorCoreConfig: {self.threads} threads exceed 1024")
-        chunks = self.bK // 8
-        if self.threads % chunks:
-            raise ValueError("TensorCoreConfig: threads must be a multiple of bK/8")
-        rows = self.threads // chunks
-        if self.bM % rows or self.bN % rows:
-            raise ValueError(f"TensorCoreConfig: bM and bN must be multiples of {rows} (the rows "
-                             f"{self.threads} threads copy per pass)")
+        for bmn in (self.bM, self.bN):
+            for major in MAJORS:
+                for vec in [v for v in (1, 2, 4, 8) if v * eb <= 16]:   # every copy width
+                    _copy_threads(self, bmn, major, vec)     # must fit (ValueError)
 
     @property
     def threads(self):
         return 32 * self.warps[0] * self.warps[1]
 
     @property
+    def element_bytes(self):
+        return _MMA[self.dtype][3]
+
+    @property
+    def ring_bytes(self):
+        return self.element_bytes * self.stages * (self.bM + self.bN) * self.bK
+
+    @property
     def shared_bytes(self):
-        return 2 * self.stages * (self.bM + self.bN) * self.bK
+        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile."""
+        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C))
 
 
-def smem_layout(cfg, bmn):
-    """The shared tile of one stage: (bmn, bK) K-major composed with Swizzle(log2(bK/8), 3, 3)."""
-    return ComposedLayout(Swizzle(int(math.log2(cfg.bK // 8)), 3, 3), 0,
-                          Layout((bmn, cfg.bK), (cfg.bK, 1)))
+@dataclass(frozen=True)
+class Variant:
+    """Everything one compiled kernel depends on: the config, the majors of the kernel's
+    operands X (MM, K) and Y (NN, K), the output type, the elements per global -> shared copy
+    of X and Y (``16 / element bytes`` at most; 1: plain copies of 16-bit data) and whether C
+    takes 16-byte stores."""
+
+    config: TensorCoreConfig = TensorCoreConfig()
+    a_major: str = "K"
+    b_major: str = "K"
+    out_dtype: str = "float32"
+    vec_a: int = 8
+    vec_b: int = 8
+    vec_c: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.config, TensorCoreConfig):
+            raise TypeError(f"Variant: config must be a TensorCoreConfig, got {self.config!r}")
+        for name in ("a_major", "b_major"):
+            if getattr(self, name) not in MAJORS:
+                raise ValueError(f"Variant: {name} must be one of {MAJORS}")
+        if self.out_dtype not in OUT_DTYPES:
+            raise ValueError(f"Variant: out_dtype must be one of {OUT_DTYPES}")
+        top = 16 // self.config.element_bytes
+        if self.vec_a == 8 and top == 4:        # the default, for a tf32 config
+            object.__setattr__(self, "vec_a", 4)
+        if self.vec_b == 8 and top == 4:
+            object.__setattr__(self, "vec_b", 4)
+        for name in ("vec_a", "vec_b"):
+            v = getattr(self, name)
+            if v not in (1, 2, 4, 8) or v > top:
+                raise ValueError(f"Variant: {name} must be 1, 2, 4 or 8 and at most {top} for "
+                                 f"{self.config.dtype}, got {v!r}")
+
+    @property
+    def signature(self):
+        ab = "float32" if self.config.dtype == "tfloat32" else "uint16"
+        c = "float32" if self.out_dtype == "float32" else "uint16"
+        return (f"void({ab}[::1], {ab}[::1], {c}[::1], " + ", ".join(["uint32"] * 6)
+                + ", float32, float32)")
+
+
+def smem_layout(cfg, bmn, major="K"):
+    """The shared tile of one stage, (bmn, bK) -> element offset, swizzled.
+
+    >>> cfg = TensorCoreConfig(bK=64)
+    >>> print(smem_layout(cfg, 128, "K"))
+    Sw<3,3,3> o 0 o (128,64):(64,1)
+    >>> print(smem_layout(cfg, 128, "MN"))
+    Sw<3,3,3> o 0 o ((64,2),64):((1,4096),64)
+    """
+    eb = cfg.element_bytes
+    base = int(math.log2(16 // eb))              # elements per 16-byte chunk, log2
+    if major == "K":
+        bits = int(math.log2(cfg.bK * eb // 16))  # 16-byte chunks per row, log2
+        return ComposedLayout(Swizzle(bits, base, 3), 0, Layout((bmn, cfg.bK), (cfg.bK, 1)))
+    line = min(128 // eb, bmn)                    # MN elements of one atom row (<= 128 bytes)
+    bits = int(math.log2(line * eb // 16))
+    inner = Layout(((line, bmn // line), cfg.bK), ((1, line * cfg.bK), line))
+    return ComposedLayout(Swizzle(bits, base, 3), 0, inner)
 
 
 # --- the ring ----------------------------------------------------------------------------------
-# The k-tile loop, one iteration per k-tile kt, as operations on k-blocks kb (emitted unrolled):
-#   before the loop: prologue issue of k-tiles 0..stages-2 (one commit each, empty or not),
-#                    wait(stages-2), sync, load k-block 0 of k-tile 0
-#   per kb:  [kb == last: wait(stages-2), sync, advance read slot]
-#            [kb == 0: issue k-tile kt+stages-1 into the write slot (if it exists), commit]
-#            load k-block kb+1 (of k-tile kt+1 when kb is the last)
-#            mma k-block kb
-LOOP = ("wait", "sync", "advance", "issue", "load", "mma")
 
+def ring_events(stages, k_tiles, k_blocks=2, delay_release=0):
+    """The cp.async ring of the kernel as events (:func:`gemm.pipeline.ring_schedule` with the
+    GEMM's body: ("read", kt, slot) per k-block, the last k-block of a k-tile reading the next
+    k-tile's first one after the ring's wait and sync), to check with
+    :func:`gemm.pipeline.check_ring`.
 
-def ring_schedule(stages, k_tiles, k_blocks=2):
-    """The events of the ring for ``k_tiles`` k-tiles, in program order of one thread:
-    ("issue", kt, slot), ("commit",), ("wait", n), ("sync",), ("read", kt, kb, slot),
-    ("mma", kt, kb). ``read`` of a k-tile >= k_tiles is the harmless prefetch past the end."""
-    ev = []
-    for s in range(stages - 1):
-        if s < k_tiles:
-            ev.append(("issue", s, s % stages))
-        ev.append(("commit",))
-    ev += [("wait", stages - 2), ("sync",), ("read", 0, 0, 0)]
-    rs, ws = 0, stages - 1
-    for kt in range(k_tiles):
+    >>> from gemm.pipeline import check_ring
+    >>> check_ring(ring_events(4, 9, delay_release=1), 9)
+    []
+    """
+    def prime(ev, slot):
+        ev.append(("read", 0, slot))
+
+    def body(ev, kt, slot, ready):
         for kb in range(k_blocks):
-            last = kb == k_blocks - 1
-            if last:
-                ev += [("wait", stages - 2), ("sync",)]
-                rs = (rs + 1) % stages
-            if kb == 0:
-                kn = kt + stages - 1
-                if kn < k_tiles:
-                    ev.append(("issue", kn, ws))
-                ev.append(("commit",))
-                ws = (ws + 1) % stages
-            nt, nb = (kt + 1, 0) if last else (kt, kb + 1)
-            ev.append(("read", nt, nb, rs))
+            if kb == k_blocks - 1:
+                ev.append(("read", kt + 1, ready()))
+            else:
+                ev.append(("read", kt, slot))
             ev.append(("mma", kt, kb))
-    return ev
 
-
-def check_ring(events, k_tiles):
-    """Check a schedule with cp.async's semantics: ``wait n`` completes all but the newest n
-    groups; a read needs its k-tile's copies complete, issued into the slot read, and no other
-    k-tile issued there since; a copy into a slot must come after a sync that follows every
-    read of the k-tile it overwrites (other threads may lag until that sync). Returns a list
-    of violations (empty when correct)."""
-    groups, pending, landed = [], [], set()   # groups: list of k-tiles per committed group
-    open_group, slot_of, bad = [], {}, []
-    last_read, last_sync = {}, -1
-    for i, e in enumerate(events):
-        kind = e[0]
-        if kind == "issue":
-            _, kt, slot = e
-            for other, s in slot_of.items():
-                if s == slot and last_read.get(other, -1) > last_sync:
-                    bad.append(f"event {i}: k-tile {kt} overwrites slot {slot} of k-tile "
-                               f"{other} before a sync after its last read")
-            slot_of = {k: s for k, s in slot_of.items() if s != slot}
-            slot_of[kt] = slot
-            open_group.append(kt)
-        elif kind == "commit":
-            groups.append(list(open_group))
-            pending.append(len(groups) - 1)
-            open_group = []
-        elif kind == "wait":
-            n = e[1]
-            done = pending[:len(pending) - n] if n else pending
-            for g in done:
-                landed.update(groups[g])
-            pending = pending[len(pending) - n:] if n else []
-        elif kind == "sync":
-            last_sync = i
-        elif kind == "read":
-            _, kt, kb, slot = e
-            if kt >= k_tiles:
-                continue
-            if kt not in landed:
-                bad.append(f"event {i}: k-tile {kt} read before its copies completed")
-            if slot_of.get(kt) != slot:
-                bad.append(f"event {i}: k-tile {kt} read from slot {slot}, it is in "
-                           f"{slot_of.get(kt)}")
-            last_read[kt] = i
-    if open_group:
-        bad.append("copies left in an uncommitted group")
-    return bad
+    return ring_schedule(stages, k_tiles, delay_release, body=body, prime=prime)
 
 
 # --- the generator -----------------------------------------------------------------------------
-
-def _swizzle_int(sw, x):
-    return sw(int(x))
-
 
 def _thread_values(expr, threads):
     f = sympy.lambdify(T, expr, "math")
@@ -248,12 +291,11 @@ class _Swizzled:
         self.values = _thread_values(base, threads) if base.free_symbols else [int(base)] * threads
 
     def decl(self):
-        b = code(self.base)
-        return f"{self.name} = {self._swz(b)}"
+        return f"{self.name} = {self._swz(code(self.base))}"
 
     def _swz(self, x):
         sw = self.sw
-        return f"(({x}) ^ ((({x}) & U({sw.yyy_mask})) >> U({sw.shift})))"
+        return f"U(({x}) ^ ((({x}) & U({sw.yyy_mask})) >> U({sw.shift})))"
 
     def at(self, c):
         c = int(c)
@@ -262,171 +304,269 @@ class _Swizzled:
             return f"({self.name} + U({c}))" if c else self.name
         if all(sw(b + c) == sw(b) ^ c for b in vals):
             return f"({self.name} ^ U({c}))"
-        return self._swz(f"{code(self.base)} + U({c})")   # pragma: no cover - not for our tiles
+        return self._swz(f"{code(self.base)} + U({c})")
 
 
 class _Copy:
-    """Global -> shared copies of one operand (A: bMN = bM over M, B: bN over N)."""
+    """Global -> shared copies of one operand (X: bMN = bM over MM, Y: bN over NN), ``vec``
+    elements per copy along the contiguous axis (K for a K-major operand, MN otherwise)."""
 
-    def __init__(self, cfg, name, bmn, block, ld, vec):
-        self.name, self.p, self.bmn, self.vec = name, name.lower(), bmn, vec
-        chunks = cfg.bK // vec
-        thr = Layout((cfg.threads // chunks, chunks), (chunks, 1))
-        if vec == 8:
-            atom = SM80_CP_ASYNC_CACHEGLOBAL(16, 16)
-        elif vec > 1:
-            atom = SM80_CP_ASYNC_CACHEALWAYS(2 * vec, 16)
+    def __init__(self, cfg, name, bmn, block, ld, major, vec):
+        self.name, self.p, self.bmn, self.vec, self.major = name, name.lower(), bmn, vec, major
+        self.eb = eb = cfg.element_bytes
+        self.bytes = vec * eb
+        if self.bytes == 16:
+            atom = SM80_CP_ASYNC_CACHEGLOBAL(16, 8 * eb)
+        elif self.bytes >= 4:
+            atom = SM80_CP_ASYNC_CACHEALWAYS(self.bytes, 8 * eb)
         else:
-            atom = UniversalCopy(16, 16)
-        tiled = make_tiled_copy(atom, thr, Layout((1, vec)))
+            atom = UniversalCopy(8 * eb, 8 * eb)
+        vals = Layout((1, vec)) if major == "K" else Layout((vec, 1))
+        tiled = make_tiled_copy(atom, _copy_threads(cfg, bmn, major, vec), vals)
         thr_copy = tiled.get_slice(T)
         KT = sym("kt")
-        gX = local_tile(global_tensor(ld, 1, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
+        strides = (ld, 1) if major == "K" else (1, ld)
+        gX = local_tile(global_tensor(*strides, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
         cX = local_tile(make_identity_tensor((bmn * NOMINAL_TILES, cfg.bK * NOMINAL_TILES)),
                         (bmn, cfg.bK), (block, None))
-        sX = make_tensor(sympy.Integer(0), smem_layout(cfg, bmn).inner)
+        layout = smem_layout(cfg, bmn, major)
+        sX = make_tensor(sympy.Integer(0), layout.inner)
         self.src = split_offsets(element_offsets(thr_copy.partition_S(gX), KT), [KT])
         self.coords = element_coords(thr_copy.partition_S(cX), KT)
         self.dst = split_offsets(element_offsets(thr_copy.partition_D(sX)))
-        self.sw = _Swizzled(smem_layout(cfg, bmn).outer, f"{self.p}_s", self.dst[0], cfg.threads)
+        self.sw = _Swizzled(layout.outer, f"{self.p}_s", self.dst[0], cfg.threads)
         self.kstep = sympy.expand(self.src[1]).coeff(KT)
         self.bK = cfg.bK
+        # one instruction per vector: the elements with value coordinate 0
+        self.copies = [crd for crd in self.src[2] if crd[0] == 0]
+        zero = (0,) * len(next(iter(self.coords)))
+        self.m0, self.k0 = self.coords[zero]
 
-    def decls(self, src):
+    def decls(self, src, ext):
+        """Per-thread values set before the loop; ``ext`` names the MN extent (M or N)."""
         p = self.p
-        first = next(iter(self.coords))
-        zero = (0,) * len(first)
-        c0 = self.coords[zero]
-        src(f"{p}_g = {code(self.src[0])}", self.sw.decl(),
-            f"{p}_cm = {code(c0[0])}", f"{p}_ck = {code(sympy.expand(c0[1]).subs(sym('kt'), 0))}")
+        src(f"{p}_g = U({code(self.src[0])})", f"{p}_d = U({code(self.dst[0])})", self.sw.decl(),
+            f"{p}_cm = U({code(self.m0)})",
+            f"{p}_ck = U({code(sympy.expand(self.k0).subs(sym('kt'), 0))})",
+            f"{p}_in = {code(self._block_end())} <= {ext}")
+
+    def _block_end(self):
+        """The MN coordinate one past this block's tile."""
+        blk = BX if self.p == "a" else BY
+        return (blk + 1) * self.bmn
 
     def issue(self, src, kt, slot_base, ext):
-        """Lines copying k-tile ``kt`` (a name) to the stage at shared offset ``slot_base``."""
+        """Lines copying k-tile ``kt`` (a name) to the stage at shared offset ``slot_base``:
+        unpredicated when the block lies inside the matrix and the k-tile is full."""
+        p = self.p
+        src(f"{p}_gk = U({p}_g + {kt} * {code(self.kstep)})")
+        if self.bytes >= 4:
+            with src.block(f"if {p}_in and {kt} < KF:"):
+                kind = "cg" if self.bytes == 16 else "ca"
+                for crd in self.copies:
+                    dst = self.sw.at(self.dst[2][crd])
+                    src(f"cp_async_{kind}(sm, U({slot_base} + {dst}), {self.name}, "
+                        f"U({p}_gk + {code(self.src[2][crd])}), {self.bytes})")
+            with src.block("else:"):
+                self._predicated(src, kt, slot_base, ext)
+        else:
+            self._predicated(src, kt, slot_base, ext)
+
+    def _loops(self):
+        """The copies as a loop nest: [(index name, count)] and, for each field (global
+        offset, unswizzled shared offset, mn and k relative to the first copy), its value at
+        the first copy and its step per index. The copies of a partition are a grid, so each
+        field is affine in the grid indices (checked)."""
+        crds = self.copies
+        n_modes = len(crds[0]) - 1
+        counts = [1 + max(c[1 + j] for c in crds) for j in range(n_modes)]
+        fields = {
+            "g": lambda c: sympy.expand(self.src[2][c]),
+            "d": lambda c: sympy.Integer(int(self.dst[2][c])),
+            "m": lambda c: sympy.expand(self.coords[c][0] - self.m0),
+            "k": lambda c: sympy.expand(self.coords[c][1] - self.k0),
+        }
+        first = crds[0]
+        steps = {}
+        for name, f in fields.items():
+            f0 = f(first)
+            unit = []
+            for j in range(n_modes):
+                e = list(first)
+                e[1 + j] = min(1, counts[j] - 1)
+                unit.append(sympy.expand(f(tuple(e)) - f0))
+            for c in crds:
+                if sympy.expand(f(c) - f0 - sum(c[1 + j] * unit[j] for j in range(n_modes))):
+                    raise AssertionError(f"copy field {name} is not affine in the copy grid")
+            steps[name] = (f0, unit)
+        loops = [(f"i{j}", n) for j, n in enumerate(counts) if n > 1]
+        return loops, steps, [j for j, n in enumerate(counts) if n > 1]
+
+    def _predicated(self, src, kt, slot_base, ext):
+        """The copies of a k-tile at the matrix's edges, element- or vector-wise predicated
+        (zero-filled past the edge), as a loop over the copy grid: this path runs once per
+        block edge, and unrolled it would multiply the kernel's code."""
+        p = self.p
+        loops, steps, modes = self._loops()
+
+        def value(name):
+            f0, unit = steps[name]
+            terms = [code(f0)] + [f"{code(unit[j])} * U({idx})"
+                                  for (idx, _), j in zip(loops, modes) if unit[j] != 0]
+            return " + ".join(terms)
+
+        src(f"{p}_kk = U({p}_ck + {kt} * U({self.bK}))")
+        with ExitStack() as nest:
+            for idx, n in loops:
+                nest.enter_context(src.block(f"for {idx} in range({n}):"))
+            self._predicated_copy(src, slot_base, ext, value)
+
+    def _predicated_copy(self, src, slot_base, ext, value):
         p, v = self.p, self.vec
-        zero = (0,) * len(next(iter(self.coords)))
-        m0, k0 = self.coords[zero]
-        src(f"{p}_kk = {p}_ck + {kt} * U({self.bK})",
-            f"{p}_gk = {p}_g + {kt} * U({int(self.kstep)})")
-        for crd, rest in self.src[2].items():
-            if crd[0] != 0:
-                continue                  # one instruction moves the whole vector
-            mn, k = self.coords[crd]
-            dm, dk = sympy.expand(mn - m0), sympy.expand(k - k0)
-            dst = self.sw.at(self.dst[2][crd])
-            src(f"mn = {p}_cm + {code(dm)}", f"kk = {p}_kk + {code(dk)}")
-            if v == 1:
-                src(f"if mn < {ext} and kk < K:",
-                    f"    sm[{slot_base} + {dst}] = {self.name}[{p}_gk + {code(rest)}]",
-                    "else:",
-                    f"    sm[{slot_base} + {dst}] = Z16")
+        dst = self.sw._swz(f"U({p}_d + {value('d')})")
+        at = f"U({p}_gk + {value('g')})"
+        src(f"mn = U({p}_cm + {value('m')})", f"kk = U({p}_kk + {value('k')})")
+        if self.bytes < 4:
+            src(f"if mn < {ext} and kk < K:",
+                f"    sm[U({slot_base} + {dst})] = {self.name}[{at}]",
+                "else:",
+                f"    sm[U({slot_base} + {dst})] = ZERO")
+        else:
+            # elements of the vector inside the matrix, along the contiguous axis
+            if self.major == "K":
+                n_in = f"(min(U({v}), U(K - kk)) if kk < K else U(0)) if mn < {ext} else U(0)"
             else:
-                kind = "cg" if v == 8 else "ca"
-                src(f"nb = (min(U({v}), K - min(kk, K)) * U(2)) if mn < {ext} else U(0)",
-                    f"si = ({p}_gk + {code(rest)}) if nb != U(0) else U(0)",
-                    f"cp_async_{kind}_zfill(sm, {slot_base} + {dst}, {self.name}, si, "
-                    f"{2 * v}, nb)")
+                n_in = f"(min(U({v}), U({ext} - mn)) if mn < {ext} else U(0)) if kk < K else U(0)"
+            kind = "cg" if self.bytes == 16 else "ca"
+            src(f"nb = {n_in}",
+                f"cp_async_{kind}_zfill(sm, U({slot_base} + {dst}), {self.name}, "
+                f"{at} if nb != U(0) else U(0), {self.bytes}, U(nb * U({self.eb})))")
 
 
-class _Ldsm:
-    """Shared -> register copies of one operand through ldmatrix x4 and the MMA fragment."""
+class _Fragments:
+    """Shared -> register loads of one operand's MMA fragments: ldmatrix x4 (.trans for an
+    MN-major tile) for 16-bit types, 4-byte shared loads rounded to tf32 otherwise. Register
+    ``{x}{r}_{kb % 2}`` holds 32 bits of k-block kb's fragment (two 16-bit values or one tf32)."""
 
-    def __init__(self, cfg, which, mma, bmn):
-        self.which = which
-        p = which.lower()
-        sX = make_tensor(sympy.Integer(0), smem_layout(cfg, bmn).inner)
-        tiled = (make_tiled_copy_A if which == "A" else make_tiled_copy_B)(
-            SM75_U32x4_LDSM_N(16), mma)
-        thr = tiled.get_slice(T)
+    def __init__(self, cfg, which, mma, bmn, major):
+        self.which, self.p = which, which.lower()
+        layout = smem_layout(cfg, bmn, major)
+        sX = make_tensor(sympy.Integer(0), layout.inner)
         thr_mma = mma.get_slice(T)
         frag = (thr_mma.partition_fragment_A if which == "A" else
                 thr_mma.partition_fragment_B)(sX)
         self.frag = frag.layout
-        src = split_offsets(element_offsets(thr.partition_S(sX)))
-        self.sw = _Swizzled(smem_layout(cfg, bmn).outer, f"l{p}", src[0], cfg.threads)
-        self.rest = src[2]
-        retile = thr.retile_D(frag).layout
-        shape = retile.shape
-        self.n_mn, self.n_k = product(shape[1]), product(shape[2])
-        vals = product(self.frag.shape[0])
-        self.vals, self.mma_mn = vals, product(self.frag.shape[1])
-        self.loads = {}       # kb -> [(src const, (reg names x4))]
-        for kb in range(self.n_k):
-            out = []
-            for i in range(self.n_mn):
-                regs = []
-                for r in range(4):
-                    lo, hi = retile((2 * r, i, kb)), retile((2 * r + 1, i, kb))
-                    if hi != lo + 1 or lo % 2:
-                        raise AssertionError(f"ldmatrix register {r} of {which} does not fill "
-                                             f"one fragment register ({lo}, {hi})")
-                    regs.append(self.reg(lo, kb))
-                out.append((self.rest[(0, i, kb)], tuple(regs)))
-            self.loads[kb] = out
+        self.per_reg = 4 // cfg.element_bytes            # values per 32-bit register
+        self.vals = product(self.frag.shape[0])
+        self.mma_mn = product(self.frag.shape[1])
+        self.n_k = product(self.frag.shape[2])
+        self.loads = {}       # kb -> [(src const, (register names))]
+        if cfg.element_bytes == 2:
+            atom = SM75_U32x4_LDSM_N(16) if major == "K" else SM75_U16x8_LDSM_T(16)
+            self.op = "ldmatrix_x4" if major == "K" else "ldmatrix_x4_trans"
+            tiled = (make_tiled_copy_A if which == "A" else make_tiled_copy_B)(atom, mma)
+            thr = tiled.get_slice(T)
+            src = split_offsets(element_offsets(thr.partition_S(sX)))
+            retile = thr.retile_D(frag).layout
+            n_mn = product(retile.shape[1])
+            for kb in range(self.n_k):
+                out = []
+                for i in range(n_mn):
+                    regs = []
+                    for r in range(4):
+                        lo, hi = retile((2 * r, i, kb)), retile((2 * r + 1, i, kb))
+                        if hi != lo + 1 or lo % 2:
+                            raise AssertionError(f"ldmatrix register {r} of {which} does not "
+                                                 f"fill one fragment register ({lo}, {hi})")
+                        regs.append(self.reg(lo, kb))
+                    out.append((src[2][(0, i, kb)], tuple(regs)))
+                self.loads[kb] = out
+        else:
+            self.op = None
+            part = (thr_mma.partition_A if which == "A" else thr_mma.partition_B)(sX)
+            src = split_offsets(element_offsets(part))
+            for kb in range(self.n_k):
+                self.loads[kb] = [(src[2][(v, i, kb)], (self.reg(self.frag((v, i, kb)), kb),))
+                                  for i in range(self.mma_mn) for v in range(self.vals)]
+        self.sw = _Swizzled(layout.outer, f"l{self.p}", src[0], cfg.threads)
 
     def reg(self, offset, kb):
-        """Name of the fragment register holding fragment offset ``offset`` (and offset+1) of
-        k-block kb, in register slot kb % 2."""
-        o0 = self.frag((0, 0, kb))
-        span = self.vals * self.mma_mn
-        rel = offset - o0
-        if not 0 <= rel < span:
+        """Name of the register holding fragment offset ``offset`` of k-block kb."""
+        rel = offset - self.frag((0, 0, kb))
+        if not 0 <= rel < self.vals * self.mma_mn:
             raise AssertionError(f"fragment {self.which} offsets of k-block {kb} are not compact")
-        return f"{self.which.lower()}{rel // 2}_{kb % 2}"
+        return f"{self.p}{rel // self.per_reg}_{kb % 2}"
+
+    def emit_loads(self, src, kb, base):
+        for const, regs in self.loads[kb]:
+            at = f"U({base} + {self.sw.at(const)})"
+            if self.op:
+                src(f"{', '.join(regs)} = {self.op}(sm, {at})")
+            else:
+                src(f"{regs[0]} = cvt_rna_tf32_f32(sm[{at}])")
 
     def operand(self, idx, kb):
         """Register names of MMA operand ``idx`` (M or N block) in k-block kb."""
-        return [self.reg(self.frag((v, idx, kb)), kb) for v in range(0, self.vals, 2)]
+        return [self.reg(self.frag((v, idx, kb)), kb) for v in range(0, self.vals, self.per_reg)]
 
 
 class _Kernel:
-    """Everything the source needs, computed once per (config, vectors)."""
+    """Everything the source needs, computed once per variant."""
 
-    def __init__(self, cfg, vec_a, vec_b):
-        self.cfg = cfg
-        atom, self.mma_fn = _MMA[cfg.dtype]
+    def __init__(self, v):
+        self.v = cfg = v.config
+        self.variant = v
+        atom, self.mma_fn, kmma, _ = _MMA[cfg.dtype]
         wm, wn = cfg.warps
-        self.mma = make_tiled_mma(atom(), Layout((wm, wn, 1)), (16 * wm, 16 * wn, 16))
-        self.a = _Copy(cfg, "A", cfg.bM, BX, LDA, vec_a)
-        self.b = _Copy(cfg, "B", cfg.bN, BY, LDB, vec_b)
-        self.la = _Ldsm(cfg, "A", self.mma, cfg.bM)
-        self.lb = _Ldsm(cfg, "B", self.mma, cfg.bN)
-        if self.la.n_k != self.lb.n_k or self.la.n_k != cfg.bK // 16:
+        self.mma = make_tiled_mma(atom(), Layout((wm, wn, 1)), (16 * wm, 16 * wn, kmma))
+        self.cfg = cfg
+        self.a = _Copy(cfg, "A", cfg.bM, BX, LDA, v.a_major, v.vec_a)
+        self.b = _Copy(cfg, "B", cfg.bN, BY, LDB, v.b_major, v.vec_b)
+        self.la = _Fragments(cfg, "A", self.mma, cfg.bM, v.a_major)
+        self.lb = _Fragments(cfg, "B", self.mma, cfg.bN, v.b_major)
+        if self.la.n_k != self.lb.n_k or self.la.n_k != cfg.bK // kmma:
             raise AssertionError("A and B k-blocks differ")
         thr = self.mma.get_slice(T)
         gC = local_tile(global_tensor(LDC, 1, cfg.bM, cfg.bN), (cfg.bM, cfg.bN), (BX, BY))
-        cC = local_tile(make_identity_tensor((cfg.bM * NOMINAL_TILES, cfg.bN * NOMINAL_TILES)),
-                        (cfg.bM, cfg.bN), (BX, BY))
-        pc = thr.partition_C(gC)
-        self.c = split_offsets(element_offsets(pc))
-        self.c_coords = element_coords(thr.partition_C(cC))
         self.fragC = thr.partition_fragment_C(gC).layout
+        ldsc = cfg.bN + _PAD_C
+        sC = make_tensor(sympy.Integer(0), Layout((cfg.bM, cfg.bN), (ldsc, 1)))
+        pc = thr.partition_C(sC)
+        self.c_stage = split_offsets(element_offsets(pc))
         shape = pc.layout.shape
         self.mma_m, self.mma_n = product(shape[1]), product(shape[2])
+        self.ldsc = ldsc
         self.slot_a, self.slot_b = cfg.bM * cfg.bK, cfg.bN * cfg.bK
-        dom = smem_layout(cfg, cfg.bM).outer.domain_size
-        if self.slot_a % dom or self.slot_b % dom:
-            raise AssertionError("stage size is not a multiple of the swizzle domain")
+        for major, slot, bmn in ((v.a_major, self.slot_a, cfg.bM), (v.b_major, self.slot_b, cfg.bN)):
+            if slot % smem_layout(cfg, bmn, major).outer.domain_size:
+                raise AssertionError("stage size is not a multiple of the swizzle domain")
         self.b_base = cfg.stages * self.slot_a
 
 
 def _emit(k, simulator):
-    cfg = k.cfg
+    cfg, v = k.cfg, k.variant
     src = Source()
-    KB = cfg.bK // 16
+    KB = k.la.n_k
+    smem_type = "float32" if cfg.dtype == "tfloat32" else "uint16"
     src("import numpy as np",
         "from numba import cuda, float32, uint16",
-        "from gemm.arch import (cp_async_ca_zfill, cp_async_cg_zfill, cp_async_commit,",
-        f"                       cp_async_wait, ldmatrix_x4, {k.mma_fn})",
+        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_ca, cp_async_ca_zfill,",
+        "                       cp_async_cg, cp_async_cg_zfill, cp_async_commit, cp_async_wait,",
+        "                       cvt_rn_bf16_f32, cvt_rn_bf16x2_f32, cvt_rn_f16_f32,",
+        "                       cvt_rn_f16x2_f32, cvt_rna_tf32_f32, f16_to_f32, f16x2_to_f32,",
+        "                       ld_v4_b32, ld_v4_f32, ldmatrix_x4, ldmatrix_x4_trans,",
+        f"                       st_v2_f32, st_v4_b32, st_v4_f32, {k.mma_fn})",
         "U = np.uint32",
-        "Z16 = np.uint16(0)",
-        f"# {cfg}, A vector {k.a.vec}, B vector {k.b.vec}",
+        f"ZERO = {'np.float32(0)' if smem_type == 'float32' else 'np.uint16(0)'}",
+        f"# {v}",
         "")
     with src.block("def kernel(A, B, C, M, N, K, lda, ldb, ldc, alpha, beta):"):
         src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "by = U(cuda.blockIdx.y)",
-            "sm = cuda.shared.array(0, uint16)",
-            f"KT = (K + U({cfg.bK - 1})) // U({cfg.bK})")
-        k.a.decls(src)
-        k.b.decls(src)
+            f"sm = cuda.shared.array(0, {smem_type})",
+            f"KT = (K + U({cfg.bK - 1})) // U({cfg.bK})",
+            f"KF = K // U({cfg.bK})")
+        k.a.decls(src, "M")
+        k.b.decls(src, "N")
         src(k.la.sw.decl(), k.lb.sw.decl())
         n_acc = k.fragC.cosize
         for r in range(0, n_acc, 8):
@@ -438,9 +578,8 @@ def _emit(k, simulator):
             k.b.issue(src, kt, f"U({k.b_base}) + {slot} * U({k.slot_b})", "N")
 
         def load(kb):
-            for ld, base in ((k.la, "ra"), (k.lb, "rb")):
-                for const, regs in ld.loads[kb]:
-                    src(f"{', '.join(regs)} = ldmatrix_x4(sm, {base} + {ld.sw.at(const)})")
+            k.la.emit_loads(src, kb, "ra")
+            k.lb.emit_loads(src, kb, "rb")
 
         def mma(kb):
             for i in range(k.mma_m):
@@ -448,239 +587,324 @@ def _emit(k, simulator):
                 for j in js:
                     a = k.la.operand(i, kb)
                     b = k.lb.operand(j, kb)
-                    c = [f"c{k.fragC((v, i, j))}" for v in range(4)]
+                    c = [f"c{k.fragC((x, i, j))}" for x in range(4)]
                     src(f"{', '.join(c)} = {k.mma_fn}({', '.join(a + b + c)})")
 
-        src("# prologue: k-tiles 0..stages-2, one group each")
-        for s in range(cfg.stages - 1):
-            src(f"kn = U({s})")
-            with src.block("if kn < KT:"):
-                issue("kn", f"U({s})")
-            src("cp_async_commit()")
-        src(f"cp_async_wait({cfg.stages - 2})", "cuda.syncthreads()",
-            "rs = U(0)", f"ws = U({cfg.stages - 1})", "ra = U(0)", f"rb = U({k.b_base})")
-        load(0)
-        src("kt = U(0)")
-        with src.block("while kt < KT:"):
+        def slots(slot):
+            src(f"ra = U({slot} * U({k.slot_a}))", f"rb = U(U({k.b_base}) + {slot} * U({k.slot_b}))")
+
+        def prime(slot):
+            slots(slot)
+            load(0)
+
+        def body(kt, slot, ready_next):
             for kb in range(KB):
                 src(f"# k-block {kb}")
                 if kb == KB - 1:
-                    src(f"cp_async_wait({cfg.stages - 2})", "cuda.syncthreads()",
-                        f"rs = rs + U(1) if rs != U({cfg.stages - 1}) else U(0)",
-                        f"ra = rs * U({k.slot_a})", f"rb = U({k.b_base}) + rs * U({k.slot_b})")
-                if kb == 0:
-                    src(f"kn = kt + U({cfg.stages - 1})")
-                    with src.block("if kn < KT:"):
-                        issue("kn", "ws")
-                    src("cp_async_commit()",
-                        f"ws = ws + U(1) if ws != U({cfg.stages - 1}) else U(0)")
+                    slots(ready_next())         # the next k-tile's slot from here on
                 load((kb + 1) % KB)
                 mma(kb)
-            src("kt += U(1)")
-        src("cp_async_wait(0)")
+
+        emit_ring(src, stages=cfg.stages, delay_release=cfg.delay_release, steps="KT",
+                  issue=issue, body=body, prime=prime)
+        src("cuda.syncthreads()")       # every ldmatrix is done before the epilogue reuses
         _epilogue(src, k)
     return src.text()
 
 
 def _epilogue(src, k):
-    """``alpha * acc + beta * C`` stored to the in-bounds elements of the block's C tile."""
-    base, _, rest = k.c
-    coords = k.c_coords
-    zero = (0, 0, 0)
-    m0, n0 = coords[zero]
-    src(f"cg = {code(base)}", f"cm = {code(m0)}", f"cn = {code(n0)}")
-    rows, cols = set(), set()
-    items = []
+    """Stage ``alpha * acc`` in shared memory (a (bM, bN + 8) f32 tile: each thread's pairs of
+    columns are 8-byte stores, two wavefronts per warp), then store C in 16-byte runs of a
+    row: ``beta * C`` added in f32 and the sum converted to the output type. Runs that cross
+    the matrix's edge, or a C whose address or ldc does not allow 16-byte stores, go element
+    by element."""
+    cfg, v = k.cfg, k.variant
+    base, _, rest = k.c_stage
+    src("smc = cuda.shared.array(0, float32)", f"cs = {code(base)}")
     for crd, off in rest.items():
-        r = int(sympy.expand(coords[crd][0] - m0))
-        c = int(sympy.expand(coords[crd][1] - n0))
-        rows.add(r)
-        cols.add(c)
-        items.append((crd, off, r, c))
-    for r in sorted(rows):
-        src(f"rok{r} = cm + U({r}) < M")
-    for c in sorted(cols):
-        src(f"cok{c} = cn + U({c}) < N")
-    src("nz = beta != float32(0)")
-    for crd, off, r, c in items:
-        at = f"C[cg + {code(off)}]"
-        src(f"if rok{r} and cok{c}:",
-            f"    {at} = alpha * c{k.fragC(crd)} + (beta * {at} if nz else float32(0))")
+        if crd[0] % 2:
+            continue                    # stored with its even neighbour
+        pair = (crd[0] + 1,) + crd[1:]
+        if int(rest[pair]) != int(off) + 1:
+            raise AssertionError("accumulator pairs are not adjacent columns")
+        src(f"st_v2_f32(smc, cs + U({int(off)}), alpha * c{k.fragC(crd)}, "
+            f"alpha * c{k.fragC(pair)})")
+    src("cuda.syncthreads()")
+    half = v.out_dtype != "float32"
+    ve = 8 if half else 4                       # elements per 16-byte run of C
+    runs_per_row = cfg.bN // ve
+    iters = cfg.bM * runs_per_row // cfg.threads
+    cvt1 = {"bfloat16": "cvt_rn_bf16_f32", "float16": "cvt_rn_f16_f32"}.get(v.out_dtype)
+    cvt2 = {"bfloat16": "cvt_rn_bf16x2_f32", "float16": "cvt_rn_f16x2_f32"}.get(v.out_dtype)
+    back1 = {"bfloat16": "bf16_to_f32", "float16": "f16_to_f32"}.get(v.out_dtype)
+    back2 = {"bfloat16": "bf16x2_to_f32", "float16": "f16x2_to_f32"}.get(v.out_dtype)
+    src("nz = beta != float32(0)", f"m0 = bx * U({cfg.bM})", f"n0 = by * U({cfg.bN})")
+    with src.block(f"for i in range({iters}):"):
+        src(f"j = t + U(i) * U({cfg.threads})",
+            f"r = j // U({runs_per_row})", f"q = (j % U({runs_per_row})) * U({ve})",
+            "gm = m0 + r", "gn = n0 + q", f"s = r * U({k.ldsc}) + q", "g = gm * ldc + gn")
+        vec_ok = f"gm < M and gn + U({ve}) <= N" + ("" if v.vec_c else " and False")
+        with src.block(f"if {vec_ok}:"):
+            names = [f"x{e}" for e in range(ve)]
+            for h in range(0, ve, 4):
+                src(f"{', '.join(names[h:h + 4])} = ld_v4_f32(smc, s + U({h}))")
+            if half:
+                with src.block("if nz:"):
+                    src("w0, w1, w2, w3 = ld_v4_b32(C, g)")
+                    for e in range(4):
+                        src(f"o0, o1 = {back2}(w{e})",
+                            f"x{2 * e} += beta * o0", f"x{2 * e + 1} += beta * o1")
+                src("st_v4_b32(C, g, " + ", ".join(f"{cvt2}(x{2 * e}, x{2 * e + 1})"
+                                                  for e in range(4)) + ")")
+            else:
+                with src.block("if nz:"):
+                    src("o0, o1, o2, o3 = ld_v4_f32(C, g)")
+                    src(*(f"x{e} += beta * o{e}" for e in range(4)))
+                src("st_v4_f32(C, g, x0, x1, x2, x3)")
+        with src.block("elif gm < M:"):
+            with src.block(f"for e in range({ve}):"):
+                with src.block("if gn + U(e) < N:"):
+                    src("x = smc[s + U(e)]")
+                    if half:
+                        src(f"C[g + U(e)] = {cvt1}(x + beta * {back1}(C[g + U(e)]) if nz "
+                            "else x)")
+                    else:
+                        src("C[g + U(e)] = x + beta * C[g + U(e)] if nz else x")
+
+
+def _variant(v):
+    if isinstance(v, TensorCoreConfig):
+        return Variant(v)
+    if not isinstance(v, Variant):
+        raise TypeError(f"expected a Variant or a TensorCoreConfig, got {v!r}")
+    return v
 
 
 @lru_cache(maxsize=None)
-def _plan(cfg, vec_a, vec_b):
-    return _Kernel(cfg, vec_a, vec_b)
+def _plan(v):
+    return _Kernel(v)
 
 
-def tensorcore_source(cfg, vec_a=8, vec_b=8, simulator=False):
-    """The numba source of the kernel. ``vec_a``/``vec_b``: elements per global -> shared copy
-    (8: 16-byte cp.async.cg, 4 or 2: cp.async.ca, 1: plain loads), which the operand's
-    address and leading dimension must be aligned to."""
-    for v in (vec_a, vec_b):
-        if v not in (1, 2, 4, 8):
-            raise ValueError(f"tensorcore_source: vectors must be 1, 2, 4 or 8, got {v!r}")
-    return _emit(_plan(cfg, vec_a, vec_b), simulator)
+def tensorcore_source(variant, simulator=False):
+    """The numba source of the kernel of a :class:`Variant` (a TensorCoreConfig means
+    ``Variant(config)``: K-major operands, f32 out, 16-byte copies)."""
+    return _emit(_plan(_variant(variant)), simulator)
 
 
-def tensorcore_function(cfg, vec_a=8, vec_b=8):
+def tensorcore_function(variant):
     """The generated kernel as a plain Python function (for ``compile_ptx``)."""
     from gemm._env import simulator_active
-    return load_module(tensorcore_source(cfg, vec_a, vec_b, simulator_active()),
-                       "tensorcore").kernel
+    return load_module(tensorcore_source(variant, simulator_active()), "tensorcore").kernel
 
 
 @lru_cache(maxsize=None)
-def tensorcore_kernel(cfg, vec_a=8, vec_b=8):
-    """The kernel compiled for :data:`SIGNATURE` (numba's on-disk cache off the simulator)."""
+def tensorcore_kernel(variant):
+    """The kernel compiled for the variant's signature (numba's on-disk cache off the
+    simulator)."""
     from numba import cuda
     from gemm._env import simulator_active
-    fn = tensorcore_function(cfg, vec_a, vec_b)
+    v = _variant(variant)
+    fn = tensorcore_function(v)
     if simulator_active():
-        return cuda.jit(SIGNATURE)(fn)
-    return cuda.jit(SIGNATURE, cache=True,
-                    launch_bounds=(cfg.threads, cfg.min_blocks))(fn)
+        return cuda.jit(v.signature)(fn)
+    return cuda.jit(v.signature, cache=True,
+                    launch_bounds=(v.config.threads, v.config.min_blocks))(fn)
+
+
+def compile_variant(variant):
+    """Compile a variant (into numba's on-disk cache off the simulator); safe to call in a
+    spawned child process, so a parent can compile many variants in parallel first."""
+    v = _variant(variant)
+    kern = tensorcore_kernel(v)
+    from gemm._env import simulator_active
+    if not simulator_active():
+        kern.compile(v.signature)
 
 
 # --- bank conflicts ----------------------------------------------------------------------------
 
-def bank_conflicts(cfg, swizzle=True):
-    """Worst number of shared-memory wavefronts per 8-thread phase of the kernel's 16-byte
-    accesses (1 = conflict-free): {"cp.async A", "cp.async B", "ldmatrix A", "ldmatrix B"}.
+def bank_conflicts(cfg, swizzle=True, majors=("K", "K")):
+    """Worst number of shared-memory wavefronts per phase of the kernel's shared accesses
+    (1 = conflict-free): {"cp.async A", "cp.async B", "ldmatrix A", "ldmatrix B"} (for tf32:
+    "lds A", "lds B", its 4-byte fragment loads). ``majors``: of the kernel's X and Y.
 
-    A 16-byte access per thread is served a quarter-warp (8 threads, 128 bytes) at a time; a
-    phase needs as many wavefronts as the largest number of distinct 16-byte-aligned
-    addresses that fall on one group of four banks. ``swizzle=False`` counts the same
-    accesses on the plain K-major tile (to show what the swizzle buys).
+    A 16-byte access per thread is served a quarter-warp (8 threads, 128 bytes) at a time, a
+    4-byte one a warp at a time; a phase needs as many wavefronts as the largest number of
+    distinct aligned addresses that fall on one bank (group). ``swizzle=False`` counts the
+    same accesses on the unswizzled tiles (to show what the swizzle buys).
     """
-    k = _plan(cfg, 8, 8)
+    v = Variant(cfg, *majors)
+    k = _plan(v)
+    eb = cfg.element_bytes
     out = {}
 
-    def worst(addresses):       # addresses: element offsets, one per thread of the phase
+    def worst(offsets, size):   # element offsets of one phase, access size in bytes
         groups = {}
-        for a in addresses:
-            byte = 2 * a
-            groups.setdefault((byte // 16) % 8, set()).add(byte // 16)
+        for a in offsets:
+            unit = (eb * a) // size
+            groups.setdefault(unit % (128 // size), set()).add(unit)
         return max(len(s) for s in groups.values())
 
-    def sw_of(sw):
-        return sw if swizzle else (lambda x: x)
-
-    for name, cp in (("cp.async A", k.a), ("cp.async B", k.b)):
-        sw = sw_of(cp.sw.sw)
-        consts = [c for crd, c in cp.dst[2].items() if crd[0] == 0]
+    def count(sw_obj, consts, size):
+        sw = sw_obj.sw if swizzle else (lambda x: x)
+        phase = 128 // size
         w = 1
         for c in consts:
-            addrs = [sw(b + int(c)) for b in cp.sw.values]
-            for ph in range(0, cfg.threads, 8):
-                w = max(w, worst(addrs[ph:ph + 8]))
-        out[name] = w
-    for name, ld in (("ldmatrix A", k.la), ("ldmatrix B", k.lb)):
-        sw = sw_of(ld.sw.sw)
-        w = 1
-        for kb, loads in ld.loads.items():
-            for c, _ in loads:
-                addrs = [sw(b + int(c)) for b in ld.sw.values]
-                for ph in range(0, cfg.threads, 8):
-                    w = max(w, worst(addrs[ph:ph + 8]))
-        out[name] = w
+            addrs = [sw(b + int(c)) for b in sw_obj.values]
+            for ph in range(0, cfg.threads, phase):
+                w = max(w, worst(addrs[ph:ph + phase], size))
+        return w
+
+    for name, cp in (("cp.async A", k.a), ("cp.async B", k.b)):
+        out[name] = count(cp.sw, [cp.dst[2][crd] for crd in cp.copies], 16)
+    for which, fr in (("A", k.la), ("B", k.lb)):
+        consts = [c for loads in fr.loads.values() for c, _ in loads]
+        if fr.op:
+            out[f"ldmatrix {which}"] = count(fr.sw, consts, 16)
+        else:
+            out[f"lds {which}"] = count(fr.sw, consts, 4)
     return out
 
 
 # --- the call ----------------------------------------------------------------------------------
 
-
-_RAW16 = ("uint16", "int16", "<u2", "<i2")
+# 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
+RAW16 = ("uint16", "int16", "<u2", "<i2")
 _SCALARS = ("uint32",) * 6 + ("float32",) * 2
+_TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
 
 
 # The kernel's arrays are 1-D C-contiguous: numba indexes them with the static element size
-# of their type, so the Launcher's one (4-byte) itemsize field is harmless for A and B.
+# of their type, so the Launcher's one (4-byte) itemsize field is harmless for 16-bit arrays.
 _launchers = {}
 
 
-def _launcher(cfg, va, vb):
-    key = (cfg, va, vb)
-    if key not in _launchers:
+def _launcher(v):
+    launch = _launchers.get(v)
+    if launch is None:
         from gemm._env import simulator_active
-        kern = tensorcore_kernel(cfg, va, vb)
+        kern = tensorcore_kernel(v)
         if not simulator_active():
-            kern.compile(SIGNATURE)
-            if cfg.shared_bytes > 48 * 1024:
+            kern.compile(v.signature)
+            if v.config.shared_bytes > 48 * 1024:
                 from gemm.arch.smem import allow_dynamic_shared
-                allow_dynamic_shared(kern, cfg.shared_bytes)
-        _launchers[key] = Launcher(kern, 3, 4, _SCALARS)
-    return _launchers[key]
+                allow_dynamic_shared(kern, v.config.shared_bytes)
+        launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS)
+    return launch
 
 
-def _vector(ptr, ld, rows):
-    if rows == 1:
-        ld = 8 * ld
+def _vector(op, ld, other_extent, elem_bytes, top):
+    """Elements per copy along the operand's contiguous axis that its address and leading
+    dimension allow (the leading dimension does not matter when there is one line)."""
     for v in (8, 4, 2):
-        if ptr % (2 * v) == 0 and ld % v == 0:
+        if v <= top and op.ptr % (v * elem_bytes) == 0 and (ld % v == 0 or other_extent == 1):
             return v
     return 1
 
 
-def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None):
+class _Call:
+    """A checked call: the variant, the kernel's operands and scalars, and the grid."""
+
+    def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller):
+        from gemm._env import simulator_active
+        sim = self.sim = simulator_active()
+        if config is None:
+            config = TensorCoreConfig()
+        if not isinstance(config, TensorCoreConfig):
+            raise TypeError(f"{caller}: config must be a TensorCoreConfig, got {config!r}")
+        for name, x in (("alpha", alpha), ("beta", beta)):
+            if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
+                raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
+        a, b = operand(A, "A", sim, caller), operand(B, "B", sim, caller)
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
+        config = replace(config, dtype=self._dtype(a, b, config, caller))
+        stored = out_dtype = out_dtype or None
+        if out is not None:         # a 16-bit integer out holds the bits of out_dtype
+            stored = operand(out, "out", sim, caller).dtype
+            if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
+                if out_dtype is not None and out_dtype != stored:
+                    raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
+                out_dtype = stored
+        out_dtype = out_dtype or "float32"
+        if out_dtype not in OUT_DTYPES:
+            raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
+                            f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
+        self.out, c = output_operand(caller, out, a, (m, n), sim, dtype=stored or out_dtype,
+                                     beta=beta)
+        named = (("A", a), ("B", b), ("out", c))
+        check_same_device(caller, named)
+        check_spans(caller, named, limit=2 ** 31)
+        # the kernel's X (MM, K) and Y (NN, K), each K-major (K the unit stride) or MN-major
+        eb = config.element_bytes
+
+        def side(op, k_mode, extent):
+            kmajor = op.unit_mode == k_mode
+            ld = op.strides[1 - op.unit_mode]
+            lines = extent if kmajor else k          # rows of the contiguous axis
+            return "K" if kmajor else "MN", ld, _vector(op, ld, lines, eb, 16 // eb)
+
+        if c.unit_mode == 1:       # out row-major: C = A B
+            (xmaj, ldx, vx), (ymaj, ldy, vy) = side(a, 1, m), side(b, 0, n)
+            self.ops, mm, nn, ldc = (a, b, c), m, n, c.strides[0]
+        else:                      # out column-major: C^T = B^T A^T
+            (xmaj, ldx, vx), (ymaj, ldy, vy) = side(b, 0, n), side(a, 1, m)
+            self.ops, mm, nn, ldc = (b, a, c), n, m, c.strides[1]
+        ve = 4 if out_dtype == "float32" else 8
+        vc = c.ptr % 16 == 0 and (ldc % ve == 0 or mm == 1)
+        self.variant = Variant(config, xmaj, ymaj, out_dtype, vx, vy, vc)
+        self.scalars = (mm, nn, k, ldx, ldy, ldc, float(alpha), float(beta))
+        self.grid = (-(-mm // config.bM), -(-nn // config.bN), 1)
+        if self.grid[1] > 65535:
+            raise ValueError(f"{caller}: {self.grid[1]} column blocks exceed the grid limit")
+        self.stream_of = a
+
+    @staticmethod
+    def _dtype(a, b, config, caller):
+        typed = set()
+        for name, op in (("A", a), ("B", b)):
+            if op.dtype in _TYPED:
+                typed.add(_TYPED[op.dtype])
+            elif op.dtype not in RAW16:
+                raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
+                                "float16, float32 (as tf32), or 16-bit integers holding "
+                                "bfloat16/float16 bits")
+        if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
+            raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
+        if typed:
+            return typed.pop()
+        if config.dtype == "tfloat32":
+            raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
+                            "config.dtype is tfloat32")
+        return config.dtype
+
+
+def plan_call(A, B, out=None, *, config=None, out_dtype=None):
+    """The :class:`Variant` a call with these arguments compiles (hashable and picklable; see
+    :func:`compile_variant`). Checks the arguments like :func:`tensorcore_matmul`."""
+    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
+
+
+def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None):
     """``out = alpha * A @ B + beta * out`` on the tensor cores.
 
     ``A`` (M, K) and ``B`` (K, N): CUDA arrays (numba device arrays, CuPy arrays, torch
-    tensors) of bfloat16 or float16, or raw 16-bit integer arrays holding their bits (then
-    ``config.dtype`` says which), both contiguous along K: A row-major, B column-major (the
-    ``.T`` of an (N, K) row-major matrix). ``out``: (M, N) float32, row- or column-major;
-    None makes a row-major one (``beta`` must then be 0). ``config``: a
-    :class:`TensorCoreConfig` (default 128x128x32, 2x2 warps, 3 stages; its dtype is
-    replaced by the operands' when they are typed). Returns ``out``.
+    tensors), each with one unit stride (row- or column-major), of bfloat16 or float16, or
+    raw 16-bit integer arrays holding their bits (then ``config.dtype`` says which), or
+    float32 (multiplied as tf32: each operand rounded to 10 mantissa bits, f32 accumulate).
+    ``out``: (M, N) float32, bfloat16 or float16, row- or column-major; None makes a
+    row-major one of ``out_dtype`` (default float32; ``beta`` must then be 0). ``config``: a
+    :class:`TensorCoreConfig` (default 256x128x32, 4x2 warps, 3 stages; its dtype is replaced
+    by the operands'). Returns ``out``.
     """
-    from gemm._env import simulator_active
-    sim = simulator_active()
-    if config is None:
-        config = TensorCoreConfig()
-    if not isinstance(config, TensorCoreConfig):
-        raise TypeError(f"tensorcore_matmul: config must be a TensorCoreConfig, got {config!r}")
-    for name, x in (("alpha", alpha), ("beta", beta)):
-        if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
-            raise TypeError(f"tensorcore_matmul: {name} must be a real number, got {x!r}")
-    caller = "tensorcore_matmul"
-    a, b = operand(A, "A", sim, caller), operand(B, "B", sim, caller)
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2:
-        raise ValueError(f"tensorcore_matmul: inner dimensions differ: A is {a.shape}, "
-                         f"B is {b.shape}")
-    dts = set()
-    for name, op in (("A", a), ("B", b)):
-        if op.dtype in DTYPES:
-            dts.add(op.dtype)
-        elif op.dtype not in _RAW16:
-            raise TypeError(f"tensorcore_matmul: {name} has dtype {op.dtype}; supported: "
-                            "bfloat16, float16 (or their bits as 16-bit integers)")
-    if len(dts) > 1:
-        raise TypeError(f"tensorcore_matmul: A is {a.dtype} and B is {b.dtype}; they must match")
-    if dts:
-        (dt,) = dts
-        if dt != config.dtype:
-            config = TensorCoreConfig(config.bM, config.bN, config.bK, config.warps,
-                                      config.stages, dt, config.min_blocks)
-    if not ((a.strides[1] == 1 or k == 1) and (b.strides[0] == 1 or k == 1)):
-        raise ValueError("tensorcore_matmul: A must be contiguous along K (row-major) and B "
-                         "along K (column-major, e.g. the .T of an (N, K) row-major matrix); "
-                         "other majors are not supported yet")
-    out, c = output_operand(caller, out, a, (m, n), sim, beta=beta)
-    named = (("A", a), ("B", b), ("out", c))
-    check_same_device(caller, named)
-    check_spans(caller, named, limit=2 ** 31)
-    lda, ldb = a.strides[0], b.strides[1]
-    if c.unit_mode == 1:       # out row-major: C = A B
-        x, y, mm, nn, lx, ly, ldc = a, b, m, n, lda, ldb, c.strides[0]
-    else:                      # out column-major: C^T = B^T A^T, both still K-contiguous
-        x, y, mm, nn, lx, ly, ldc = b, a, n, m, ldb, lda, c.strides[1]
-    va, vb = _vector(x.ptr, lx, mm), _vector(y.ptr, ly, nn)
-    launch = _launcher(config, va, vb)
-    grid = (-(-mm // config.bM), -(-nn // config.bN), 1)
-    if grid[1] > 65535:
-        raise ValueError(f"tensorcore_matmul: {grid[1]} column blocks exceed the grid limit")
-    launch(grid, (config.threads, 1, 1), 0 if sim else current_stream(a),
-           (kernel_buffer(x, np.uint16), kernel_buffer(y, np.uint16), kernel_buffer(c)),
-           (mm, nn, k, lx, ly, ldc, float(alpha), float(beta)), config.shared_bytes)
-    return out
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul")
+    v = call.variant
+    launch = _launcher(v)
+    x, y, c = call.ops
+    ab = np.float32 if v.config.dtype == "tfloat32" else np.uint16
+    cd = np.float32 if v.out_dtype == "float32" else np.uint16
+    launch(call.grid, (v.config.threads, 1, 1), 0 if call.sim else current_stream(call.stream_of),
+           (kernel_buffer(x, ab), kernel_buffer(y, ab), kernel_buffer(c, cd)),
+           call.scalars, v.config.shared_bytes)
+    return call.out

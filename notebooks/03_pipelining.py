@@ -163,11 +163,14 @@ for pipeline in ("prefetch", "double_buffer"):
 # %% [markdown]
 # ## The schedule of a pipeline, as data
 #
-# `gemm.pipeline` emits the general form of this loop (Pallas' `emit_pipeline`): `stages`
-# ring-buffer slots per input, a prologue that issues the first `stages - 1` copies, and a
-# loop that waits for step `i`'s copy, issues the copy of step `i + stages - 1` into the
-# slot step `i - 1` released, and computes step `i`. `Pipeline.schedule(steps)` returns that
-# plan as events, the same walk that `Pipeline.emit` writes as code.
+# `gemm.pipeline` emits the general form of this loop (Pallas' `emit_pipeline`, on the
+# cp.async ring of `emit_ring`): `stages` ring-buffer slots per input, a prologue that issues
+# the first `stages - 1` copies, and a loop that issues the copy of step `i + stages - 1`
+# into the slot step `i - 1` released, computes step `i`, then waits for step `i + 1`'s copy.
+# Every issue point commits one `cp.async` group, empty past the last step, so every wait
+# is `wait(stages - 2)` (`stages - 2 - delay_release` with a `delay_release`, below).
+# `Pipeline.schedule(steps)` returns that plan as events, the same
+# walk that `Pipeline.emit` writes as code.
 #
 # In those terms both of MoYe's kernels fetch **one k-tile ahead** (`stages = 2`): for
 # `prefetch` the second buffer is the registers (the tile is copied out of shared memory
@@ -205,17 +208,20 @@ assert [e for e in events if e[0] == "compute"] == [("compute", s, s % 2) for s 
 # %%
 def timeline(events, copy, compute):
     """{lane: [(start, end, label, key)]} and the total time of a schedule's events."""
-    t, landed, lanes = 0, [], {}
+    t, groups, group, lanes = 0, [], [], {}
     for e in events:
         kind = e[0]
         if kind == "copy_in":
             _, step, slot = e
             lanes.setdefault(f"slot {slot} copy", []).append((t, t + copy, f"k{step}", step))
-            landed.append(t + copy)
-        elif kind == "wait":
+            group.append(t + copy)
+        elif kind == "commit":              # a group lands with its last copy; empty: at once
+            groups.append(max(group, default=t))
+            group = []
+        elif kind == "wait":                # all groups but the newest n have landed
             n = e[1]
-            if len(landed) > n:
-                t = max(t, landed[len(landed) - 1 - n])
+            if len(groups) > n:
+                t = max([t] + groups[:len(groups) - n])
         elif kind == "compute":
             _, step, slot = e
             lanes.setdefault("compute", []).append((t, t + compute, f"k{step}", step))

@@ -2,7 +2,7 @@
 
 Used by tests/test_pipeline.py in a child process (the simulator must be chosen before numba is
 imported): ``NUMBA_ENABLE_CUDASIM=1 python tests/sim_pipeline_cases.py WHICH`` with WHICH
-``strict:STAGES:DELAY``, ``stock`` or ``errors``.
+``strict:STAGES:DELAY:SHARED`` (SHARED: static or dynamic), ``stock`` or ``errors``.
 
 ``strict`` replaces gemm.arch's cp.async twins (which copy at once) by a model that defers each
 copy until a wait of the issuing thread retires its group: ``cp_async_wait(n)`` retires all but
@@ -109,7 +109,7 @@ def run_case(add_matrices, shape, xo, yo, oo, in_place, seed, **kw):
     return bool(got is out and np.array_equal(out.copy_to_host(), x + y))
 
 
-def strict(stages, delay):
+def strict(stages, delay, shared):
     model = StrictCopies()
     model.install()
     from gemm.elementwise import add_matrices
@@ -117,26 +117,29 @@ def strict(stages, delay):
     for k, (shape, xo, yo, oo, in_place) in enumerate(SHAPES):
         name = f"{shape[0]}x{shape[1]} {xo}{yo}{oo}{' in place' if in_place else ''}"
         results[name] = run_case(add_matrices, shape, xo, yo, oo, in_place, seed=k,
-                                 stages=stages, delay_release=delay)
+                                 stages=stages, delay_release=delay, shared=shared)
     # the trace of one more run: 33x70 row-major, 9 x 5 = 45 tiles, 23 steps for block 0
     model.trace.clear()
     ok = run_case(add_matrices, (33, 70), "C", "C", "C", False, seed=99, stages=stages,
-                  delay_release=delay)
-    slot = BLOCK[0] * BLOCK[1]
-    trace = [["copy_in", e[1] // slot] if e[0] == "copy" else e for e in model.trace]
+                  delay_release=delay, shared=shared)
+    slot = BLOCK[0] * BLOCK[1]      # in dynamic shared memory y's ring follows x's: modulo
+    trace = [["copy_in", (e[1] // slot) % stages] if e[0] == "copy" else e
+             for e in model.trace]
     return {"results": results, "trace_run": ok, "trace": trace, "steps": 23}
 
 
 def stock():
-    """The stock twins (copies at once), default block and threads, a few shapes."""
+    """The stock twins (copies at once): default block and threads, and a small block in
+    dynamic shared memory, a few shapes."""
     from gemm.elementwise import add_matrices
     rng = np.random.default_rng(5)
     results = {}
     for shape in ((20, 300), (8, 128), (3, 5)):
-        x = rng.standard_normal(shape).astype(np.float32)
-        y = rng.standard_normal(shape).astype(np.float32)
-        out = add_matrices(cuda.to_device(x), cuda.to_device(y))
-        results[f"{shape}"] = bool(np.array_equal(out.copy_to_host(), x + y))
+        for kw in ({}, dict(block=(4, 32), threads=32, stages=4, shared="dynamic")):
+            x = rng.standard_normal(shape).astype(np.float32)
+            y = rng.standard_normal(shape).astype(np.float32)
+            out = add_matrices(cuda.to_device(x), cuda.to_device(y), **kw)
+            results[f"{shape} {kw}"] = bool(np.array_equal(out.copy_to_host(), x + y))
     return results
 
 
@@ -159,6 +162,9 @@ def errors():
         "threads": lambda: add_matrices(d(f32), d(f32), threads=0),
         "num_blocks": lambda: add_matrices(d(f32), d(f32), num_blocks=0),
         "too much shared": lambda: add_matrices(d(f32), d(f32), block=(64, 128), stages=4),
+        "static too small": lambda: add_matrices(d(f32), d(f32), block=(32, 128), stages=3,
+                                                 shared="static"),
+        "shared option": lambda: add_matrices(d(f32), d(f32), shared="global"),
         "empty": lambda: add_matrices(d(np.ones((0, 3), np.float32)),
                                       d(np.ones((0, 3), np.float32))),
     }
@@ -167,8 +173,8 @@ def errors():
 
 def main(which):
     if which.startswith("strict:"):
-        _, stages, delay = which.split(":")
-        result = strict(int(stages), int(delay))
+        _, stages, delay, shared = which.split(":")
+        result = strict(int(stages), int(delay), shared)
     elif which == "stock":
         result = stock()
     elif which == "errors":

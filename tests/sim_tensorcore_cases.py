@@ -2,9 +2,10 @@
 
 Used by tests/test_tensorcore_sim.py in a child process (the simulator must be chosen before
 numba is imported): ``NUMBA_ENABLE_CUDASIM=1 python tests/sim_tensorcore_cases.py WHICH``.
-Each case: fresh random bf16/f16 operands, the output poisoned with NaN (or random for beta),
-compared element by element with numpy float64 on the same rounded inputs; the printed number
-is max |C - ref| / (tol * (|alpha| |A| @ |B| + |beta C0|)), <= 1 passes.
+Each case: fresh random operands in the chosen majors, the output poisoned with NaN (or random
+for beta), compared element by element with numpy float64 on the same rounded inputs; the
+printed number is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out rounding * |ref|),
+<= 1 passes.
 """
 
 import json
@@ -21,29 +22,62 @@ from gemm.tensorcore import TensorCoreConfig, tensorcore_matmul  # noqa: E402
 from simcase import outcomes  # noqa: E402
 
 
-def to_bits(x, dtype):
-    """float64 -> (16-bit pattern array, its exact values as float64)."""
+def bf16_bits(x):
+    """float -> bf16 bits, rounded to nearest even."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def to_operand(x, dtype):
+    """float64 -> (array handed to the kernel, its exact values as the MMA sees them)."""
     if dtype == "float16":
         h = x.astype(np.float16)
         return h, h.astype(np.float64)
-    u = x.astype(np.float32).view(np.uint32)
-    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)     # round to nearest even
-    return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype == "bfloat16":
+        bits = bf16_bits(x)
+        return bits, from_bf16(bits)
+    f = x.astype(np.float32)                     # tf32: rounded to nearest, ties away
+    u = f.view(np.uint32)
+    r = ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return f, r.astype(np.float64)
 
 
-def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, col_out=False):
+OUT_ROUNDING = {"float32": 0.0, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, col_out=False, a_col=False, b_kmajor=True,
+         out_dtype="float32"):
+    """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K (the .T of
+    an (n, k) row-major matrix) or along N; out (m, n) of ``out_dtype`` (16-bit outputs as raw
+    bits for bfloat16)."""
     rng = np.random.default_rng(seed)
-    a, a64 = to_bits(rng.standard_normal((m, k)), cfg.dtype)
-    bt, bt64 = to_bits(rng.standard_normal((n, k)), cfg.dtype)   # B as (N, K) row-major
-    c0 = rng.standard_normal((m, n)).astype(np.float32)
-    init = c0 if beta else np.full((m, n), np.nan, np.float32)
+    a, a64 = to_operand(rng.standard_normal((m, k)), cfg.dtype)
+    bt, bt64 = to_operand(rng.standard_normal((n, k)), cfg.dtype)
+    c0 = rng.standard_normal((m, n))
+    A = cuda.to_device(np.asfortranarray(a) if a_col else a)
+    B = cuda.to_device(bt).T if b_kmajor else cuda.to_device(np.ascontiguousarray(bt.T))
+    if out_dtype == "float32":
+        init = c0.astype(np.float32) if beta else np.full((m, n), np.nan, np.float32)
+        c0 = init.astype(np.float64)
+    elif out_dtype == "float16":
+        init = c0.astype(np.float16) if beta else np.full((m, n), np.nan, np.float16)
+        c0 = init.astype(np.float64)
+    else:
+        init = bf16_bits(c0) if beta else np.full((m, n), 0x7FC0, np.uint16)     # NaN
+        c0 = from_bf16(init)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
-    tensorcore_matmul(cuda.to_device(a), cuda.to_device(bt).T, out, alpha=alpha, beta=beta,
-                      config=cfg)
-    ref = alpha * (a64 @ bt64.T) + beta * c0
-    bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + abs(beta) * np.abs(c0)
-    err = np.abs(out.copy_to_host() - ref) / (1e-5 * bound + 1e-30)
-    return float(np.nan_to_num(err, nan=np.inf).max())
+    tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
+                      out_dtype=out_dtype if out_dtype == "bfloat16" else None)
+    got = out.copy_to_host()
+    got = from_bf16(got) if out_dtype == "bfloat16" else got.astype(np.float64)
+    ref = alpha * (a64 @ bt64.T) + (beta * c0 if beta else 0.0)
+    bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + (abs(beta) * np.abs(c0) if beta else 0)
+    tol = 1e-5 * bound + OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
+    return float(np.nan_to_num(np.abs(got - ref) / tol, nan=np.inf).max())
 
 
 def errors():
@@ -51,14 +85,22 @@ def errors():
     u16 = np.zeros((4, 8), np.uint16)
     cases = {
         "inner dims": lambda: tensorcore_matmul(d(u16), d(np.zeros((6, 8), np.uint16)).T[:5]),
-        "float32 A": lambda: tensorcore_matmul(d(np.zeros((4, 8), np.float32)), d(u16).T),
+        "float64 A": lambda: tensorcore_matmul(d(np.zeros((4, 8), np.float64)), d(u16).T),
         "int32 B": lambda: tensorcore_matmul(d(u16), d(np.zeros((4, 8), np.int32)).T),
-        "B row-major": lambda: tensorcore_matmul(d(u16), d(np.zeros((8, 4), np.uint16))),
+        "mixed types": lambda: tensorcore_matmul(d(np.zeros((4, 8), np.float32)),
+                                                 d(np.zeros((4, 8), np.float16)).T),
         "beta without out": lambda: tensorcore_matmul(d(u16), d(u16).T, beta=1.0),
-        "out float16": lambda: tensorcore_matmul(d(u16), d(u16).T,
-                                                 d(np.zeros((4, 4), np.float16))),
+        "out float64": lambda: tensorcore_matmul(d(u16), d(u16).T,
+                                                 d(np.zeros((4, 4), np.float64))),
+        "out_dtype clash": lambda: tensorcore_matmul(d(u16), d(u16).T,
+                                                     d(np.zeros((4, 4), np.float32)),
+                                                     out_dtype="float16"),
+        "no unit stride": lambda: tensorcore_matmul(d(np.zeros((4, 16), np.uint16))[:, ::2],
+                                                    d(u16).T),
         "bad stages": lambda: TensorCoreConfig(stages=7),
+        "bad delay": lambda: TensorCoreConfig(stages=3, delay_release=2),
         "bad bK": lambda: TensorCoreConfig(bK=48),
+        "bad bK tf32": lambda: TensorCoreConfig(bK=64, dtype="tfloat32"),
         "bad config type": lambda: tensorcore_matmul(d(u16), d(u16).T, config="fast"),
     }
     return outcomes(cases)
@@ -68,22 +110,36 @@ def main(which):
     if which == "errors":
         print(json.dumps(errors()))
         return
+    results = {}
+    if which == "tfloat32":
+        small = TensorCoreConfig(32, 32, 16, (1, 1), 3, "tfloat32")
+        results["K K 37x45x40"] = case(small, 37, 45, 40, seed=11)
+        results["MN MN bK32 stages2 col-out 33x30x70"] = case(
+            TensorCoreConfig(32, 32, 32, (1, 1), 2, "tfloat32"), 33, 30, 70, 0.5, -1.0,
+            seed=12, col_out=True, a_col=True, b_kmajor=False)
+        print(json.dumps(results))
+        return
     dtype, warps = which.split("-")
     wm, wn = (int(x) for x in warps)
-    results = {}
     small = TensorCoreConfig(bM=32, bN=32, bK=32, warps=(wm, wn), stages=3, dtype=dtype)
     if which == "bfloat16-11":
         results["37x45x70"] = case(small, 37, 45, 70, seed=1)
         results["stages2 32x32x96"] = case(TensorCoreConfig(32, 32, 32, (1, 1), 2, dtype),
                                            32, 32, 96, seed=2)
-        results["stages4 odd K 9x20x131"] = case(TensorCoreConfig(32, 32, 32, (1, 1), 4, dtype),
-                                                 9, 20, 131, seed=3)
+        results["stages4 delay1 odd K 9x20x131"] = case(
+            TensorCoreConfig(32, 32, 32, (1, 1), 4, dtype, delay_release=1), 9, 20, 131, seed=3)
         results["1x1x1"] = case(small, 1, 1, 1, seed=4)
+        results["A col, B N-major, bf16 out 40x36x50"] = case(
+            small, 40, 36, 50, seed=7, a_col=True, b_kmajor=False, out_dtype="bfloat16")
     else:
         results["alpha-beta col-out 33x17x40"] = case(small, 33, 17, 40, 0.5, -2.0, seed=5,
                                                       col_out=True)
         results["bK64 stages5 20x30x150"] = case(
             TensorCoreConfig(32, 32, 64, (wm, wn), 5, dtype), 20, 30, 150, seed=6)
+        results["B N-major, f16 out, beta 64x40x48"] = case(
+            small, 64, 40, 48, 1.0, 0.5, seed=8, b_kmajor=False, out_dtype="float16")
+        results["A col, col f16 out 24x64x33"] = case(small, 24, 64, 33, seed=9, a_col=True,
+                                                      col_out=True, out_dtype="float16")
     print(json.dumps(results))
 
 

@@ -14,19 +14,9 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
+from gpucase import require_gpu  # noqa: E402
 
-def _gpu():
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
-        return False
-    try:
-        from numba import cuda
-        return cuda.is_available()
-    except Exception:  # noqa: BLE001 - no driver at all
-        return False
-
-
-if not _gpu():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
+require_gpu()
 
 torch = pytest.importorskip("torch")
 import gemm  # noqa: E402

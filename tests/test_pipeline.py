@@ -1,12 +1,16 @@
-"""The pipeline emitter (gemm.pipeline) and the pipelined add_matrices (gemm.elementwise).
+"""The cp.async ring and pipeline emitter (gemm.pipeline) and the pipelined add_matrices.
 
-- ``check_schedule``: an independent model of cp.async groups and shared slots that every
-  schedule must pass, over stages 2..6, delay_release 0..stages-2, 1..10 steps; and mutated
-  schedules (the drain trap, missing syncs, early refills) that it must reject.
-- The emitted code run as plain Python by one fake CUDA thread whose cp.async copies land either
-  at the wait that retires their group ("lazy": catches reads before the right wait) or at
-  once ("eager": catches refills of a slot still being read): its trace of copies, commits,
-  waits, syncs and computes equals ``schedule()``, and its results are exact.
+- ``check_ring``, the model of cp.async groups and shared slots, on small hand-written
+  schedules: it accepts a correct one and names each broken rule.
+- ``ring_schedule`` (the plan that ``emit_ring`` walks, as events) passes the model over
+  stages 2..6, delay_release 0..stages-2, 0..12 steps, with a constant wait count and the
+  full prefetch depth; broken plans (a wait one too large, no sync, one step too far ahead,
+  no empty groups) fail it.
+- The code ``emit_ring`` and ``Pipeline.emit`` write, run as plain Python by one fake CUDA
+  thread whose cp.async copies land either at the wait that retires their group ("lazy":
+  catches reads before the right wait) or at once ("eager": catches refills of a slot still
+  being read): its trace equals the schedule, passes the model, and its results are exact;
+  the same with static and dynamic shared memory.
 - add_matrices in numba's CUDA simulator (tests/sim_pipeline_cases.py) with a strict cp.async
   model, and its PTX for sm_80 compiled on the CPU.
 """
@@ -29,98 +33,299 @@ from hypothesis import given, settings, strategies as st
 from gemm.codegen import Source, sym
 from gemm.elementwise import AddConfig, add_source
 from gemm.pipeline import (
-    BlockSpec, GlobalMatrix, emit_pipeline, _thread_copies,
+    BlockSpec, GlobalMatrix, check_ring, emit_pipeline, emit_ring, ring_schedule,
+    _Ring, _emit_ring, _ring_events, _thread_copies,
 )
 from layoutalg import ComposedLayout, Layout, Swizzle
 
 HERE = os.path.dirname(__file__)
 GRID = [(s, d) for s in range(2, 7) for d in range(0, s - 1)]
+STEPS = range(0, 13)
 
 
-# --- an independent checker of schedules ------------------------------------------------------
+# --- the checker on hand-written schedules -----------------------------------------------------
 
-def check_schedule(events, stages, delay, num_steps):
-    """Violations of a schedule (empty: none), from a model of cp.async and shared slots.
+def test_check_ring_accepts_a_correct_double_buffer():
+    good = [("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",),
+            ("copy_in", 1, 1), ("commit",), ("read", 0, 0), ("wait", 0), ("sync",),
+            ("commit",), ("read", 1, 1), ("wait", 0), ("sync",)]
+    assert check_ring(good, 2) == []
 
-    cp.async: copies join the open group, ``commit`` closes it, ``wait n`` retires all but the
-    newest n committed groups; a copy is usable by all threads after a retiring wait and a
-    sync. Slots: step k's tile may be read by computes k..k+delay, so a copy into its slot
-    needs those computes done and a sync after them.
-    """
-    errors = []
-    groups, open_group = deque(), []
-    landed, visible = set(), set()
-    holder, slot_of, computed_at, released = {}, {}, {}, set()
-    syncs, issued, computed = [], [], []
 
-    def readers_done(k, at, what):
-        last = [computed_at.get(r) for r in range(k, min(k + delay, num_steps - 1) + 1)]
-        if None in last:
-            errors.append(f"event {at}: {what} while step {k} may still be read")
-        elif not any(s > max(last) for s in syncs):
-            errors.append(f"event {at}: {what} with no sync after the last read of step {k}")
+@pytest.mark.parametrize("events, words", [
+    # read with its group still pending (wait 1 leaves the only group in flight)
+    ([("copy_in", 0, 0), ("commit",), ("wait", 1), ("sync",), ("read", 0, 0), ("wait", 0)],
+     "read before a wait retired"),
+    # retired by the wait, but no sync: other threads' copies may not be visible
+    ([("copy_in", 0, 0), ("commit",), ("wait", 0), ("read", 0, 0)], "read before a wait"),
+    # step 1 overwrites slot 0 with no sync after step 0's read
+    ([("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",), ("read", 0, 0),
+      ("copy_in", 1, 0), ("commit",), ("wait", 0), ("sync",), ("read", 1, 0)],
+     "with no sync after its last read"),
+    # step 1 copied into slot 0 while step 0's copy there is still in flight
+    ([("copy_in", 0, 0), ("commit",), ("copy_in", 1, 0), ("commit",), ("wait", 0), ("sync",),
+      ("read", 1, 0)], "in flight"),
+    # step 0 read from the wrong slot
+    ([("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",), ("read", 0, 1)],
+     "which holds step None"),
+    ([("copy_in", 0, 0), ("wait", 0), ("sync",), ("read", 0, 0)], "uncommitted"),
+    ([("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",)], "never read"),
+    ([("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",), ("read", 0, 0),
+      ("copy_in", 1, 1), ("commit",), ("read", 1, 1)], "still in flight at the end"),
+])
+def test_check_ring_names_each_broken_rule(events, words):
+    steps = max(e[1] for e in events if e[0] == "copy_in") + 1
+    errors = check_ring(events, steps)
+    assert any(words in m for m in errors), errors
 
-    for at, ev in enumerate(events):
-        kind = ev[0]
-        if kind == "copy_in":
-            _, step, slot = ev
-            if slot in holder:
-                prev = holder[slot]
-                readers_done(prev, at, f"copy of step {step} into slot {slot}")
-                if prev not in released:
-                    errors.append(f"event {at}: slot {slot} refilled before step {prev} "
-                                  "was released")
-            holder[slot], slot_of[step] = step, slot
-            open_group.append(step)
-            issued.append(step)
-        elif kind == "commit":
-            groups.append(open_group)
-            open_group = []
-        elif kind == "wait":
-            while len(groups) > ev[1]:
-                landed.update(groups.popleft())
-        elif kind == "sync":
-            syncs.append(at)
-            visible |= landed
-        elif kind == "compute":
-            _, step, slot = ev
-            if step != len(computed):
-                errors.append(f"event {at}: compute of step {step} out of order")
-            if slot_of.get(step) != slot:
-                errors.append(f"event {at}: compute of step {step} in slot {slot}, copied "
-                              f"into {slot_of.get(step)}")
-            for k in range(max(0, step - delay), step + 1):
-                if k not in visible:
-                    errors.append(f"event {at}: step {step} reads step {k}'s tile before it "
-                                  "was retired by a wait and synced")
-                if holder.get(slot_of.get(k)) != k:
-                    errors.append(f"event {at}: step {step} reads step {k}'s tile, overwritten")
-            ahead = stages - 1 - delay
-            if max(issued, default=-1) != min(num_steps - 1, step + ahead):
-                errors.append(f"event {at}: step {step} computes with steps up to "
-                              f"{max(issued, default=-1)} issued, not "
-                              f"{min(num_steps - 1, step + ahead)} (pipelining depth)")
-            computed_at[step] = at
-            computed.append(step)
-        elif kind == "release":
-            _, step, slot = ev
-            readers_done(step, at, f"release of step {step}")
-            if holder.get(slot) != step:
-                errors.append(f"event {at}: release of step {step} from slot {slot} holding "
-                              f"{holder.get(slot)}")
-            released.add(step)
-        elif kind == "copy_out":
-            step = ev[1]
-            if step not in computed_at or not any(s > computed_at[step] for s in syncs):
-                errors.append(f"event {at}: copy_out of step {step} without compute and sync")
+
+def test_reads_past_the_end_are_ignored():
+    events = [("copy_in", 0, 0), ("commit",), ("wait", 0), ("sync",), ("read", 0, 0),
+              ("read", 1, 1)]
+    assert check_ring(events, 1) == []
+    assert check_ring(events, 2)
+
+
+# --- the ring's plan as events -------------------------------------------------------------------
+
+def _bodies_started(events):
+    """Index of each body's first event in a default ring_schedule: the first read of step
+    i's window that follows the step's commit."""
+    return [k for k, e in enumerate(events) if e[0] == "commit" and k + 1 < len(events)
+            and events[k + 1][0] == "read"]
+
+
+@pytest.mark.parametrize("stages, delay", GRID)
+def test_every_ring_schedule_passes_the_model(stages, delay):
+    ahead = stages - 1 - delay
+    for steps in STEPS:
+        events = ring_schedule(stages, steps, delay)
+        assert check_ring(events, steps) == [], (stages, delay, steps)
+        waits = [e[1] for e in events if e[0] == "wait"]
+        assert waits == [stages - 2 - delay] * (steps + 1) + [0]     # constant, then wait(0)
+        assert events.count(("commit",)) == ahead + steps           # one group per issue point
+        copies = [e[1] for e in events if e[0] == "copy_in"]
+        assert copies == list(range(steps))
+        # the prefetch depth: when step i's body starts, steps up to i + ahead are issued
+        for i, at in enumerate(_bodies_started(events)):
+            issued = max([e[1] for e in events[:at] if e[0] == "copy_in"], default=-1)
+            assert issued == min(steps - 1, i + ahead), (stages, delay, steps, i)
+
+
+def _broken(stages, delay, change):
+    plan = _Ring(stages, delay, "test")
+    change(plan)
+    return plan
+
+
+BROKEN_PLANS = {
+    "wait one too large": lambda p: setattr(p, "wait", p.wait + 1),
+    "no sync in ready": lambda p: setattr(p, "ready", ("wait",)),
+    "one step too far ahead": lambda p: setattr(p, "ahead", p.ahead + 1),
+    "no wait before the first step": lambda p: setattr(p, "start", ("sync", "prime")),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_PLANS)
+def test_broken_plans_fail_the_model(name):
+    for stages, delay in GRID:
+        plan = _broken(stages, delay, BROKEN_PLANS[name])
+        steps = stages + 3
+        assert check_ring(_ring_events(plan, steps), steps), (name, stages, delay)
+
+
+def test_the_drain_trap_fails_the_model():
+    """Without the empty groups of the drain, the constant wait count lets the last steps be
+    read while their copies are in flight."""
+    for stages, delay in GRID:
+        if stages - 2 - delay == 0:
+            continue                 # wait_group 0 everywhere: no trap to fall into
+        events, steps = ring_schedule(stages, stages + 2, delay), stages + 2
+        trap = [e for k, e in enumerate(events)
+                if not (e == ("commit",) and events[k - 1][0] != "copy_in")]
+        assert any("read before a wait" in m for m in check_ring(trap, steps)), (stages, delay)
+
+
+def test_ring_schedule_callbacks_and_errors():
+    seen = []
+
+    def body(ev, step, slot, ready):
+        ev.append(("compute", step, slot))
+        seen.append(ready())
+    events = ring_schedule(3, 4, issue=lambda ev, s, k: ev.append(("copy_in", s, k)),
+                           body=body, prime=lambda ev, slot: ev.append(("prime", slot)))
+    assert seen == [1, 2, 0, 1]
+    assert events.index(("prime", 0)) == events.index(("sync",)) + 1
+    with pytest.raises(ValueError, match="never called ready_next"):
+        ring_schedule(3, 2, body=lambda ev, step, slot, ready: None)
+    with pytest.raises(ValueError, match="twice"):
+        ring_schedule(3, 2, body=lambda ev, step, slot, ready: (ready(), ready()))
+    with pytest.raises(ValueError, match="steps must be an int >= 0"):
+        ring_schedule(3, -1)
+    with pytest.raises(ValueError, match="delay_release \\+ 2"):
+        ring_schedule(3, 4, delay_release=2)
+
+
+# --- emit_ring's code, run by one fake thread ----------------------------------------------------
+
+class RingThread:
+    """Runs emit_ring code with ``COPY(step, slot)`` issues and ``READ(step, slot)`` reads:
+    a copy lands (the slot then holds the step) at the retiring wait ("lazy") or at once
+    ("eager"); a read of an existing step returns what its slot holds."""
+
+    def __init__(self, landing, stages):
+        self.landing, self.events = landing, []
+        self.slots = [None] * stages
+        self.groups, self.open, self.values = deque(), [], []
+
+    def copy(self, step, slot):
+        step, slot = int(step), int(slot)
+        self.events.append(("copy_in", step, slot))
+
+        def land():
+            self.slots[slot] = step
+        if self.landing == "eager":
+            land()
         else:
-            errors.append(f"event {at}: unknown event {ev}")
-    if open_group or groups:
-        errors.append(f"copies not retired at the end: {list(groups)} {open_group}")
-    if computed != list(range(num_steps)) or sorted(issued) != list(range(num_steps)):
-        errors.append(f"steps computed {computed}, issued {issued}")
-    return errors
+            self.open.append(land)
 
+    def read(self, step, slot, steps):
+        step, slot = int(step), int(slot)
+        self.events.append(("read", step, slot))
+        if step < steps:
+            self.values.append((step, self.slots[slot]))
+
+    def commit(self):
+        self.events.append(("commit",))
+        self.groups.append(self.open)
+        self.open = []
+
+    def wait(self, n):
+        self.events.append(("wait", n))
+        while len(self.groups) > n:
+            for land in self.groups.popleft():
+                land()
+
+    def run(self, text, steps):
+        ns = {"U": np.uint32, "COPY": self.copy,
+              "READ": lambda s, k: self.read(s, k, steps),
+              "cuda": SimpleNamespace(syncthreads=lambda: self.events.append(("sync",))),
+              "cp_async_commit": self.commit, "cp_async_wait": self.wait}
+        exec(text, ns)
+        ns["kernel"](np.uint32(steps))
+        return self
+
+
+def ring_kernel(stages, delay, plan=None):
+    """A kernel whose ring issues COPY and whose body reads its delay window, calls
+    ready_next, then reads the next step's window (like the GEMM's register prefetch)."""
+    src = Source()
+
+    def window(step, slot_expr_of):
+        for k in range(delay + 1):
+            with src.block(f"if {step} >= U({k}):"):
+                src(f"READ({step} - U({k}), {slot_expr_of(k)})")
+
+    def body(step, slot, ready_next):
+        window(step, lambda k: f"({slot} + U({stages - k})) % U({stages})")
+        nxt = ready_next()
+        window(f"({step} + U(1))", lambda k: f"({nxt} + U({stages - k})) % U({stages})")
+
+    with src.block("def kernel(steps):"):
+        args = dict(steps="steps", issue=lambda step, slot: src(f"COPY({step}, {slot})"),
+                    body=body)
+        if plan is None:
+            emit_ring(src, stages=stages, delay_release=delay, **args)
+        else:
+            _emit_ring(src, plan, prime=None, **args)
+    return src.text()
+
+
+def reads_in_window_order(events, delay):
+    """ring_schedule's default body reads steps i-d..i; ring_kernel's i..i-d: compare sets."""
+    out, run = [], []
+    for e in events + [("end",)]:
+        if e[0] == "read":
+            run.append(e)
+            continue
+        out.extend(sorted(run))
+        run = []
+        out.append(e)
+    return out[:-1]
+
+
+@pytest.mark.parametrize("stages, delay", GRID)
+def test_emitted_ring_follows_its_schedule(stages, delay):
+    text = ring_kernel(stages, delay)
+    for steps in STEPS:
+        expected = reads_in_window_order(ring_schedule(stages, steps, delay), delay)
+        for landing in ("lazy", "eager"):
+            thread = RingThread(landing, stages).run(text, steps)
+            trace = reads_in_window_order(thread.events, delay)
+            assert trace == expected, (stages, delay, steps, landing)
+            assert check_ring(thread.events, steps) == []
+            assert all(step == held for step, held in thread.values), (stages, delay, steps)
+
+
+def test_broken_emitted_rings_read_wrong_slots():
+    """A wait one too large reads copies still in flight (lazy landing); one step too far
+    ahead overwrites the slot being read (eager landing); without its sync the trace fails
+    the model (one thread cannot see a missing barrier)."""
+    for name, landing in (("wait one too large", "lazy"), ("one step too far ahead", "eager")):
+        text = ring_kernel(4, 1, _broken(4, 1, BROKEN_PLANS[name]))
+        thread = RingThread(landing, 4).run(text, 7)
+        assert any(step != held for step, held in thread.values), name
+        assert check_ring(thread.events, 7), name
+    text = ring_kernel(4, 0, _broken(4, 0, BROKEN_PLANS["no sync in ready"]))
+    thread = RingThread("lazy", 4).run(text, 7)
+    assert all(step == held for step, held in thread.values)
+    assert any("a sync" in m for m in check_ring(thread.events, 7))
+
+
+def test_emit_ring_prime_and_callbacks():
+    src, calls = Source(), []
+
+    def body(step, slot, ready_next):
+        calls.append(("body", step, slot))
+        calls.append(("next", ready_next()))
+    emit_ring(src, stages=3, steps="KT", issue=lambda step, slot: calls.append((step, slot)),
+              body=body, prime=lambda slot: src(f"PRIME({slot})"))
+    text = src.text()
+    assert calls == [("_rg_n", "U(0)"), ("_rg_n", "U(1)"), ("_rg_n", "_rg_ws"),
+                     ("body", "_rg_i", "_rg_rs"), ("next", "_rg_nx")]
+    assert text.index("cuda.syncthreads()") < text.index("PRIME(_rg_rs)") < text.index("while")
+    assert text.count("cp_async_wait(1)") == 2 and text.count("cp_async_wait(0)") == 1
+
+
+def test_emit_ring_refuses_bad_use():
+    ok = dict(steps="KT", issue=lambda step, slot: None)
+    with pytest.raises(ValueError, match="never called ready_next"):
+        emit_ring(Source(), stages=3, body=lambda step, slot, ready: None, **ok)
+    with pytest.raises(ValueError, match="twice"):
+        emit_ring(Source(), stages=3, body=lambda step, slot, ready: (ready(), ready()), **ok)
+
+    def branchy(src):
+        def body(step, slot, ready):
+            with src.block("if t == U(0):"):
+                ready()
+        return body
+    src = Source()
+    with pytest.raises(ValueError, match="inside an emitted branch"):
+        emit_ring(src, stages=3, body=branchy(src), **ok)
+    body = lambda step, slot, ready: ready()  # noqa: E731
+    with pytest.raises(ValueError, match="stages must be an int >= 2"):
+        emit_ring(Source(), stages=1, body=body, **ok)
+    with pytest.raises(ValueError, match="delay_release \\+ 2"):
+        emit_ring(Source(), stages=3, delay_release=2, body=body, **ok)
+    with pytest.raises(TypeError, match="steps must be the name"):
+        emit_ring(Source(), stages=3, steps="K + 1", issue=lambda s, k: None, body=body)
+    with pytest.raises(TypeError, match="issue must be callable"):
+        emit_ring(Source(), stages=3, steps="K", issue=None, body=body)
+    with pytest.raises(TypeError, match="prime must be callable"):
+        emit_ring(Source(), stages=3, body=body, prime=1, **ok)
+
+
+# --- the pipeline's schedule ---------------------------------------------------------------------
 
 def _pipe(stages, delay, outputs=True):
     spec = BlockSpec((8, 32), lambda k: (0, k))
@@ -128,45 +333,37 @@ def _pipe(stages, delay, outputs=True):
                          stages, delay)
 
 
+def out_tile_errors(events):
+    """The single-buffered out tile: a sync between compute i and copy_out i (all threads'
+    writes done), and between copy_out i and compute i+1 (all threads' reads done)."""
+    errors, last = [], None
+    for at, e in enumerate(events):
+        if e[0] in ("compute", "copy_out"):
+            if last is not None and ("sync",) not in events[last + 1:at]:
+                errors.append(f"event {at}: {e} follows {events[last]} with no sync")
+            last = at
+    return errors
+
+
 @pytest.mark.parametrize("stages, delay", GRID)
-def test_every_schedule_passes_the_model(stages, delay):
+def test_every_pipeline_schedule_passes_the_model(stages, delay):
     for outputs in (False, True):
         pipe = _pipe(stages, delay, outputs)
-        for n in range(1, 11):
+        for n in STEPS:
             events = pipe.schedule(n)
-            assert check_schedule(events, stages, delay, n) == [], (stages, delay, n)
-            waits = [e[1] for e in events if e[0] == "wait"]
-            drain = [min(stages - 2 - delay, n - 1 - i) for i in range(n)]
-            assert waits == drain                  # steady value, then decreasing to 0
-    assert _pipe(stages, delay).schedule(0) == []
+            assert check_ring(events, n) == [], (stages, delay, n)
+            assert out_tile_errors(events) == []
+            computes = [e for e in events if e[0] == "compute"]
+            assert computes == [("compute", i, i % stages) for i in range(n)]
+            reads = [e for e in events if e[0] == "read"]
+            assert len(reads) == sum(min(i, delay) + 1 for i in range(n))
+            assert len([e for e in events if e[0] == "copy_out"]) == (n if outputs else 0)
 
 
-def _mutate(events, fn):
-    return [x for e in events for x in fn(e)]
-
-
-def test_the_model_rejects_broken_schedules():
-    good = _pipe(4, 0).schedule(6)
-    steady = 2
-    trap = _mutate(good, lambda e: [("wait", steady)] if e[0] == "wait" else [e])
-    assert any("before it was retired" in m for m in check_schedule(trap, 4, 0, 6))
-    no_sync = []
-    for e in good:                                 # drop the sync that follows each wait
-        if e == ("sync",) and no_sync and no_sync[-1][0] == "wait":
-            continue
-        no_sync.append(e)
-    assert check_schedule(no_sync, 4, 0, 6)
-    early = []                                     # refill before the wait and the sync
-    for e in _pipe(4, 0, outputs=False).schedule(6):
-        if e[0] in ("copy_in", "commit") and "wait" in [x[0] for x in early]:
-            k = max(i for i, x in enumerate(early) if x[0] == "wait")
-            early.insert(k, e)
-        else:
-            early.append(e)
-    assert any("no sync after the last read" in m for m in check_schedule(early, 4, 0, 6))
-    assert any("overwritten" in m for m in check_schedule(_pipe(3, 0).schedule(5), 3, 1, 5))
-    last_wait = max(i for i, e in enumerate(good) if e[0] == "wait")
-    assert check_schedule(good[:last_wait] + good[last_wait + 1:], 4, 0, 6)
+def test_out_tile_checker_catches_a_missing_sync():
+    events = _pipe(3, 0).schedule(3)
+    k = events.index(("copy_out", 0))
+    assert out_tile_errors(events[:k - 1] + events[k:])
 
 
 # --- validation ---------------------------------------------------------------------------------
@@ -203,11 +400,26 @@ def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="unit_mode"):
         GlobalMatrix("X", "M", "N", "ld", unit_mode=2)
     pipe = emit_pipeline(body, (4,), [spec], [spec])
+    X = GlobalMatrix("X", "M", "N", "ld")
     with pytest.raises(ValueError, match="1 inputs and 1 outputs expected"):
-        pipe.emit(Source(), [GlobalMatrix("X", "M", "N", "ld")], [], threads=32)
+        pipe.emit(Source(), [X], [], threads=32)
+    with pytest.raises(ValueError, match="shared must be 'static' or 'dynamic'"):
+        pipe.emit(Source(), [X], [X], threads=32, shared="global")
     with pytest.raises(ValueError, match="index_map"):
-        emit_pipeline(body, (4, 4), [spec]).emit(Source(), [GlobalMatrix("X", "M", "N", "ld")],
-                                                  threads=32)
+        emit_pipeline(body, (4, 4), [spec]).emit(Source(), [X], threads=32)
+
+
+def test_shared_memory_limits():
+    big = BlockSpec((64, 64), lambda k: (0, k))            # 16 KiB per slot
+    X = GlobalMatrix("X", "M", "N", "ld", vector=4)
+    pipe = emit_pipeline(lambda *a: None, ("K",), [big], [big], stages=3)
+    with pytest.raises(ValueError, match="static shared memory.*use shared='dynamic'"):
+        pipe.emit(Source(), [X], [X], threads=32)          # 64 KiB
+    info = pipe.emit(Source(), [X], [X], threads=32, shared="dynamic")
+    assert (info.shared_bytes, info.dynamic) == (65536, True)
+    huge = emit_pipeline(lambda *a: None, ("K",), [big, big], [big], stages=7)
+    with pytest.raises(ValueError, match="dynamic shared memory"):
+        huge.emit(Source(), [X, X], [X], threads=32, shared="dynamic")   # 240 KiB
 
 
 def test_back_is_limited_to_the_delay_window():
@@ -219,7 +431,7 @@ def test_back_is_limited_to_the_delay_window():
             x.back(2)
     pipe = emit_pipeline(body, ("K",), [BlockSpec((4, 8), lambda k: (0, k))], [], 3, 1)
     pipe.emit(Source(), [GlobalMatrix("X", "M", "N", "ld")], threads=32)
-    assert seen == ["(((_pl_i + U(2)) % U(3)) * U(32))"]
+    assert seen == ["(((_rg_rs + U(2)) % U(3)) * U(32))"]
 
 
 # --- the copy partition -------------------------------------------------------------------------
@@ -241,18 +453,24 @@ def test_threads_cover_every_vector_once(rows, cols, vec, unit, threads):
     assert sorted(seen) == sorted(expected)
 
 
-# --- generated code run by one fake thread --------------------------------------------------------
+# --- the pipeline's code run by one fake thread --------------------------------------------------
 
 class FakeThread:
     """A one-thread block running generated source as plain Python, with a cp.async model:
-    ``landing="lazy"``: a copy lands when a wait retires its group; ``"eager"``: at issue."""
+    ``landing="lazy"``: a copy lands when a wait retires its group; ``"eager"``: at issue.
+    Shared arrays are NaN-poisoned; dynamic ones (size 0) all view one buffer of
+    ``dynamic_bytes``."""
 
-    def __init__(self, landing):
+    def __init__(self, landing, dynamic_bytes=0):
         self.landing, self.events = landing, []
         self.groups, self.open, self.shared = deque(), [], []
+        self.dynamic = np.full(dynamic_bytes // 4, np.nan, np.float32).view(np.uint8)
 
     def shared_array(self, n, dtype, alignment=None):
-        a = np.full(n, np.nan, dtype)
+        if n == 0:
+            a = self.dynamic.view(dtype)
+        else:
+            a = np.full(n, np.nan, dtype)
         self.shared.append(a)
         return a
 
@@ -260,6 +478,7 @@ class FakeThread:
         di, si, src_bytes = int(di), int(si), int(src_bytes)
         n = nbytes // dst.itemsize
         assert nbytes in (4, 8, 16) and di % n == 0 and 0 <= src_bytes <= nbytes
+        assert di + n <= dst.size, "copy past the end of shared memory"
         if src_bytes:
             assert si % n == 0 and si + math.ceil(src_bytes / src.itemsize) <= src.size
 
@@ -319,27 +538,30 @@ def _vector_store(v):
     return store
 
 
-def trace_of(thread, slot_elems):
-    """The fake thread's events as the schedule's (copies per slot, computes by slot)."""
+def trace_of(thread, slot_elems, stages):
+    """The fake thread's events as the schedule's: copies by slot (the ring of an input may
+    start inside a dynamic buffer: slots counted from element 0, modulo stages), computes
+    by the slot of their first input."""
     out = []
     for e in thread.events:
         if e[0] == "copy":
-            e = ("copy_in", e[2] // slot_elems[e[1]])
+            e = ("copy_in", (e[2] // slot_elems) % stages)
             if out and out[-1] == e:
                 continue
         elif e[0] == "compute":
-            e = ("compute", e[1], e[2] // slot_elems[0])
+            e = ("compute", e[1], (e[2] // slot_elems) % stages)
         out.append(e)
     return out
 
 
 def projected(schedule):
-    keep = {"copy_in": lambda e: ("copy_in", e[2]), "commit": lambda e: ("commit",)}
-    return [keep.get(e[0], lambda e: e)(e) for e in schedule
-            if e[0] not in ("release", "copy_out")]
+    """A schedule as the fake thread sees it: copies by slot, no reads or copy_outs."""
+    return [("copy_in", e[2]) if e[0] == "copy_in" else e for e in schedule
+            if e[0] not in ("read", "copy_out")]
 
 
-def window_kernel(stages, delay, block=(2, 8), smem_layout=None, mutate=None):
+def window_kernel(stages, delay, block=(2, 8), smem_layout=None, mutate=None,
+                  shared="static"):
     """out block s = x block s + x block s - delay (2 x for delay 0; x for s < delay): the body
     reads the oldest tile the delay window keeps."""
     R, C = block
@@ -366,7 +588,7 @@ def window_kernel(stages, delay, block=(2, 8), smem_layout=None, mutate=None):
         src("t = U(0)")
         info = pipe.emit(src, [GlobalMatrix("X", "M", "N", "ld", vector=4)],
                          [GlobalMatrix("O", "M", "N", "ld", vector=4)], threads=1,
-                         simulator=True)
+                         simulator=True, shared=shared)
     return pipe, info, src.text()
 
 
@@ -376,7 +598,8 @@ def run_window(stages, delay, steps, landing, **kw):
     n, ld = C * steps - 3, C * steps               # a partial last block, padded rows
     x = np.random.default_rng(steps).standard_normal((R, ld)).astype(np.float32)
     out = np.full((R, ld), -7.0, np.float32)
-    thread = FakeThread(landing).run(text, x.reshape(-1), out.reshape(-1), R, n, ld, steps)
+    thread = FakeThread(landing, info.shared_bytes if info.dynamic else 0)
+    thread.run(text, x.reshape(-1), out.reshape(-1), R, n, ld, steps)
     shifted = np.zeros_like(x)                   # x block s - delay at block s
     shifted[:, C * delay:] = x[:, :max(0, ld - C * delay)]
     want = 2 * x if delay == 0 else x + shifted
@@ -385,32 +608,33 @@ def run_window(stages, delay, steps, landing, **kw):
 
 
 @pytest.mark.parametrize("stages, delay", GRID)
-def test_emitted_code_follows_the_schedule_and_is_exact(stages, delay):
+def test_emitted_pipeline_follows_the_schedule_and_is_exact(stages, delay):
     for steps in range(1, 11):
         for landing in ("lazy", "eager"):
-            pipe, info, thread, exact = run_window(stages, delay, steps, landing)
-            assert exact, (stages, delay, steps, landing)
-            slots = info.slot_elems + (info.slot_elems[0],)
-            assert trace_of(thread, slots) == projected(pipe.schedule(steps))
+            shared = "dynamic" if (steps + stages) % 2 else "static"
+            pipe, info, thread, exact = run_window(stages, delay, steps, landing, shared=shared)
+            assert exact, (stages, delay, steps, landing, shared)
+            assert info.dynamic == (shared == "dynamic")
+            assert trace_of(thread, info.slot_elems[0], stages) == projected(pipe.schedule(steps))
+
+
+def test_dynamic_shared_layout():
+    """Dynamic shared memory: the input ring, then the out tile, in one aliased buffer."""
+    _, info, text = window_kernel(3, 0, shared="dynamic")
+    assert (info.shared_bytes, info.slot_elems) == (4 * 16 * (3 + 1), (16,))
+    assert text.count("cuda.shared.array(0, np.dtype(np.float32))") == 2
+    assert "(U(48) + " in text                        # the out tile after 3 slots of 16
 
 
 def test_broken_plans_give_wrong_results():
-    """The fake thread's cp.async model can fail: the drain trap (the steady-state wait count
-    kept in the drain) reads tiles still in flight; refilling the slot being read (one step too
-    far ahead) overwrites it."""
-    def trap(plan):
-        plan.wait_count = lambda remaining: plan.ahead - 1
-
-    def too_far(plan):
-        plan.ahead += 1
-        plan.loop = [("issue", plan.ahead) if op[0] == "issue" else op for op in plan.loop]
-
-    pipe, _, _, exact = run_window(4, 0, 6, "lazy", mutate=trap)
-    assert not exact
-    assert check_schedule(pipe.schedule(6), 4, 0, 6)
-    pipe, _, _, exact = run_window(3, 0, 6, "eager", mutate=too_far)
-    assert not exact
-    assert check_schedule(pipe.schedule(6), 3, 0, 6)
+    """The fake thread's cp.async model can fail: a wait count one too large reads tiles
+    still in flight; refilling the slot being read (one step too far ahead) overwrites it."""
+    for mutate, landing in ((BROKEN_PLANS["wait one too large"], "lazy"),
+                            (BROKEN_PLANS["one step too far ahead"], "eager")):
+        for shared in ("static", "dynamic"):
+            pipe, _, _, exact = run_window(3, 0, 6, landing, mutate=mutate, shared=shared)
+            assert not exact, (landing, shared)
+            assert check_ring(pipe.schedule(6), 6)
 
 
 def test_swizzled_and_transposed_shared_layouts():
@@ -421,22 +645,37 @@ def test_swizzled_and_transposed_shared_layouts():
             assert exact and info.in_vectors == (vec,), (layout, landing)
 
 
-@pytest.mark.parametrize("stages, delay", [(2, 0), (3, 1), (5, 2), (6, 0)])
-def test_add_kernel_by_one_fake_thread(stages, delay):
-    cfg = AddConfig(block=(2, 8), stages=stages, delay_release=delay, threads=1)
+@pytest.mark.parametrize("stages, delay, shared", [(2, 0, "static"), (3, 1, "dynamic"),
+                                                   (5, 2, "static"), (6, 0, "dynamic")])
+def test_add_kernel_by_one_fake_thread(stages, delay, shared):
+    cfg = AddConfig(block=(2, 8), stages=stages, delay_release=delay, threads=1, shared=shared)
     text = add_source(cfg, simulator=True, jit=False)
+    assert ("cuda.shared.array(0," in text) == (shared == "dynamic")
     for steps in (1, 4, 9):
         m, n = 3, 4 * steps - 1                   # 2 x ceil(n / 8) blocks
         x, y = (np.random.default_rng(k).standard_normal((m, n + 1)).astype(np.float32)
                 for k in (steps, steps + 100))
         for landing in ("lazy", "eager"):
             out = np.full((m, n + 1), np.nan, np.float32)
-            FakeThread(landing).run(text, x.reshape(-1), y.reshape(-1), out.reshape(-1),
-                                    m, n, n + 1, n + 1, n + 1)
+            FakeThread(landing, cfg.shared_bytes).run(
+                text, x.reshape(-1), y.reshape(-1), out.reshape(-1), m, n, n + 1, n + 1, n + 1)
             assert np.array_equal(out[:, :n], (x + y)[:, :n]), (stages, delay, steps, landing)
 
 
-# --- the numba CUDA simulator ---------------------------------------------------------------------
+def test_add_config_shared_memory():
+    assert not AddConfig().dynamic
+    assert AddConfig(shared="dynamic").dynamic
+    cfg = AddConfig(block=(16, 128), stages=3)                  # 7 tiles of 8 KiB: 56 KiB
+    assert cfg.dynamic and cfg.shared_bytes == 7 * 8192
+    with pytest.raises(ValueError, match="static shared memory"):
+        AddConfig(block=(16, 128), stages=3, shared="static")
+    with pytest.raises(ValueError, match="227 KiB of dynamic"):
+        AddConfig(block=(64, 128), stages=4)                   # 288 KiB
+    with pytest.raises(ValueError, match="shared must be"):
+        AddConfig(shared="global")
+
+
+# --- the numba CUDA simulator --------------------------------------------------------------------
 
 def simulate(which):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
@@ -446,9 +685,11 @@ def simulate(which):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("stages, delay", [(2, 0), (3, 0), (3, 1), (4, 0), (4, 1), (4, 2)])
-def test_add_matrices_in_simulator_with_strict_cp_async(stages, delay):
-    got = simulate(f"strict:{stages}:{delay}")
+@pytest.mark.parametrize("stages, delay, shared", [
+    (2, 0, "static"), (3, 0, "dynamic"), (3, 1, "static"), (4, 0, "static"),
+    (4, 1, "dynamic"), (4, 2, "static")])
+def test_add_matrices_in_simulator_with_strict_cp_async(stages, delay, shared):
+    got = simulate(f"strict:{stages}:{delay}:{shared}")
     assert got["results"] and all(got["results"].values()), got["results"]
     assert got["trace_run"]
     spec = AddConfig(block=(4, 16), stages=stages, delay_release=delay)._spec()
@@ -479,7 +720,9 @@ EXPECTED_ERRORS = {
     "block": ("ValueError", "block"),
     "threads": ("ValueError", "threads"),
     "num_blocks": ("ValueError", "num_blocks"),
-    "too much shared": ("ValueError", "shared memory"),
+    "too much shared": ("ValueError", "dynamic shared memory"),
+    "static too small": ("ValueError", "static shared memory"),
+    "shared option": ("ValueError", "shared must be"),
     "empty": ("ValueError", "empty"),
 }
 
@@ -492,7 +735,7 @@ def test_add_matrices_refuses_bad_input():
         assert got[name][1].startswith(("add_matrices:", "emit_pipeline:")), got[name]
 
 
-# --- PTX for sm_80, compiled on the CPU -----------------------------------------------------------
+# --- PTX for sm_80, compiled on the CPU ----------------------------------------------------------
 
 def _compile_ptx(cfg):
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
@@ -504,17 +747,23 @@ def _compile_ptx(cfg):
     return cuda.compile_ptx(kernel, ADD_SIGNATURE, cc=(8, 0))[0]
 
 
-@pytest.mark.parametrize("cfg", [AddConfig(), AddConfig(block=(4, 128), stages=6,
-                                                        delay_release=1)])
+@pytest.mark.parametrize("cfg", [
+    AddConfig(),
+    AddConfig(block=(4, 128), stages=6, delay_release=1),
+    AddConfig(block=(32, 128), stages=4, threads=256)])       # 144 KiB of dynamic shared memory
 def test_ptx_has_cp_async_and_no_local_memory(cfg):
     ptx = _compile_ptx(cfg)
     assert "cp.async.cg.shared.global" in ptx and "cp.async.commit_group" in ptx
     assert "st.global.v4.f32" in ptx and "ld.shared.v4.f32" in ptx
     assert ".local" not in ptx
+    dynamic = re.findall(r"\.extern \.shared \.align (\d+) \.b8 \w+\[\]", ptx)
+    static = re.findall(r"\.visible \.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx)
+    if cfg.dynamic:
+        assert dynamic and not static and all(int(a) >= 16 for a in dynamic)
+    else:
+        assert not dynamic and sum(map(int, static)) == cfg.shared_bytes
     waits = {int(n) for n in re.findall(r"cp\.async\.wait_group (\d+)", ptx)}
-    spec = cfg._spec()
-    pipe = emit_pipeline(lambda *a: None, ("s",), [spec], [], cfg.stages, cfg.delay_release)
-    assert waits == {e[1] for e in pipe.schedule(12) if e[0] == "wait"}
+    assert waits == {cfg.stages - 2 - cfg.delay_release, 0}
     ptxas = shutil.which("ptxas") or _nvcc_ptxas()
     if ptxas:
         path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"add_{os.getpid()}.ptx")

@@ -258,7 +258,7 @@ def test_bad_operands_are_named():
     assert "smem must have 16-bit elements" in _typing_error(k_ld, (F32,))
 
     def k_vec(x):
-        P.ld_v4_b32(x, 0)
+        P.ld_v4_f32(x, 0)       # (b32 vectors also take 16-bit arrays)
     assert "array must have 32-bit elements" in _typing_error(k_vec, (U16,))
 
     def k_mma(x):

@@ -443,7 +443,7 @@ def test_cp_async_twins_copy_and_zero_fill():
     (lambda d, s: sim.cp_async_ca(d, 1, s, 0, 8), "not 8-byte aligned"),
     (lambda d, s: sim.cp_async_ca(d, 0, s, 32, 8), "out of bounds"),
     (lambda d, s: sim.cp_async_ca_zfill(d, 0, s, 0, 8, 9), "src_bytes must be in 0..8"),
-    (lambda d, s: sim.ld_v4_b32(d, 0), "must have 32-bit elements"),
+    (lambda d, s: sim.ld_v4_f32(d, 0), "must have 32-bit elements"),
     (lambda d, s: sim.ldmatrix_x4(d, 0), "call it from a kernel running in numba's CUDA"),
 ])
 def test_twin_errors(call, message):

@@ -1,7 +1,8 @@
-"""The tensor-core kernel in numba's CUDA simulator (bf16 and f16, partial tiles, odd K,
-alpha/beta, 1 and 4 warps, 2..5 stages) against numpy float64 (see sim_tensorcore_cases.py),
-plus pure-Python checks of the generator: bank conflicts of the swizzled shared tiles and
-the cp.async ring's wait_group bookkeeping."""
+"""The tensor-core kernel in numba's CUDA simulator (bf16, f16 and tf32, both majors of A and
+B, f32/bf16/f16 out, partial tiles, odd K, alpha/beta, 1 and 4 warps, 2..5 stages,
+delay_release) against numpy float64 (see sim_tensorcore_cases.py), plus pure-Python checks
+of the generator: bank conflicts of the swizzled shared tiles and the cp.async ring's
+wait_group bookkeeping."""
 
 import json
 import os
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from gemm.tensorcore import (TensorCoreConfig, bank_conflicts, check_ring, ring_schedule,
+from gemm.pipeline import check_ring
+from gemm.tensorcore import (TensorCoreConfig, Variant, bank_conflicts, ring_events,
                              tensorcore_source)
 
 HERE = os.path.dirname(__file__)
@@ -26,7 +28,7 @@ def simulate(which):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("which", ["bfloat16-11", "float16-22"])
+@pytest.mark.parametrize("which", ["bfloat16-11", "float16-22", "tfloat32"])
 def test_kernel_matches_numpy_in_simulator(which):
     results = simulate(which)
     assert len(results) >= 2, results
@@ -36,13 +38,17 @@ def test_kernel_matches_numpy_in_simulator(which):
 
 EXPECTED_ERRORS = {
     "inner dims": ("ValueError", "inner dimensions"),
-    "float32 A": ("TypeError", "float32"),
+    "float64 A": ("TypeError", "float64"),
     "int32 B": ("TypeError", "int32"),
-    "B row-major": ("ValueError", "contiguous along K"),
+    "mixed types": ("TypeError", "must match"),
     "beta without out": ("ValueError", "beta"),
-    "out float16": ("TypeError", "out has dtype"),
+    "out float64": ("TypeError", "out has dtype"),
+    "out_dtype clash": ("ValueError", "out_dtype"),
+    "no unit stride": ("ValueError", "stride must be 1"),
     "bad stages": ("ValueError", "stages"),
+    "bad delay": ("ValueError", "delay_release"),
     "bad bK": ("ValueError", "bK"),
+    "bad bK tf32": ("ValueError", "bK must be 16 or 32"),
     "bad config type": ("TypeError", "TensorCoreConfig"),
 }
 
@@ -57,48 +63,71 @@ def test_bad_input_gets_a_clear_error():
 @pytest.mark.parametrize("cfg", [TensorCoreConfig(), TensorCoreConfig(bK=64, stages=4),
                                  TensorCoreConfig(bM=64, bN=128, warps=(1, 4), stages=2),
                                  TensorCoreConfig(bM=32, bN=32, warps=(1, 1))])
-def test_swizzled_tiles_are_conflict_free(cfg):
+@pytest.mark.parametrize("majors", [("K", "K"), ("MN", "MN"), ("K", "MN")])
+def test_swizzled_tiles_are_conflict_free(cfg, majors):
     """One wavefront per 8-thread phase for every 16-byte cp.async store and ldmatrix row
-    read of the kernel; the plain K-major tile makes ldmatrix conflict (so the count can
-    tell the difference)."""
-    counts = bank_conflicts(cfg)
+    read of the kernel, K-major or MN-major (ldmatrix .trans); the unswizzled tiles make
+    ldmatrix conflict (so the count can tell the difference)."""
+    counts = bank_conflicts(cfg, majors=majors)
     assert set(counts) == {"cp.async A", "cp.async B", "ldmatrix A", "ldmatrix B"}
     assert all(v == 1 for v in counts.values()), counts
-    plain = bank_conflicts(cfg, swizzle=False)
+    plain = bank_conflicts(cfg, swizzle=False, majors=majors)
     assert plain["ldmatrix A"] > 1 and plain["ldmatrix B"] > 1, plain
+
+
+def test_tf32_fragment_loads():
+    """tf32 fragments come by 4-byte shared loads: conflict-free from K-major tiles, at most
+    two-way from MN-major ones (four- to eight-way without the swizzle)."""
+    cfg = TensorCoreConfig(dtype="tfloat32")
+    counts = bank_conflicts(cfg, majors=("K", "MN"))
+    assert counts == {"cp.async A": 1, "cp.async B": 1, "lds A": 1, "lds B": 2}, counts
+    plain = bank_conflicts(cfg, swizzle=False, majors=("K", "MN"))
+    assert plain["lds A"] >= 4 and plain["lds B"] >= 4, plain
 
 
 @pytest.mark.parametrize("stages", range(2, 7))
 def test_ring_bookkeeping(stages):
-    for k_tiles in range(1, 3 * stages):
-        for k_blocks in (2, 4):
-            events = ring_schedule(stages, k_tiles, k_blocks)
-            assert not check_ring(events, k_tiles), (stages, k_tiles, check_ring(events, k_tiles))
-            reads = [e for e in events if e[0] == "read" and e[1] < k_tiles]
-            assert len(reads) == k_tiles * k_blocks
-    # The checker catches the drain trap (no empty groups at the end) and a lax wait.
+    """The kernel's ring (gemm.pipeline.emit_ring with the GEMM's body) over every
+    delay_release and k-tile count, checked with cp.async's semantics; the checker catches
+    a lax wait, a missing sync and one k-tile too many in flight."""
+    for delay in range(stages - 1):
+        for k_tiles in range(0, 3 * stages):
+            for k_blocks in (2, 4):
+                events = ring_events(stages, k_tiles, k_blocks, delay)
+                bad = check_ring(events, k_tiles)
+                assert not bad, (stages, delay, k_tiles, bad)
+                reads = [e for e in events if e[0] == "read" and e[1] < k_tiles]
+                assert len(reads) == k_tiles * k_blocks
     k_tiles = stages + 2
-    events = ring_schedule(stages, k_tiles)
-    no_empty = []
-    for i, e in enumerate(events):
-        if e == ("commit",) and (i == 0 or events[i - 1][0] != "issue"):
-            continue
-        no_empty.append(e)
-    if stages > 2:      # with wait_group 0 everywhere there is no drain trap to fall into
-        assert check_ring(no_empty, k_tiles)
-    lax = [("wait", stages - 1) if e[0] == "wait" else e for e in events]
+    events = ring_events(stages, k_tiles)
+    lax = [("wait", e[1] + 1) if e[0] == "wait" and e[1] < stages - 1 else e for e in events]
     assert check_ring(lax, k_tiles)
+    assert check_ring([e for e in events if e != ("sync",)], k_tiles)
+    greedy = ring_events(stages + 1, k_tiles)       # stages + 1 slots' schedule ...
+    squeezed = [e[:2] + (e[2] % stages,) if e[0] in ("copy_in", "read") else e for e in greedy]
+    assert check_ring(squeezed, k_tiles)              # ... run in `stages` slots
 
 
-def test_source_follows_the_ring():
-    for stages in (2, 5):
-        cfg = TensorCoreConfig(bM=32, bN=32, warps=(1, 1), stages=stages)
-        text = tensorcore_source(cfg, simulator=True)
-        # before the loop, at the last k-block of each k-tile (and wait(0) before the epilogue)
-        assert text.count(f"cp_async_wait({stages - 2})") == 2 + (stages == 2)
-        assert text.count("cp_async_commit()") == stages
-        # k-block 0 before the loop, then each of the bK/16 k-blocks: one ldmatrix x4 per
-        # 16 rows of the warp's A and per 16 columns of its B
-        per_kb = cfg.bM // (16 * cfg.warps[0]) + cfg.bN // (16 * cfg.warps[1])
-        assert text.count("ldmatrix_x4(") == (1 + cfg.bK // 16) * per_kb
-        assert text.count("mma_m16n8k16_f32_bf16(") == (cfg.bK // 16) * 2 * 4
+@pytest.mark.parametrize("stages,delay", [(2, 0), (5, 0), (4, 2)])
+def test_source_follows_the_ring(stages, delay):
+    cfg = TensorCoreConfig(bM=32, bN=32, warps=(1, 1), stages=stages, delay_release=delay)
+    text = tensorcore_source(cfg, simulator=True)
+    ahead = stages - 1 - delay
+    # before the loop, at the last k-block of each k-tile (and wait(0) after the loop)
+    assert text.count(f"cp_async_wait({ahead - 1})") == 2 + (ahead == 1)
+    assert text.count("cp_async_commit()") == ahead + 1
+    # k-block 0 before the loop, then each of the bK/16 k-blocks: one ldmatrix x4 per
+    # 16 rows of the warp's A and per 16 columns of its B
+    per_kb = cfg.bM // (16 * cfg.warps[0]) + cfg.bN // (16 * cfg.warps[1])
+    assert text.count("ldmatrix_x4(") == (1 + cfg.bK // 16) * per_kb
+    assert text.count("mma_m16n8k16_f32_bf16(") == (cfg.bK // 16) * 2 * 4
+
+
+def test_source_of_the_other_majors_and_types():
+    mn = tensorcore_source(Variant(TensorCoreConfig(), "MN", "MN", "bfloat16"))
+    assert "ldmatrix_x4_trans(" in mn and "ldmatrix_x4(" not in mn
+    assert "cvt_rn_bf16x2_f32(" in mn and "st_v4_b32(C" in mn
+    tf = tensorcore_source(Variant(TensorCoreConfig(dtype="tfloat32"), "K", "MN"))
+    assert "mma_m16n8k8_f32_tf32(" in tf and "cvt_rna_tf32_f32(sm[" in tf
+    assert "ldmatrix" not in tf.split("def kernel")[1]
+    assert "cuda.shared.array(0, float32)" in tf

@@ -291,13 +291,17 @@ def mma_m16n8k8_f32_tf32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
 
 # --- vector loads and stores ---------------------------------------------------------------------
 
+# f32 vectors need a float32 array; b32 vectors also move pairs of 16-bit elements.
+_VECTOR_ITEMSIZES = {True: (4,), False: (2, 4)}
+
+
 def _make_vector_load(n, is_float):
     op = f"ld_v{n}_{'f32' if is_float else 'b32'}"
     elem = types.float32 if is_float else types.uint32
     restype = types.UniTuple(elem, n)
 
     def impl(typingctx, array, idx):
-        check_array(op, "array", array, itemsizes=(4,))
+        check_array(op, "array", array, itemsizes=_VECTOR_ITEMSIZES[is_float])
         check_int(op, "idx", idx)
 
         def codegen(context, builder, sig, args):
@@ -311,7 +315,8 @@ def _make_vector_load(n, is_float):
     impl.__name__ = impl.__qualname__ = op
     wrapped = intrinsic(impl)
     wrapped.__doc__ = (
-        f"One {4 * n}-byte vector load (``ld.v{n}``) of elements idx..idx+{n - 1} of a 32-bit "
+        f"One {4 * n}-byte vector load (``ld.v{n}``) from element idx of a 32-bit "
+        f"{'' if is_float else '(or 16-bit) '}"
         f"array as {n} {'float32' if is_float else 'uint32 bit patterns'}. The address must be "
         f"{4 * n}-byte aligned: idx a multiple of {n} on an aligned array.")
     return wrapped
@@ -323,7 +328,7 @@ def _make_vector_store(n, is_float):
     names = [f"x{k}" for k in range(n)]
 
     def typer(typingctx, array, idx, *xs):
-        check_array(op, "array", array, itemsizes=(4,))
+        check_array(op, "array", array, itemsizes=_VECTOR_ITEMSIZES[is_float])
         check_int(op, "idx", idx)
         for name, ty in zip(names, xs):
             (check_float if is_float else check_int)(op, name, ty)
@@ -349,8 +354,9 @@ def _make_vector_store(n, is_float):
     wrapped = intrinsic(impl)
     wrapped.__doc__ = (
         f"One {4 * n}-byte vector store (``st.v{n}``) of x0..x{n - 1} "
-        f"({'as float32' if is_float else 'as uint32 bit patterns'}) to elements idx..idx+{n - 1} "
-        f"of a 32-bit array; the address must be {4 * n}-byte aligned.")
+        f"({'as float32' if is_float else 'as uint32 bit patterns'}) from element idx "
+        f"of a 32-bit{'' if is_float else ' (or 16-bit)'} array; the address must be "
+        f"{4 * n}-byte aligned.")
     return wrapped
 
 

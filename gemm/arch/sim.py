@@ -425,13 +425,18 @@ def mma_m16n8k8_f32_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
 
 # --- vector loads and stores ---------------------------------------------------------------------
 
+def _itemsizes(dtype):
+    """f32 vectors need a float32 array; b32 vectors also move pairs of 16-bit elements."""
+    return (4,) if dtype == np.float32 else (2, 4)
+
+
 def _load(op, n, dtype, array, idx):
-    w = _window(array, idx, 4 * n, op, "array", 4 * n, (4,))
+    w = _window(array, idx, 4 * n, op, "array", 4 * n, _itemsizes(dtype))
     return tuple(dtype(x) for x in w.view(dtype))
 
 
 def _store(op, n, dtype, array, idx, xs):
-    w = _window(array, idx, 4 * n, op, "array", 4 * n, (4,))
+    w = _window(array, idx, 4 * n, op, "array", 4 * n, _itemsizes(dtype))
     w.view(dtype)[:] = [dtype(x) for x in xs]
 
 

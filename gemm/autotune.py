@@ -1,0 +1,429 @@
+"""Autotuning of the tensor-core kernel: a search over tile shape, warp layout and ring depth
+per problem, with an on-disk cache that :func:`gemm.matmul` reads.
+
+A *problem* is what decides which kernel is fastest: the device (name and compute
+capability), M, N, K, the operands' type ("bfloat16", "float16", or "tfloat32" for float32
+inputs), the major of A, B and ``out`` (which mode has the unit stride) and the output type.
+:func:`problem_key` writes it as one readable string, for example (one line, wrapped here)::
+
+    NVIDIA H100 80GB HBM3 sm90 | 4096x4096x4096 bfloat16 | A K-major, B K-major |
+    out float32 N-major
+
+:func:`tune` compiles every candidate of :func:`candidates` in parallel (spawned processes,
+numba's on-disk cache hands the results to this one), times each on the caller's operands
+with CUDA events (median of ``reps`` calls after a few warm-up calls), stores the winner and
+every timing in the cache and returns the winner. :func:`tuned_config` answers from the cache
+alone. The cache is one JSON file, ``$GEMM_AUTOTUNE_CACHE`` or
+``~/.cache/layoutalg-gemm/autotune.json``, written atomically (a temporary file, then
+``os.replace``); a corrupt or unreadable file is warned about (:class:`AutotuneCacheWarning`)
+and read as empty, so it never stops a matmul.
+
+>>> len(candidates("bfloat16")) <= 24
+True
+"""
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+
+from gemm._env import simulator_active
+from gemm.operands import current_stream, operand
+
+__all__ = ["candidates", "tune", "problem_key", "tuned_config", "lookup", "record",
+           "load_cache", "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
+
+CACHE_ENV = "GEMM_AUTOTUNE_CACHE"
+FORMAT = 1
+
+# The search space, chosen by hand rather than enumerated (each candidate costs a 10-60 s
+# compile). Warp layouts give every warp a tile between 32x32 and 64x64 outputs: 32 to 128 f32
+# accumulators per thread, enough MMAs per fragment load without spilling. Large block tiles
+# (128x128 with 4 or 8 warps, 256x128 and 128x256 with 8) serve large problems; the three
+# small ones fill the SMs when M and N are small. Ring depths, as (bytes of a K row, stages):
+# 64-byte rows (bK = 32 for bf16/f16, 16 for tf32) with 3, 4 or 5 stages and 128-byte rows
+# with 3, so 128 to 256 bytes of each row are in flight (two stages of 128-byte rows keep too
+# little in flight, four spend shared memory that five 64-byte stages use better); small tiles
+# get the middle two. delay_release stays 0 (all stages - 1 k-tiles in flight).
+_LARGE_TILES = ((128, 128, (2, 2)), (128, 128, (2, 4)), (256, 128, (4, 2)), (128, 256, (2, 4)))
+_SMALL_TILES = ((64, 64, (2, 2)), (128, 64, (2, 2)), (64, 128, (2, 2)))
+_LARGE_DEPTHS = ((64, 3), (64, 4), (64, 5), (128, 3))
+_SMALL_DEPTHS = ((64, 4), (128, 3))
+_ELEMENT_BYTES = {"tfloat32": 4}        # in memory; 2 for bfloat16 and float16
+SMEM_LIMIT = 227 * 1024          # an H100's opt-in shared memory per block
+
+
+class AutotuneCacheWarning(UserWarning):
+    """The autotune cache could not be read or written; it is treated as empty."""
+
+
+def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
+    """The TensorCoreConfigs :func:`tune` tries for operands of ``dtype`` (22 at most; see the
+    comment on the search space above), leaving out those that are invalid for the dtype
+    (their construction raises ValueError) or need more than ``smem_limit`` bytes of shared
+    memory."""
+    from gemm import tensorcore as tc
+    if dtype not in tc.DTYPES:
+        raise ValueError(f"candidates: dtype must be one of {tc.DTYPES}, got {dtype!r}")
+    if not isinstance(smem_limit, int) or isinstance(smem_limit, bool) or smem_limit <= 0:
+        raise ValueError(f"candidates: smem_limit must be a positive int, got {smem_limit!r}")
+    out = []
+    for tiles, depths in ((_LARGE_TILES, _LARGE_DEPTHS), (_SMALL_TILES, _SMALL_DEPTHS)):
+        for bm, bn, warps in tiles:
+            for row_bytes, stages in depths:
+                bk = row_bytes // _ELEMENT_BYTES.get(dtype, 2)
+                try:
+                    cfg = tc.TensorCoreConfig(bM=bm, bN=bn, bK=bk, warps=warps, stages=stages,
+                                              dtype=dtype)
+                except ValueError:
+                    continue
+                if cfg.shared_bytes <= smem_limit:
+                    out.append(cfg)
+    return out
+
+
+def config_label(cfg):
+    """A short name: ``128x128x32 w2x2 s4`` (block tile, warps, stages)."""
+    wm, wn = cfg.warps
+    return f"{cfg.bM}x{cfg.bN}x{cfg.bK} w{wm}x{wn} s{cfg.stages}"
+
+
+# --- problems ----------------------------------------------------------------------------------
+
+_devices = {}
+
+
+def _device_info(index):
+    """(name, compute capability, opt-in shared bytes per block) of CUDA device ``index``."""
+    if simulator_active():
+        return "numba CUDA simulator", (0, 0), SMEM_LIMIT
+    if index not in _devices:
+        from numba import cuda
+        dev = cuda.gpus[index]
+        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+        try:
+            smem = int(dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        except Exception:  # noqa: BLE001 - an attribute this driver binding lacks
+            smem = SMEM_LIMIT
+        _devices[index] = name, tuple(dev.compute_capability), smem
+    return _devices[index]
+
+
+def _compute_dtype(a, b, caller):
+    """What the tensor cores compute with for these operands: bfloat16, float16, tfloat32."""
+    kinds = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
+    for name, op in (("A", a), ("B", b)):
+        if op.dtype not in kinds:
+            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
+                            "float16, float32 (as tf32)")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
+    return kinds[a.dtype]
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """A call described: its cache key, compute dtype, output dtype and device index."""
+
+    key: str
+    dtype: str
+    out_dtype: str
+    device: int
+
+
+def _problem(A, B, out, out_dtype, caller):
+    sim = simulator_active()
+    a, b = operand(A, "A", sim, caller), operand(B, "B", sim, caller)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
+    dtype = _compute_dtype(a, b, caller)
+    if out is not None:
+        c = operand(out, "out", sim, caller)
+        if out_dtype is not None and out_dtype != c.dtype:
+            raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out has dtype {c.dtype}")
+        out_dtype, out_major = c.dtype, "N" if c.unit_mode == 1 else "M"
+    else:
+        if out_dtype is None:
+            out_dtype = "float32"
+        if not isinstance(out_dtype, str):
+            raise TypeError(f"{caller}: out_dtype must be a dtype name such as 'float32', got "
+                            f"{out_dtype!r}")
+        out_major = "N"
+    name, cc, _ = _device_info(a.device)
+    key = (f"{name} sm{cc[0]}{cc[1]} | {m}x{n}x{k} {dtype} | A {'K' if a.unit_mode else 'M'}"
+           f"-major, B {'N' if b.unit_mode else 'K'}-major | out {out_dtype} {out_major}-major")
+    return _Problem(key, dtype, out_dtype, a.device)
+
+
+def problem_key(A, B, out=None, out_dtype=None, *, caller="problem_key"):
+    """The cache key of ``tensorcore_matmul(A, B, out, out_dtype=out_dtype)`` on this device
+    (see the module docstring); errors name ``caller``."""
+    return _problem(A, B, out, out_dtype, caller).key
+
+
+# --- the cache ---------------------------------------------------------------------------------
+
+_memory = {}        # path -> (file signature, entries): the file is parsed once per change
+
+
+def cache_path():
+    """``$GEMM_AUTOTUNE_CACHE``, else ``~/.cache/layoutalg-gemm/autotune.json``."""
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.path.expanduser("~"), ".cache", "layoutalg-gemm", "autotune.json")
+
+
+def _signature(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return ("error", str(e))
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def load_cache(path=None):
+    """The cache's entries {key: entry}; {} when the file is missing, and, with an
+    :class:`AutotuneCacheWarning`, when it is unreadable or not an autotune cache."""
+    path = path or cache_path()
+    sig = _signature(path)
+    if sig is None:
+        return {}
+    held = _memory.get(path)
+    if held is not None and held[0] == sig:
+        return held[1]
+    entries = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not (isinstance(data, dict) and data.get("format") == FORMAT
+                and isinstance(data.get("entries"), dict)):
+            raise ValueError(f"not an autotune cache of format {FORMAT}")
+        entries = data["entries"]
+    except (OSError, ValueError) as e:   # json.JSONDecodeError and UnicodeError are ValueErrors
+        warnings.warn(f"autotune cache {path} is unreadable or corrupt ({e}); treating it as "
+                      "empty", AutotuneCacheWarning, stacklevel=2)
+    _memory[path] = sig, entries
+    return entries
+
+
+def _config_from(d):
+    """The TensorCoreConfig stored as ``d`` (lists back to tuples); None if it is not one
+    this version can build."""
+    from gemm import tensorcore as tc
+    try:
+        return tc.TensorCoreConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                      for k, v in d.items()})
+    except (TypeError, ValueError, AttributeError) as e:
+        warnings.warn(f"autotune cache: cannot use stored config {d!r} ({e}); ignoring it",
+                      AutotuneCacheWarning, stacklevel=3)
+        return None
+
+
+def lookup(key, path=None):
+    """The tuned TensorCoreConfig stored under ``key``, or None."""
+    entry = load_cache(path).get(key)
+    if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+        return None
+    return _config_from(entry["config"])
+
+
+def tuned_config(A, B, out=None, out_dtype=None):
+    """The tuned TensorCoreConfig for this call from the cache, or None."""
+    return lookup(problem_key(A, B, out, out_dtype, caller="tuned_config"))
+
+
+def _write_atomic(path, text):
+    """Replace ``path`` by ``text`` at once: write a temporary file beside it, then rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def record(key, winner, timings=(), failed=(), path=None):
+    """Store ``winner`` under ``key`` with ``timings`` ((config, ms) pairs) and ``failed``
+    ((config, error) pairs). The file is re-read just before the write, so entries another
+    process stored meanwhile are kept. A failed write is warned about, not raised."""
+    path = path or cache_path()
+    entries = dict(load_cache(path))
+    entries[key] = {
+        "config": asdict(winner),
+        "label": config_label(winner),
+        "tuned": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "timings_ms": [{"config": asdict(c), "label": config_label(c), "ms": ms}
+                       for c, ms in sorted(timings, key=lambda x: x[1])],
+        "failed": [{"config": asdict(c), "label": config_label(c), "error": err}
+                   for c, err in failed],
+    }
+    text = json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True)
+    try:
+        _write_atomic(path, text)
+    except OSError as e:
+        warnings.warn(f"autotune cache {path} could not be written ({e}); the result is not "
+                      "kept", AutotuneCacheWarning, stacklevel=2)
+        return
+    _memory[path] = _signature(path), entries
+
+
+# --- tuning ------------------------------------------------------------------------------------
+
+def _progress(iterable, progress, **kw):
+    # tqdm: the well-kept progress-bar library (a dependency of the package); it writes to
+    # stderr, so stdout keeps only results.
+    from tqdm import tqdm
+    return tqdm(iterable, disable=not progress, file=sys.stderr, **kw)
+
+
+def _say(text):
+    from tqdm import tqdm
+    tqdm.write(text, file=sys.stderr)
+
+
+def _compile_all(variants, workers=None, progress=True, compile_fn=None):
+    """Compile ``variants`` in spawned processes (``compile_fn``, default
+    ``gemm.tensorcore.compile_variant``, must be importable by name). Returns {variant:
+    error text} for those that failed; the others are in numba's on-disk cache."""
+    if compile_fn is None:
+        from gemm.tensorcore import compile_variant as compile_fn
+    variants = list(variants)
+    if not variants:
+        return {}
+    import multiprocessing as mp
+    workers = workers or min(len(variants), os.cpu_count() or 1)
+    failed = {}
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        jobs = {pool.submit(compile_fn, v): v for v in variants}
+        for job in _progress(as_completed(jobs), progress, total=len(jobs), desc="compiling",
+                             unit="kernel"):
+            err = job.exception()
+            if err is not None:
+                failed[jobs[job]] = f"{type(err).__name__}: {err}"
+    return failed
+
+
+def _events_stream(A):
+    """The numba stream the caller's kernels run on (torch's or CuPy's current stream)."""
+    from numba import cuda
+    handle = current_stream(operand(A, "A", False, "tune"))
+    return cuda.external_stream(handle) if handle else cuda.default_stream()
+
+
+def _measure(A, B, out, cfg, out_dtype, reps, warmup):
+    """(median milliseconds of ``tensorcore_matmul(A, B, out, config=cfg)`` over ``reps``
+    calls after ``warmup`` calls, the output used). A None ``out`` is made by the first call
+    (of ``out_dtype``), and returned for the next candidate."""
+    from numba import cuda
+    from gemm.tensorcore import tensorcore_matmul
+
+    def call(c):
+        if c is None:
+            return tensorcore_matmul(A, B, config=cfg, out_dtype=out_dtype)
+        return tensorcore_matmul(A, B, c, config=cfg)
+
+    out = call(out)
+    for _ in range(warmup):
+        call(out)
+    stream = _events_stream(A)
+    events = [(cuda.event(), cuda.event()) for _ in range(reps)]
+    for start, stop in events:
+        start.record(stream)
+        call(out)
+        stop.record(stream)
+    events[-1][1].synchronize()
+    return statistics.median(cuda.event_elapsed_time(s, e) for s, e in events), out
+
+
+def _scratch_like(out):
+    """An uninitialised array of the kind, device, dtype and major of ``out``: tuning writes
+    there, never into the caller's array."""
+    c = operand(out, "out", simulator_active(), "tune")
+    col = c.unit_mode == 0
+    shape = c.shape[::-1] if col else c.shape
+    if c.kind == "torch":
+        import torch
+        new = torch.empty(shape, dtype=out.dtype, device=out.device)
+    elif c.kind == "cupy":
+        import cupy
+        with cupy.cuda.Device(c.device):
+            new = cupy.empty(shape, dtype=out.dtype)
+    else:
+        from numba import cuda
+        new = cuda.device_array(shape, dtype=out.dtype)
+    return new.T if col else new
+
+
+def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, workers=None,
+         progress=True):
+    """Find the fastest TensorCoreConfig for ``tensorcore_matmul(A, B, out)`` on these
+    operands, store it (and every timing) in the cache, and return it.
+
+    ``configs``: the candidates (default :func:`candidates` for the operands' type and the
+    device's shared memory). Each is compiled in a spawned process (``workers`` at a time,
+    default one per core), then timed here: ``warmup`` calls, then the median of ``reps``
+    calls measured with CUDA events on the caller's stream. A candidate that fails to plan,
+    compile or run is skipped and reported on stderr. ``out`` (or ``out_dtype`` when out is
+    None) fixes the output's type and major; the timed calls write a scratch array, never
+    ``out``. ``progress``: tqdm progress bars on stderr. Needs a GPU.
+    """
+    from gemm import tensorcore as tc
+    if simulator_active():
+        raise RuntimeError("tune: needs a CUDA GPU; the numba CUDA simulator has nothing to "
+                           "time")
+    for name, v, low in (("reps", reps, 1), ("warmup", warmup, 0)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            raise ValueError(f"tune: {name} must be an int >= {low}, got {v!r}")
+    problem = _problem(A, B, out, out_dtype, "tune")
+    if configs is None:
+        configs = candidates(problem.dtype, _device_info(problem.device)[2])
+    configs = list(dict.fromkeys(configs))
+    for c in configs:
+        if not isinstance(c, tc.TensorCoreConfig):
+            raise TypeError(f"tune: configs must be TensorCoreConfigs, got {c!r}")
+    if not configs:
+        raise ValueError(f"tune: no candidate configs for {problem.dtype}")
+    scratch = None if out is None else _scratch_like(out)
+    out_dtype = None if out is not None else problem.out_dtype
+
+    failed, planned = [], {}
+    for cfg in configs:
+        try:
+            planned[cfg] = tc.plan_call(A, B, scratch, config=cfg, out_dtype=out_dtype)
+        except (TypeError, ValueError) as e:
+            failed.append((cfg, f"{type(e).__name__}: {e}"))
+    broken = _compile_all(dict.fromkeys(planned.values()), workers, progress)
+    timings = []
+    for cfg in _progress(configs, progress, desc="timing", unit="config"):
+        if cfg not in planned:
+            continue
+        if planned[cfg] in broken:
+            failed.append((cfg, broken[planned[cfg]]))
+            continue
+        try:
+            ms, scratch = _measure(A, B, scratch, cfg, out_dtype, reps, warmup)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
+            failed.append((cfg, f"{type(e).__name__}: {e}"))
+            continue
+        timings.append((cfg, ms))
+    for cfg, err in failed:
+        _say(f"tune: skipped {config_label(cfg)}: {err}")
+    if not timings:
+        raise RuntimeError(f"tune: every candidate failed for {problem.key}; first: "
+                           f"{config_label(failed[0][0])}: {failed[0][1]}")
+    winner = min(timings, key=lambda x: x[1])[0]
+    record(problem.key, winner, timings, failed)
+    return winner

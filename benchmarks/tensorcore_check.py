@@ -6,8 +6,9 @@ Run on the GPU host from the project root (after the wheel line of ../shared/gpu
         [--no-timing] [--configs SPEC ...] [--dtype-configs SPEC ...] [--sizes N ...]
         [--sections bf16 tf32 f16] [--seed S] [--workers W]
 
-A SPEC is ``bMxbNxbK:wmxwn:stages[:dD][:bB]`` (D: delay_release, B: min_blocks), e.g.
-``128x256x32:2x4:4:d1``, or ``default`` (config=None: the kernel's own default).
+A SPEC is ``bMxbNxbK:wmxwn:stages[:dD][:bB][:gG]`` (D: delay_release, B: min_blocks, G:
+group_m), e.g. ``128x256x32:2x4:4:d1``, or ``default`` (config=None: the kernel's own
+default).
 
 1. Plans every call of the run (``plan_call``) and compiles the distinct variants in parallel
    processes (``compile_variant``, spawn; numba's on-disk cache hands them to this process).
@@ -25,9 +26,10 @@ A SPEC is ``bMxbNxbK:wmxwn:stages[:dD][:bB]`` (D: delay_release, B: min_blocks),
    against float64. Calls rotate over 3 input sets: an H100 has 50 MB of L2, a 4096^2 bf16
    matrix is 32 MB (A and B together do not fit; with the rotation the previous call's
    inputs are mostly evicted), at 8192 one matrix is 128 MB.
-4. Prints the tables last (markdown): bf16 per config, stages x delay_release for the
-   TABLE_TILE (256x128x32, 4x2 warps: the default tile), tf32 and f16. ``--json`` gets every number with its config
-   (written after each phase, so a run cut short keeps what it measured).
+4. Prints the tables last (markdown): bf16 per config, stages x delay_release for each of
+   TABLE_TILES (the default tile, and the same with 64-byte K rows), tf32 and f16. ``--json``
+   gets every number with its config (written after each phase, so a run cut short keeps
+   what it measured).
 
 The case helpers (:class:`Case`, the case lists, :func:`build`, :func:`check_case`,
 :func:`error_ratio`, :func:`compile_all`) are shared with tests/test_tensorcore_gpu.py and
@@ -121,11 +123,13 @@ def parse_config(spec):
         for p in parts[3:]:
             if p.startswith("d"):
                 kw.append(("delay_release", int(p[1:])))
+            elif p.startswith("g"):
+                kw.append(("group_m", int(p[1:])))
             else:
                 kw.append(("min_blocks", int(p.lstrip("b"))))
     except (ValueError, IndexError):
-        raise ValueError(f"bad config spec {spec!r}: expected bMxbNxbK:wmxwn:stages[:dD][:bB] "
-                         "or default") from None
+        raise ValueError(f"bad config spec {spec!r}: expected "
+                         "bMxbNxbK:wmxwn:stages[:dD][:bB][:gG] or default") from None
     return tuple(kw)
 
 
@@ -246,9 +250,10 @@ DELAYS = (0, 1)
 
 def stage_cases():
     """Every ring depth with delay_release 0 and 1, on one shape with partial tiles (K a
-    multiple of 8 so that the 16-byte copies run)."""
+    multiple of 8 so that the 16-byte copies run): the default tile up to 4 stages, 64-byte
+    K rows for 5 and 6 (the default's would need more than 227 KiB of shared memory)."""
     return [Case("bfloat16", 517, 389, 1000 - 8 * s,
-                 config=(("stages", s), ("delay_release", d)))
+                 config=(("stages", s), ("delay_release", d)) + ((("bK", 32),) if s > 4 else ()))
             for s in STAGES for d in DELAYS]
 
 
@@ -463,13 +468,21 @@ def compile_all(variants, workers=None, log=print):
 # --- timing ------------------------------------------------------------------------------------
 
 SECTIONS = {"bf16": "bfloat16", "tf32": "tfloat32", "f16": "float16"}
-TABLE_TILE = "256x128x32:4x2"
-_TABLE_FIELDS = (*(int(x) for x in TABLE_TILE.split(":")[0].split("x")),
-                 tuple(int(x) for x in TABLE_TILE.split(":")[1].split("x")))
-DEFAULT_CONFIGS = ([f"{TABLE_TILE}:{s}:d{d}" for s in STAGES for d in DELAYS]
-                   + ["128x128x32:2x2:4", "128x256x32:2x4:4", "256x128x64:4x2:3"])
-QUICK_CONFIGS = [f"{TABLE_TILE}:{s}:d{d}" for s in (3, 4) for d in DELAYS] + ["128x256x32:2x4:3"]
-DEFAULT_DTYPE_CONFIGS = ["default", f"{TABLE_TILE}:4"]
+# The stages x delay_release tables: the default tile (128-byte K rows; 5 and 6 stages need
+# more than the 227 KiB of shared memory a block can have) and the same tile with 64-byte rows.
+TABLE_TILES = ("256x128x64:4x2", "256x128x32:4x2")
+
+
+def _tile_fields(tile):
+    dims, warps = tile.split(":")
+    return (*(int(x) for x in dims.split("x")), tuple(int(x) for x in warps.split("x")))
+
+
+DEFAULT_CONFIGS = ([f"{tile}:{s}:d{d}" for tile in TABLE_TILES for s in STAGES for d in DELAYS]
+                   + ["128x128x64:2x2:3", "128x256x64:2x4:3", "256x128x64:4x2:3:g1000"])
+QUICK_CONFIGS = [f"{TABLE_TILES[0]}:{s}:d{d}" for s in (3, 4) for d in DELAYS] + \
+    ["128x256x64:2x4:3"]
+DEFAULT_DTYPE_CONFIGS = ["default", f"{TABLE_TILES[1]}:3"]
 SETS = 3
 
 
@@ -597,6 +610,26 @@ def _cell(r, base=None):
     return text
 
 
+def _stages_table(rows, tile, sizes):
+    table = {}
+    for r in rows:
+        if r["section"] != "bf16" or "fields" not in r or not r["fields"]:
+            continue
+        f = r["fields"]
+        if (f["bM"], f["bN"], f["bK"], tuple(f["warps"])) == _tile_fields(tile) and \
+                f.get("min_blocks", 1) == 1 and f.get("group_m", 8) == 8:
+            table[(f["stages"], f.get("delay_release", 0), r["n"])] = r
+    if not table:
+        return []
+    head = [f"d{d} {n}" for n in sizes for d in DELAYS]
+    lines = ["", f"bf16 {tile} (bMxbNxbK:warps), stages x delay_release: TFLOP/s", "",
+             "| stages | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for s in STAGES:
+        cells = [_cell(table.get((s, d, n))) for n in sizes for d in DELAYS]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def tables(rows):
     """The markdown tables of the timing rows (a list of lines)."""
     lines = []
@@ -617,21 +650,8 @@ def tables(rows):
                 base = None if config.startswith("cuBLAS") else cublas.get((section, n))
                 cells.append(_cell(r, base))
             lines.append(f"| {config} | " + " | ".join(cells) + " |")
-    table = {}
-    for r in rows:
-        if r["section"] != "bf16" or "fields" not in r or not r["fields"]:
-            continue
-        f = r["fields"]
-        if (f["bM"], f["bN"], f["bK"], tuple(f["warps"])) == _TABLE_FIELDS and \
-                f.get("min_blocks", 1) == 1:
-            table[(f["stages"], f.get("delay_release", 0), r["n"])] = r
-    if table:
-        head = [f"d{d} {n}" for n in sizes for d in DELAYS]
-        lines += ["", f"bf16 {TABLE_TILE} (bMxbNxbK:warps), stages x delay_release: TFLOP/s", "",
-                  "| stages | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
-        for s in STAGES:
-            cells = [_cell(table.get((s, d, n))) for n in sizes for d in DELAYS]
-            lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    for tile in TABLE_TILES:
+        lines += _stages_table(rows, tile, sizes)
     return lines
 
 

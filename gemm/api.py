@@ -194,8 +194,7 @@ def _tensorcore(A, B, out, alpha, beta, choice):
         cfg = autotune.lookup(autotune.problem_key(A, B, out, caller="matmul"))
         if cfg is None and choice == "autotune":
             cfg = autotune.tune(A, B, out)
-        elif cfg is None:
-            cfg = tensorcore.TensorCoreConfig()
+    # None: the kernel's default for the operands' type
     return tensorcore.tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg)
 
 

@@ -247,7 +247,7 @@ def _tensorcore_choice(backend, A, B, C, dtype):
     """(matmul keywords, label) of the tensor-core call: matmul's own choice (the tuned
     config, else the default); bf16 bits (no torch) need an explicit config."""
     from gemm.tensorcore import TensorCoreConfig
-    default = TensorCoreConfig()
+    default = TensorCoreConfig(dtype=dtype)
     if dtype == "bfloat16" and backend.name != "torch":
         cfg = TensorCoreConfig(dtype="bfloat16")
         return {"kernel": cfg}, f"default {autotune.config_label(cfg)} (bits)"

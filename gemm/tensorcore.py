@@ -82,6 +82,7 @@ _MMA = {"bfloat16": (SM80_16x8x16_F32BF16BF16F32_TN, "mma_m16n8k16_f32_bf16", 16
         "tfloat32": (SM80_16x8x8_F32TF32TF32F32_TN, "mma_m16n8k8_f32_tf32", 8, 4)}
 LDA, LDB, LDC = sym("lda"), sym("ldb"), sym("ldc")
 _PAD_C = 8          # f32 elements of padding per row of the staged C tile (see _Epilogue)
+SHARED_LIMIT = 227 * 1024       # shared memory of one block, at most (sm_90's opt-in limit)
 
 
 def _is_int(x):
@@ -111,32 +112,41 @@ def _copy_threads(cfg, bmn, major, vec):
 
 @dataclass(frozen=True)
 class TensorCoreConfig:
-    """One tensor-core kernel: block tile (bM, bN, bK), warp layout (wm, wn), cp.async ring
+    """One tensor-core kernel: block tile (bM, bN, bK; bK None: 128-byte K rows, 64 elements
+    of bf16/f16, 32 of tf32), warp layout (wm, wn), cp.async ring
     ``stages`` (2..6) and ``delay_release`` (a stage is refilled only ``delay_release`` k-tiles
     after it was read; 0..stages-2), operand ``dtype`` ("bfloat16", "float16", or "tfloat32"
     for float32 operands; raw 16-bit arrays are read as ``dtype``), ``min_blocks`` (launch
-    bounds: blocks per SM the registers must allow).
+    bounds: blocks per SM the registers must allow), ``group_m`` (the launch order: blocks
+    that start together sweep ``group_m`` block rows of C, then move one block column on, so
+    that they share their A and B tiles in L2; a value at least the number of block rows is
+    plain column-by-column order).
 
-    The default, 256x128x32 with 4x2 warps (each warp 64x64) and 3 stages, was among the
-    fastest configs timed at 4096^3 and 8192^3 bf16 on an H100 (benchmarks/RESULTS.md; 3 and
-    4 stages were within the run-to-run spread, 3 needs less shared memory).
+    The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, was the
+    fastest config timed at 4096^3 and 8192^3 bf16 on an H100 (benchmarks/RESULTS.md: 4
+    stages were as fast, and need a third more shared memory).
 
     >>> cfg = TensorCoreConfig()
-    >>> cfg.threads, cfg.shared_bytes, str(smem_layout(cfg, cfg.bM, "K").outer)
-    (256, 139264, 'Sw<2,3,3>')
+    >>> cfg.bK, cfg.threads, cfg.shared_bytes, str(smem_layout(cfg, cfg.bM, "K").outer)
+    (64, 256, 147456, 'Sw<3,3,3>')
+    >>> TensorCoreConfig(dtype="tfloat32").bK
+    32
     """
 
     bM: int = 256
     bN: int = 128
-    bK: int = 32
+    bK: int = None
     warps: tuple = (4, 2)
     stages: int = 3
     dtype: str = "bfloat16"
     min_blocks: int = 1
     delay_release: int = 0
+    group_m: int = 8
 
     def __post_init__(self):
-        for name in ("bM", "bN", "bK", "stages", "min_blocks"):
+        if self.dtype in DTYPES and self.bK is None:
+            object.__setattr__(self, "bK", 128 // self.element_bytes)
+        for name in ("bM", "bN", "bK", "stages", "min_blocks", "group_m"):
             v = getattr(self, name)
             if not (_is_int(v) and v >= 1):
                 raise ValueError(f"TensorCoreConfig: {name} must be a positive int, got {v!r}")
@@ -146,6 +156,9 @@ class TensorCoreConfig:
         if self.dtype not in DTYPES:
             raise ValueError(f"TensorCoreConfig: dtype must be one of {DTYPES}, got "
                              f"{self.dtype!r}")
+        if self.group_m > 65535:        # group_m * grid columns must fit in 32 bits
+            raise ValueError(f"TensorCoreConfig: group_m must be at most 65535, got "
+                             f"{self.group_m}")
         if not 2 <= self.stages <= 6:
             raise ValueError(f"TensorCoreConfig: stages must be in 2..6, got {self.stages}")
         d = self.delay_release
@@ -164,6 +177,10 @@ class TensorCoreConfig:
                              "ldmatrix x4 covering two n8 blocks)")
         if self.threads > 1024:
             raise ValueError(f"TensorCoreConfig: {self.threads} threads exceed 1024")
+        if self.shared_bytes > SHARED_LIMIT:
+            raise ValueError(f"TensorCoreConfig: {self.shared_bytes} bytes of shared memory "
+                             f"(stages x (bM + bN) x bK x {eb} bytes) exceed the "
+                             f"{SHARED_LIMIT} a block can have on any GPU (sm_90)")
         for bmn in (self.bM, self.bN):
             for major in MAJORS:
                 for vec in [v for v in (1, 2, 4, 8) if v * eb <= 16]:   # every copy width
@@ -355,22 +372,28 @@ class _Copy:
         blk = BX if self.p == "a" else BY
         return (blk + 1) * self.bmn
 
-    def issue(self, src, kt, slot_base, ext):
+    def issue(self, src, kt, slot_base, ext, interior):
         """Lines copying k-tile ``kt`` (a name) to the stage at shared offset ``slot_base``:
-        unpredicated when the block lies inside the matrix and the k-tile is full."""
+        unpredicated when the block lies inside the matrix and the k-tile is full, which
+        ``interior`` (the kernel's fast path) promises for every k-tile."""
         p = self.p
         src(f"{p}_gk = U({p}_g + {kt} * {code(self.kstep)})")
-        if self.bytes >= 4:
+        if self.bytes < 4:
+            self._predicated(src, kt, slot_base, ext)
+        elif interior:
+            self._whole(src, slot_base)
+        else:
             with src.block(f"if {p}_in and {kt} < KF:"):
-                kind = "cg" if self.bytes == 16 else "ca"
-                for crd in self.copies:
-                    dst = self.sw.at(self.dst[2][crd])
-                    src(f"cp_async_{kind}(sm, U({slot_base} + {dst}), {self.name}, "
-                        f"U({p}_gk + {code(self.src[2][crd])}), {self.bytes})")
+                self._whole(src, slot_base)
             with src.block("else:"):
                 self._predicated(src, kt, slot_base, ext)
-        else:
-            self._predicated(src, kt, slot_base, ext)
+
+    def _whole(self, src, slot_base):
+        kind = "cg" if self.bytes == 16 else "ca"
+        for crd in self.copies:
+            dst = self.sw.at(self.dst[2][crd])
+            src(f"cp_async_{kind}(sm, U({slot_base} + {dst}), {self.name}, "
+                f"U({self.p}_gk + {code(self.src[2][crd])}), {self.bytes})")
 
     def _loops(self):
         """The copies as a loop nest: [(index name, count)] and, for each field (global
@@ -561,10 +584,11 @@ def _emit(k, simulator):
         f"# {v}",
         "")
     with src.block("def kernel(A, B, C, M, N, K, lda, ldb, ldc, alpha, beta):"):
-        src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "by = U(cuda.blockIdx.y)",
-            f"sm = cuda.shared.array(0, {smem_type})",
-            f"KT = (K + U({cfg.bK - 1})) // U({cfg.bK})",
-            f"KF = K // U({cfg.bK})")
+        src("t = U(cuda.threadIdx.x)")
+        _block_order(src, cfg.group_m)
+        src(f"sm = cuda.shared.array(0, {smem_type})",
+            f"KT = U((K + U({cfg.bK - 1})) // U({cfg.bK}))",
+            f"KF = U(K // U({cfg.bK}))")
         k.a.decls(src, "M")
         k.b.decls(src, "N")
         src(k.la.sw.decl(), k.lb.sw.decl())
@@ -573,9 +597,9 @@ def _emit(k, simulator):
             names = [f"c{x}" for x in range(r, min(r + 8, n_acc))]
             src(", ".join(names) + " = " + ", ".join("float32(0)" for _ in names))
 
-        def issue(kt, slot):
-            k.a.issue(src, kt, f"{slot} * U({k.slot_a})", "M")
-            k.b.issue(src, kt, f"U({k.b_base}) + {slot} * U({k.slot_b})", "N")
+        def issue(kt, slot, interior):
+            k.a.issue(src, kt, f"{slot} * U({k.slot_a})", "M", interior)
+            k.b.issue(src, kt, f"U({k.b_base}) + {slot} * U({k.slot_b})", "N", interior)
 
         def load(kb):
             k.la.emit_loads(src, kb, "ra")
@@ -605,11 +629,32 @@ def _emit(k, simulator):
                 load((kb + 1) % KB)
                 mma(kb)
 
-        emit_ring(src, stages=cfg.stages, delay_release=cfg.delay_release, steps="KT",
-                  issue=issue, body=body, prime=prime)
+        # The main loop twice: for blocks inside the matrix when K is a multiple of bK (no
+        # copy needs a predicate), and for the rest. One loop with both kinds of copies
+        # costs the predicated path's instructions in every k-tile (the compiler
+        # if-converts the two).
+        for branch, interior in (("if a_in and b_in and KF == KT:", True), ("else:", False)):
+            with src.block(branch):
+                emit_ring(src, stages=cfg.stages, delay_release=cfg.delay_release, steps="KT",
+                          issue=lambda kt, slot, i=interior: issue(kt, slot, i), body=body,
+                          prime=prime)
         src("cuda.syncthreads()")       # every ldmatrix is done before the epilogue reuses
         _epilogue(src, k)
     return src.text()
+
+
+def _block_order(src, group_m):
+    """``bx``, ``by``: the block's tile of C. Blocks are launched in the order of their linear
+    index; consecutive ones take ``group_m`` block rows of one block column, then the same
+    rows of the next column, so the blocks running at once read a few A panels and B panels
+    many times from L2 instead of every A panel once per wave."""
+    src("gx = U(cuda.gridDim.x)", "gy = U(cuda.gridDim.y)",
+        "pid = U(U(cuda.blockIdx.x) + U(cuda.blockIdx.y) * gx)",
+        f"gw = U(U({group_m}) * gy)",                 # blocks of one group of rows
+        f"g0 = U((pid // gw) * U({group_m}))",        # its first block row
+        f"gs = min(U(gx - g0), U({group_m}))",        # its rows (fewer in the last group)
+        "gr = U(pid - (pid // gw) * gw)",
+        "bx = U(g0 + gr % gs)", "by = U(gr // gs)")
 
 
 def _epilogue(src, k):
@@ -808,9 +853,7 @@ class _Call:
     def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller):
         from gemm._env import simulator_active
         sim = self.sim = simulator_active()
-        if config is None:
-            config = TensorCoreConfig()
-        if not isinstance(config, TensorCoreConfig):
+        if config is not None and not isinstance(config, TensorCoreConfig):
             raise TypeError(f"{caller}: config must be a TensorCoreConfig, got {config!r}")
         for name, x in (("alpha", alpha), ("beta", beta)):
             if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
@@ -819,7 +862,8 @@ class _Call:
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
-        config = replace(config, dtype=self._dtype(a, b, config, caller))
+        dtype = self._dtype(a, b, config or TensorCoreConfig(), caller)
+        config = TensorCoreConfig(dtype=dtype) if config is None else replace(config, dtype=dtype)
         stored = out_dtype = out_dtype or None
         if out is not None:         # a 16-bit integer out holds the bits of out_dtype
             stored = operand(out, "out", sim, caller).dtype
@@ -895,8 +939,9 @@ def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_d
     float32 (multiplied as tf32: each operand rounded to 10 mantissa bits, f32 accumulate).
     ``out``: (M, N) float32, bfloat16 or float16, row- or column-major; None makes a
     row-major one of ``out_dtype`` (default float32; ``beta`` must then be 0). ``config``: a
-    :class:`TensorCoreConfig` (default 256x128x32, 4x2 warps, 3 stages; its dtype is replaced
-    by the operands'). Returns ``out``.
+    :class:`TensorCoreConfig` (None: ``TensorCoreConfig(dtype=<the operands' type>)``,
+    256x128 tiles of 128-byte K rows, 4x2 warps, 3 stages; a config's dtype is replaced by
+    the operands'). Returns ``out``.
     """
     call = _Call(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul")
     v = call.variant

@@ -101,6 +101,8 @@ def errors():
         "bad delay": lambda: TensorCoreConfig(stages=3, delay_release=2),
         "bad bK": lambda: TensorCoreConfig(bK=48),
         "bad bK tf32": lambda: TensorCoreConfig(bK=64, dtype="tfloat32"),
+        "too much shared memory": lambda: TensorCoreConfig(stages=5),
+        "bad group_m": lambda: TensorCoreConfig(group_m=0),
         "bad config type": lambda: tensorcore_matmul(d(u16), d(u16).T, config="fast"),
     }
     return outcomes(cases)
@@ -129,6 +131,8 @@ def main(which):
         results["stages4 delay1 odd K 9x20x131"] = case(
             TensorCoreConfig(32, 32, 32, (1, 1), 4, dtype, delay_release=1), 9, 20, 131, seed=3)
         results["1x1x1"] = case(small, 1, 1, 1, seed=4)
+        results["group_m 3, 4x3 blocks 100x70x64"] = case(
+            TensorCoreConfig(32, 32, 32, (1, 1), 3, dtype, group_m=3), 100, 70, 64, seed=10)
         results["A col, B N-major, bf16 out 40x36x50"] = case(
             small, 40, 36, 50, seed=7, a_col=True, b_kmajor=False, out_dtype="bfloat16")
     else:

@@ -239,7 +239,7 @@ def test_tune_picks_the_fastest_that_works_and_stores_every_timing(fake_gpu, cac
 
 
 def test_tune_without_progress_prints_no_bar(fake_gpu, capsys):
-    configs = [TensorCoreConfig(stages=s) for s in (2, 6, 3)]
+    configs = [TensorCoreConfig(bK=32, stages=s) for s in (2, 6, 3)]
     assert autotune.tune("A", "B", configs=configs, progress=False) == configs[2]
     assert "timing" not in capsys.readouterr().err
 
@@ -342,8 +342,8 @@ def test_matmul_dispatch_in_simulator(tmp_path):
     # Real runs: the tensor-core kernel through matmul (f16, bf16 bits), SIMT for float32.
     for name in ("f16 tensorcore", "bf16 bits tensorcore", "f32 simt"):
         assert got[name] <= 1.0, (name, got[name])
-    # Which config the tensor-core stand-in received.
-    default, tuned = str(TensorCoreConfig()), str(SIM_TUNED)
+    # Which config the tensor-core stand-in received (None: the kernel's default for the type).
+    default, tuned = "None", str(SIM_TUNED)
     assert got["f16 None, empty cache"] == ["float16", default]
     assert got["f16 None, tuned"] == ["float16", tuned]
     assert got["f16 'tensorcore', tuned"] == ["float16", tuned]
@@ -351,7 +351,7 @@ def test_matmul_dispatch_in_simulator(tmp_path):
     assert got["f16 'autotune', miss"] == ["float16", str(TensorCoreConfig(stages=2))]
     assert got["tune calls"] == 1 and got["f16 'autotune', after tuning"] == got[
         "f16 'autotune', miss"]
-    assert got["f32 allow_tf32"] == ["float32", str(TensorCoreConfig())]
+    assert got["f32 allow_tf32"] == ["float32", default]
     assert got["f32 None: tensorcore calls"] == 0
     assert got["key"] == ("numba CUDA simulator sm00 | 20x16x40 float16 | A K-major, B K-major"
                           " | out float32 N-major")

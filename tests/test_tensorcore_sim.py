@@ -1,19 +1,22 @@
 """The tensor-core kernel in numba's CUDA simulator (bf16, f16 and tf32, both majors of A and
 B, f32/bf16/f16 out, partial tiles, odd K, alpha/beta, 1 and 4 warps, 2..5 stages,
-delay_release) against numpy float64 (see sim_tensorcore_cases.py), plus pure-Python checks
-of the generator: bank conflicts of the swizzled shared tiles and the cp.async ring's
-wait_group bookkeeping."""
+delay_release, a grouped launch order) against numpy float64 (see sim_tensorcore_cases.py),
+plus pure-Python checks of the generator: the launch order, bank conflicts of the swizzled
+shared tiles and the cp.async ring's wait_group bookkeeping."""
 
 import json
 import os
 import subprocess
 import sys
+import types
 
+import numpy as np
 import pytest
 
+from gemm.codegen import Source
 from gemm.pipeline import check_ring
-from gemm.tensorcore import (TensorCoreConfig, Variant, bank_conflicts, ring_events,
-                             tensorcore_source)
+from gemm.tensorcore import (TensorCoreConfig, Variant, _block_order, bank_conflicts,
+                             ring_events, tensorcore_source)
 
 HERE = os.path.dirname(__file__)
 
@@ -50,6 +53,8 @@ EXPECTED_ERRORS = {
     "bad bK": ("ValueError", "bK"),
     "bad bK tf32": ("ValueError", "bK must be 16 or 32"),
     "bad config type": ("TypeError", "TensorCoreConfig"),
+    "too much shared memory": ("ValueError", "exceed the 232448 a block can have"),
+    "bad group_m": ("ValueError", "group_m must be a positive int"),
 }
 
 
@@ -60,7 +65,36 @@ def test_bad_input_gets_a_clear_error():
         assert words in got[name][1], (name, got[name])
 
 
-@pytest.mark.parametrize("cfg", [TensorCoreConfig(), TensorCoreConfig(bK=64, stages=4),
+class _Grid:
+    """Stand-in for numba.cuda's gridDim / blockIdx in the emitted block-order lines."""
+
+    def __init__(self, gx, gy, bx, by):
+        self.gridDim = types.SimpleNamespace(x=gx, y=gy)
+        self.blockIdx = types.SimpleNamespace(x=bx, y=by)
+
+
+@pytest.mark.parametrize("gx,gy", [(1, 1), (4, 3), (16, 32), (32, 64), (7, 5), (33, 2)])
+@pytest.mark.parametrize("group_m", [1, 3, 8, 1000])
+def test_block_order_covers_every_tile_once(gx, gy, group_m):
+    """The emitted launch order (gemm.tensorcore._block_order) maps the blocks one to one onto
+    the tiles of C; consecutive blocks sweep group_m block rows, then the next column."""
+    src = Source()
+    _block_order(src, group_m)
+    lines = compile("\n".join(src.lines), "block order", "exec")
+    tiles = []
+    for by in range(gy):
+        for bx in range(gx):
+            env = {"U": np.uint32, "cuda": _Grid(gx, gy, bx, by)}
+            exec(lines, env)
+            tiles.append((int(env["bx"]), int(env["by"])))
+    assert sorted(tiles) == [(x, y) for x in range(gx) for y in range(gy)]
+    g = min(group_m, gx)
+    assert tiles[:g] == [(x, 0) for x in range(g)]          # the first group's first column
+    if gy > 1:
+        assert tiles[g] == (0, 1)
+
+
+@pytest.mark.parametrize("cfg", [TensorCoreConfig(), TensorCoreConfig(bK=32, stages=4),
                                  TensorCoreConfig(bM=64, bN=128, warps=(1, 4), stages=2),
                                  TensorCoreConfig(bM=32, bN=32, warps=(1, 1))])
 @pytest.mark.parametrize("majors", [("K", "K"), ("MN", "MN"), ("K", "MN")])
@@ -108,19 +142,33 @@ def test_ring_bookkeeping(stages):
     assert check_ring(squeezed, k_tiles)              # ... run in `stages` slots
 
 
+def main_loops(text):
+    """The two main loops of a kernel's source: for blocks inside the matrix with K a multiple
+    of bK (no predicated copy), and for the rest."""
+    lines = text.splitlines()
+    start = next(i for i, s in enumerate(lines) if s.strip().startswith("if a_in and b_in"))
+    indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+    middle = lines.index(indent + "else:", start)
+    end = next(i for i in range(middle + 1, len(lines))
+               if lines[i].strip() and not lines[i].startswith(indent + " "))
+    return "\n".join(lines[start:middle]), "\n".join(lines[middle:end])
+
+
 @pytest.mark.parametrize("stages,delay", [(2, 0), (5, 0), (4, 2)])
 def test_source_follows_the_ring(stages, delay):
     cfg = TensorCoreConfig(bM=32, bN=32, warps=(1, 1), stages=stages, delay_release=delay)
-    text = tensorcore_source(cfg, simulator=True)
+    interior, general = main_loops(tensorcore_source(cfg, simulator=True))
+    assert "zfill" not in interior and "zfill" in general
     ahead = stages - 1 - delay
-    # before the loop, at the last k-block of each k-tile (and wait(0) after the loop)
-    assert text.count(f"cp_async_wait({ahead - 1})") == 2 + (ahead == 1)
-    assert text.count("cp_async_commit()") == ahead + 1
-    # k-block 0 before the loop, then each of the bK/16 k-blocks: one ldmatrix x4 per
-    # 16 rows of the warp's A and per 16 columns of its B
-    per_kb = cfg.bM // (16 * cfg.warps[0]) + cfg.bN // (16 * cfg.warps[1])
-    assert text.count("ldmatrix_x4(") == (1 + cfg.bK // 16) * per_kb
-    assert text.count("mma_m16n8k16_f32_bf16(") == (cfg.bK // 16) * 2 * 4
+    for text in (interior, general):
+        # before the loop, at the last k-block of each k-tile (and wait(0) after the loop)
+        assert text.count(f"cp_async_wait({ahead - 1})") == 2 + (ahead == 1)
+        assert text.count("cp_async_commit()") == ahead + 1
+        # k-block 0 before the loop, then each of the bK/16 k-blocks: one ldmatrix x4 per
+        # 16 rows of the warp's A and per 16 columns of its B
+        per_kb = cfg.bM // (16 * cfg.warps[0]) + cfg.bN // (16 * cfg.warps[1])
+        assert text.count("ldmatrix_x4(") == (1 + cfg.bK // 16) * per_kb
+        assert text.count("mma_m16n8k16_f32_bf16(") == (cfg.bK // 16) * 2 * 4
 
 
 def test_source_of_the_other_majors_and_types():

@@ -1,5 +1,5 @@
 """Per-call host overhead of gemm.matmul against torch.mm on small torch tensors (GPU only),
-and what its parts cost.
+and what its parts cost; then the same for a bf16 call on the tensor cores.
 
     python benchmarks/overhead.py
 """
@@ -26,6 +26,16 @@ parts = {
     "plan call alone": lambda: plan(ptrs, 0, 1.0, 0.0),
     "raw cuLaunchKernel": lambda: plan._launch(*plan._fixed, 0, plan._pointers, None),
     "torch.mm": lambda: torch.mm(A, B, out=C),
+}
+for name, fn in parts.items():
+    print(f"{name:>36}: {per_call_us(fn, calls=5000, warmup=100):6.2f} us")
+
+A16, B16 = A.to(torch.bfloat16), B.to(torch.bfloat16)
+gemm.matmul(A16, B16, C)
+parts = {
+    "bf16: first call's path, all checks": lambda: api._matmul(A16, B16, C, 1.0, 0.0, None),
+    "bf16: matmul, planned call": lambda: gemm.matmul(A16, B16, C),
+    "bf16: torch.mm": lambda: torch.mm(A16, B16, out_dtype=torch.float32),
 }
 for name, fn in parts.items():
     print(f"{name:>36}: {per_call_us(fn, calls=5000, warmup=100):6.2f} us")

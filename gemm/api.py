@@ -188,20 +188,21 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False
 
 
 def _tensorcore(A, B, out, alpha, beta, choice):
-    """The tensor-core call: ``choice`` is a TensorCoreConfig, "tensorcore" or "autotune"."""
+    """The tensor-core call: ``choice`` is a TensorCoreConfig, "tensorcore" or "autotune".
+    Returns (out, plan) as gemm.tensorcore.launch_matmul."""
     cfg = choice
     if not isinstance(cfg, tensorcore.TensorCoreConfig):
         cfg = autotune.lookup(autotune.problem_key(A, B, out, caller="matmul"))
         if cfg is None and choice == "autotune":
             cfg = autotune.tune(A, B, out)
     # None: the kernel's default for the operands' type
-    return tensorcore.tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg)
+    return tensorcore.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
 
 
 def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
-    """matmul with every check. On a GPU, for torch tensors, the SIMT launch it made is kept
-    under the fast path's key."""
-    global _torch_tensor, _torch_stream
+    """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
+    the fast path's key (so a later call of the same kind keeps this call's kernel and
+    config, the tuned one included)."""
     _family(kernel)                 # a bad kernel is reported before the operands' faults
     sim = simulator_active()
     a, b = operand(A, "A", sim), operand(B, "B", sim)
@@ -210,7 +211,10 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
         raise ValueError(f"matmul: inner dimensions differ: A is {a.shape}, B is {b.shape}")
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
     if family == "tensorcore":
-        return _tensorcore(A, B, out, alpha, beta, choice)
+        result, plan = _tensorcore(A, B, out, alpha, beta, choice)
+        if out is not None and plan is not None and not allow_tf32:
+            _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
+        return result
     out, c = output_operand("matmul", out, a, (m, n), sim, beta=beta)
     named = (("A", a), ("B", b), ("out", c))
     check_same_device("matmul", named)
@@ -223,14 +227,23 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
     scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta)
     plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else current_stream(a), buffers, scalars)
-    if sim or not (a.kind == b.kind == c.kind == "torch" and type(a.obj).__module__ == "torch"):
-        return out
+    if not sim:
+        _keep_plan(kernel, (a, b, c), plan)
+    return out
+
+
+def _keep_plan(kernel, ops, plan):
+    """Keep ``plan`` for the torch fast path when A, B and out are torch tensors."""
+    global _torch_tensor, _torch_stream
+    a = ops[0]
+    if not all(op.kind == "torch" for op in ops) or type(a.obj).__module__ != "torch":
+        return
     import torch
     stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if stream_of is not None:       # the fast path needs torch's raw stream handle
-        _torch_tensor, _torch_stream = type(a.obj), stream_of
-        key = (kernel,) + tuple(_torch_key(op.obj, op.ptr) for op in (a, b, c))
-        if len(_plans) >= Launcher.MAX_BOUND:
-            _plans.clear()
-        _plans[key] = plan
-    return out
+    if stream_of is None:           # the fast path needs torch's raw stream handle
+        return
+    _torch_tensor, _torch_stream = type(a.obj), stream_of
+    key = (kernel,) + tuple(_torch_key(op.obj, op.ptr) for op in ops)
+    if len(_plans) >= Launcher.MAX_BOUND:
+        _plans.clear()
+    _plans[key] = plan

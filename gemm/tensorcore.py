@@ -71,7 +71,8 @@ from .pipeline import emit_ring, ring_schedule
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
            "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
-           "plan_call", "compile_variant", "bank_conflicts", "ring_events", "RAW16"]
+           "plan_call", "launch_matmul", "compile_variant", "bank_conflicts", "ring_events",
+           "RAW16"]
 
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -834,7 +835,7 @@ def _launcher(v):
             if v.config.shared_bytes > 48 * 1024:
                 from gemm.arch.smem import allow_dynamic_shared
                 allow_dynamic_shared(kern, v.config.shared_bytes)
-        launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS)
+        launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS, free_scalars=2)
     return launch
 
 
@@ -863,7 +864,7 @@ class _Call:
         if k != k2:
             raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
         dtype = self._dtype(a, b, config or TensorCoreConfig(), caller)
-        config = TensorCoreConfig(dtype=dtype) if config is None else replace(config, dtype=dtype)
+        config = _with_dtype(config, dtype)
         stored = out_dtype = out_dtype or None
         if out is not None:         # a 16-bit integer out holds the bits of out_dtype
             stored = operand(out, "out", sim, caller).dtype
@@ -891,10 +892,10 @@ class _Call:
 
         if c.unit_mode == 1:       # out row-major: C = A B
             (xmaj, ldx, vx), (ymaj, ldy, vy) = side(a, 1, m), side(b, 0, n)
-            self.ops, mm, nn, ldc = (a, b, c), m, n, c.strides[0]
+            self.ops, self.swapped, mm, nn, ldc = (a, b, c), False, m, n, c.strides[0]
         else:                      # out column-major: C^T = B^T A^T
             (xmaj, ldx, vx), (ymaj, ldy, vy) = side(b, 0, n), side(a, 1, m)
-            self.ops, mm, nn, ldc = (b, a, c), n, m, c.strides[1]
+            self.ops, self.swapped, mm, nn, ldc = (b, a, c), True, n, m, c.strides[1]
         ve = 4 if out_dtype == "float32" else 8
         vc = c.ptr % 16 == 0 and (ldc % ve == 0 or mm == 1)
         self.variant = Variant(config, xmaj, ymaj, out_dtype, vx, vy, vc)
@@ -924,6 +925,13 @@ class _Call:
         return config.dtype
 
 
+@lru_cache(maxsize=256)
+def _with_dtype(config, dtype):
+    """``config`` for operands of ``dtype`` (None: the default config); cached, since building
+    a config checks every copy layout it allows."""
+    return TensorCoreConfig(dtype=dtype) if config is None else replace(config, dtype=dtype)
+
+
 def plan_call(A, B, out=None, *, config=None, out_dtype=None):
     """The :class:`Variant` a call with these arguments compiles (hashable and picklable; see
     :func:`compile_variant`). Checks the arguments like :func:`tensorcore_matmul`."""
@@ -943,13 +951,29 @@ def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_d
     256x128 tiles of 128-byte K rows, 4x2 warps, 3 stages; a config's dtype is replaced by
     the operands'). Returns ``out``.
     """
-    call = _Call(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul")
+    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul")[0]
+
+
+def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller):
+    """:func:`tensorcore_matmul` for callers that repeat a call: returns ``(out, plan)``, where
+    ``plan(addresses, stream, alpha, beta)`` launches the same kernel again on operands of the
+    same shapes, strides, types and 16-byte alignment at the device ``addresses`` of A, B and
+    out (None in the simulator)."""
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller)
     v = call.variant
     launch = _launcher(v)
     x, y, c = call.ops
     ab = np.float32 if v.config.dtype == "tfloat32" else np.uint16
     cd = np.float32 if v.out_dtype == "float32" else np.uint16
-    launch(call.grid, (v.config.threads, 1, 1), 0 if call.sim else current_stream(call.stream_of),
-           (kernel_buffer(x, ab), kernel_buffer(y, ab), kernel_buffer(c, cd)),
-           call.scalars, v.config.shared_bytes)
-    return call.out
+    bound = launch(call.grid, (v.config.threads, 1, 1),
+                   0 if call.sim else current_stream(call.stream_of),
+                   (kernel_buffer(x, ab), kernel_buffer(y, ab), kernel_buffer(c, cd)),
+                   call.scalars, v.config.shared_bytes)
+    if bound is None:
+        return call.out, None
+    if call.swapped:            # the kernel computes C^T = B^T A^T: X is B, Y is A
+        def plan(addresses, stream, alpha, beta):
+            a, b, c = addresses
+            bound((b, a, c), stream, alpha, beta)
+        return call.out, plan
+    return call.out, bound

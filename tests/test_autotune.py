@@ -398,12 +398,12 @@ def _simulated_cases():
     b32 = rng.standard_normal((3, 7)).astype(np.float32)
     seen = []
 
-    def stand_in(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None):
+    def stand_in(A, B, out, alpha, beta, config, out_dtype, caller):
         seen.append([str(A.dtype), str(config)])
-        return out
+        return out, None
 
-    real = tc.tensorcore_matmul
-    tc.tensorcore_matmul = stand_in
+    real = tc.launch_matmul
+    tc.launch_matmul = stand_in
     out = d(np.full((5, 7), np.nan, np.float32))
     gemm.matmul(d(a32), d(b32), out)
     results["f32 simt"] = err(out, a32.astype(np.float64), b32.astype(np.float64))
@@ -451,7 +451,7 @@ def _simulated_cases():
         "inner dims": lambda: gemm.matmul(A, A),
         "autotune in simulator": lambda: gemm.matmul(A2[:3], B, kernel="autotune"),
     }))
-    tc.tensorcore_matmul = real
+    tc.launch_matmul = real
 
     # precompile's tensor-core variants, planned on the simulator's arrays: every type and
     # pair of majors, with full-width copies.

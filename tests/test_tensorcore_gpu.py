@@ -111,3 +111,32 @@ def test_the_bounds_catch_a_missing_k_block_and_tf32_rounding():
     cut = tf32(a) @ tf32(b)
     assert tc.error_ratio(cut, a, b, "bfloat16", "float32") > 1, SEED_MSG
     assert tc.error_ratio(cut, a, b, "tfloat32", "float32") <= 1, SEED_MSG
+
+
+@pytest.mark.parametrize("out_major", ["row", "col"])
+def test_repeated_matmul_calls_reuse_one_plan(out_major):
+    """gemm.matmul keeps the tensor-core launch of a torch call (the column-major out runs
+    C^T = B^T A^T, so the plan swaps A and B): later calls of the same kind take it with new
+    data, alpha, beta and the caller's current stream."""
+    import gemm
+    from gemm import api
+    g = torch.Generator(device="cuda").manual_seed(SEED)
+    m, n, k = 300, 200, 136
+
+    def bf16(rows, cols):
+        return torch.randn(rows, cols, device="cuda", generator=g).to(torch.bfloat16)
+
+    plans = len(api._plans)
+    side = torch.cuda.Stream()
+    for i, (alpha, beta) in enumerate(((1.0, 0.0), (2.0, 0.5), (-1.0, 1.0), (0.5, -0.25))):
+        A, B = bf16(m, k), bf16(n, k).T
+        C0 = torch.randn(m, n, device="cuda", generator=g)
+        C = C0.clone() if out_major == "row" else C0.T.contiguous().T
+        with torch.cuda.stream(side if i % 2 else torch.cuda.current_stream()):
+            torch.cuda.current_stream().wait_stream(torch.cuda.default_stream())
+            gemm.matmul(A, B, C, alpha=alpha, beta=beta)
+        torch.cuda.synchronize()
+        err = tc.error_ratio(C.double(), A.double(), B.double(), "bfloat16", "float32",
+                             alpha, beta, C0.double())
+        assert err <= 1, (SEED_MSG, alpha, beta, err)
+    assert len(api._plans) == plans + 1

@@ -31,7 +31,7 @@ for step in $steps; do
              --json "$out/bench.json" --plot "$out/bench.png" ;;
     variants) run variants 300 python3 benchmarks/simt_variants.py 4096 8192 ;;
     overhead) run overhead 120 python3 benchmarks/overhead.py ;;
-    tests) run tests 300 python3 -m pytest -p no:cacheprovider -n 8 -rfEs -m gpu \
+    tests) run tests 540 python3 -m pytest -p no:cacheprovider -n 8 -rfEs -m gpu \
              tests/test_gemm_gpu.py tests/test_arch_gpu.py ;;
     tc_tests) run tc_tests 420 python3 -m pytest -p no:cacheprovider -n 0 -rfEs -m gpu \
              tests/test_tensorcore_gpu.py ;;

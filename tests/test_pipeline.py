@@ -168,15 +168,35 @@ def test_ring_schedule_callbacks_and_errors():
 
 # --- emit_ring's code, run by one fake thread ----------------------------------------------------
 
-class RingThread:
+class CpAsyncGroups:
+    """cp.async's commit groups for a fake thread: ``open`` holds the landings of the copies
+    issued since the last commit; ``wait(n)`` lands every group but the ``n`` newest."""
+
+    def __init__(self, landing):
+        self.landing, self.events = landing, []
+        self.groups, self.open = deque(), []
+
+    def commit(self):
+        self.events.append(("commit",))
+        self.groups.append(self.open)
+        self.open = []
+
+    def wait(self, n):
+        self.events.append(("wait", n))
+        while len(self.groups) > n:
+            for land in self.groups.popleft():
+                land()
+
+
+class RingThread(CpAsyncGroups):
     """Runs emit_ring code with ``COPY(step, slot)`` issues and ``READ(step, slot)`` reads:
     a copy lands (the slot then holds the step) at the retiring wait ("lazy") or at once
     ("eager"); a read of an existing step returns what its slot holds."""
 
     def __init__(self, landing, stages):
-        self.landing, self.events = landing, []
+        super().__init__(landing)
         self.slots = [None] * stages
-        self.groups, self.open, self.values = deque(), [], []
+        self.values = []
 
     def copy(self, step, slot):
         step, slot = int(step), int(slot)
@@ -194,17 +214,6 @@ class RingThread:
         self.events.append(("read", step, slot))
         if step < steps:
             self.values.append((step, self.slots[slot]))
-
-    def commit(self):
-        self.events.append(("commit",))
-        self.groups.append(self.open)
-        self.open = []
-
-    def wait(self, n):
-        self.events.append(("wait", n))
-        while len(self.groups) > n:
-            for land in self.groups.popleft():
-                land()
 
     def run(self, text, steps):
         ns = {"U": np.uint32, "COPY": self.copy,
@@ -455,15 +464,15 @@ def test_threads_cover_every_vector_once(rows, cols, vec, unit, threads):
 
 # --- the pipeline's code run by one fake thread --------------------------------------------------
 
-class FakeThread:
+class FakeThread(CpAsyncGroups):
     """A one-thread block running generated source as plain Python, with a cp.async model:
     ``landing="lazy"``: a copy lands when a wait retires its group; ``"eager"``: at issue.
     Shared arrays are NaN-poisoned; dynamic ones (size 0) all view one buffer of
     ``dynamic_bytes``."""
 
     def __init__(self, landing, dynamic_bytes=0):
-        self.landing, self.events = landing, []
-        self.groups, self.open, self.shared = deque(), [], []
+        super().__init__(landing)
+        self.shared = []
         self.dynamic = np.full(dynamic_bytes // 4, np.nan, np.float32).view(np.uint8)
 
     def shared_array(self, n, dtype, alignment=None):
@@ -492,17 +501,6 @@ class FakeThread:
             land()
         else:
             self.open.append(land)
-
-    def commit(self):
-        self.events.append(("commit",))
-        self.groups.append(self.open)
-        self.open = []
-
-    def wait(self, n):
-        self.events.append(("wait", n))
-        while len(self.groups) > n:
-            for land in self.groups.popleft():
-                land()
 
     def run(self, source, *args):
         U = np.uint32

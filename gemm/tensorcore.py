@@ -35,6 +35,12 @@ strides:
   its last k-block, not at the top of the next step, so that the next k-tile's first k-block
   is loaded into registers while the last MMAs run: register fragments are double-buffered
   over the k-blocks of a k-tile and across k-tiles;
+- the main loop is written twice: for blocks inside the matrix when K is a multiple of bK
+  (no copy is predicated) and for the rest; one loop holding both kinds of copies would pay
+  the edge path's instructions in every k-tile;
+- launch order: consecutive blocks take ``group_m`` block rows of one block column, then
+  the next column (:func:`_block_order`), so the blocks running at once share A and B
+  panels in L2;
 - epilogue: the accumulators times alpha are staged through shared memory (a padded f32 tile,
   8-byte stores free of bank conflicts), then each thread stores 16-byte runs of a row of C
   (``beta * C`` read the same way), converted to the output type; partial runs at the edges
@@ -863,7 +869,7 @@ class _Call:
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
-        dtype = self._dtype(a, b, config or TensorCoreConfig(), caller)
+        dtype = self._dtype(a, b, config or _with_dtype(None, "bfloat16"), caller)
         config = _with_dtype(config, dtype)
         stored = out_dtype = out_dtype or None
         if out is not None:         # a 16-bit integer out holds the bits of out_dtype

@@ -9,11 +9,9 @@ line per config: registers, then opcode counts inside the loop (the longest back
 """
 
 import collections
-import multiprocessing as mp
 import os
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -25,12 +23,6 @@ def parse(text):
     wm, wn = (int(x) for x in parts[1].split("x"))
     return Variant(TensorCoreConfig(bm, bn, bk, (wm, wn), int(parts[2]), "bfloat16",
                                     int(parts[3]) if len(parts) > 3 else 1))
-
-
-def _compile(text):
-    from gemm.tensorcore import compile_variant
-    compile_variant(parse(text))
-    return text
 
 
 def loop_mix(sass):
@@ -57,9 +49,10 @@ def loop_mix(sass):
 def main(out, configs):
     from gemm.tensorcore import tensorcore_kernel
     os.makedirs(out, exist_ok=True)
-    with ProcessPoolExecutor(min(len(configs), os.cpu_count() or 4),
-                             mp_context=mp.get_context("spawn")) as ex:
-        list(ex.map(_compile, configs))
+    from gemm.autotune import _compile_all
+    failed = _compile_all([parse(text) for text in configs])
+    if failed:
+        raise RuntimeError(f"compile failed: {failed}")
     for text in configs:
         v = parse(text)
         k = tensorcore_kernel(v)

@@ -42,13 +42,11 @@ import importlib.util
 import itertools
 import json
 import math
-import multiprocessing as mp
 import os
 import statistics
 import sys
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -441,26 +439,13 @@ def plan_all(cases, log=print):
 
 
 def compile_all(variants, workers=None, log=print):
-    """Compile ``variants`` into numba's on-disk cache in parallel spawned processes; returns
-    {variant: error text} for those that failed (each is logged)."""
-    todo = list(dict.fromkeys(variants))
-    failed = {}
-    if not todo:
-        return failed
-    from gemm.tensorcore import compile_variant
+    """Compile ``variants`` into numba's on-disk cache in parallel spawned processes (the
+    autotuner's pool); returns {variant: error text} for those that failed (each is logged)."""
+    from gemm.autotune import _compile_all
     t0 = time.time()
-    workers = min(len(todo), workers or os.cpu_count() or 1)
-    log(f"compiling {len(todo)} variants in {workers} processes ...")
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        futures = {ex.submit(compile_variant, v): v for v in todo}
-        for i, f in enumerate(as_completed(futures), 1):
-            v = futures[f]
-            try:
-                f.result()
-                log(f"  {i}/{len(todo)} at {time.time() - t0:.0f} s: {v}")
-            except Exception as e:  # noqa: BLE001 - the calls that need it will fail
-                failed[v] = f"{type(e).__name__}: {e}"
-                log(f"  {i}/{len(todo)} FAILED: {v}: {failed[v]}")
+    failed = _compile_all(dict.fromkeys(variants), workers)
+    for v, err in failed.items():
+        log(f"  compile FAILED: {v}: {err}")
     log(f"compile phase: {time.time() - t0:.0f} s")
     return failed
 

@@ -316,33 +316,25 @@ def _compile_all(variants, workers=None, progress=True, compile_fn=None):
     return failed
 
 
-def _events_stream(A):
-    """The numba stream the caller's kernels run on (torch's or CuPy's current stream)."""
-    from numba import cuda
-    handle = current_stream(operand(A, "A", False, "tune"))
-    return cuda.external_stream(handle) if handle else cuda.default_stream()
-
-
 def _measure(A, B, out, cfg, out_dtype, reps, warmup):
-    """(median milliseconds of ``tensorcore_matmul(A, B, out, config=cfg)`` over ``reps``
-    calls after ``warmup`` calls, the output used). A None ``out`` is made by the first call
-    (of ``out_dtype``), and returned for the next candidate."""
+    """(median milliseconds of the kernel of ``tensorcore_matmul(A, B, out, config=cfg)`` over
+    ``reps`` launches after ``warmup``, the output used). A None ``out`` is made by the first
+    call (of ``out_dtype``), and returned for the next candidate. The timed launches are the
+    call's plan (as gemm.matmul repeats a call), so the argument checks of a call are not
+    timed: on small problems they would outweigh the kernel."""
     from numba import cuda
-    from gemm.tensorcore import tensorcore_matmul
-
-    def call(c):
-        if c is None:
-            return tensorcore_matmul(A, B, config=cfg, out_dtype=out_dtype)
-        return tensorcore_matmul(A, B, c, config=cfg)
-
-    out = call(out)
+    from gemm.tensorcore import launch_matmul
+    out, plan = launch_matmul(A, B, out, 1.0, 0.0, cfg, out_dtype, "tune")
+    ops = [operand(x, name, False, "tune") for x, name in ((A, "A"), (B, "B"), (out, "out"))]
+    addresses = [op.ptr for op in ops]
+    handle = current_stream(ops[0])      # the caller's stream (torch's or CuPy's current one)
+    stream = cuda.external_stream(handle) if handle else cuda.default_stream()
     for _ in range(warmup):
-        call(out)
-    stream = _events_stream(A)
+        plan(addresses, handle, 1.0, 0.0)
     events = [(cuda.event(), cuda.event()) for _ in range(reps)]
     for start, stop in events:
         start.record(stream)
-        call(out)
+        plan(addresses, handle, 1.0, 0.0)
         stop.record(stream)
     events[-1][1].synchronize()
     return statistics.median(cuda.event_elapsed_time(s, e) for s, e in events), out

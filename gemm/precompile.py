@@ -12,10 +12,6 @@ The workers are spawned, not forked: planning the tensor-core variants touches t
 a forked child of a process holding a CUDA context cannot use CUDA.
 """
 
-import multiprocessing as mp
-import os
-from concurrent.futures import ProcessPoolExecutor
-
 from gemm._env import simulator_active
 
 __all__ = ["variants", "tensorcore_variants", "precompile"]
@@ -84,12 +80,9 @@ def precompile(names=None, workers=None, progress=True, tensorcore=True):
     todo = [("simt", v) for v in variants(names)]
     if tensorcore:
         todo += [("tensorcore", v) for v in tensorcore_variants()]
-    workers = workers or min(len(todo), os.cpu_count() or 1)
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        done = pool.map(_compile, todo)
-        if progress:
-            from tqdm import tqdm
-            done = tqdm(done, total=len(todo), desc="compiling kernels", unit="kernel")
-        for _ in done:
-            pass
+    from gemm.autotune import _compile_all
+    failed = _compile_all(todo, workers, progress, compile_fn=_compile)
+    if failed:
+        raise RuntimeError(f"precompile: {len(failed)} of {len(todo)} variants failed; first: "
+                           f"{next(iter(failed.items()))}")
     return len(todo)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 
 from gemm._env import simulator_active
 from gemm.operands import current_stream, operand
+from gemm.pipeline import DYNAMIC_SHARED_LIMIT
 
 __all__ = ["candidates", "tune", "problem_key", "tuned_config", "lookup", "record",
            "load_cache", "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
@@ -55,7 +56,7 @@ _SMALL_TILES = ((64, 64, (2, 2)), (128, 64, (2, 2)), (64, 128, (2, 2)))
 _LARGE_DEPTHS = ((64, 3), (64, 4), (64, 5), (128, 3))
 _SMALL_DEPTHS = ((64, 4), (128, 3))
 _ELEMENT_BYTES = {"tfloat32": 4}        # in memory; 2 for bfloat16 and float16
-SMEM_LIMIT = 227 * 1024          # an H100's opt-in shared memory per block
+SMEM_LIMIT = DYNAMIC_SHARED_LIMIT     # an H100's opt-in shared memory per block
 
 
 class AutotuneCacheWarning(UserWarning):

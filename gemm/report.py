@@ -249,8 +249,7 @@ def _tensorcore_choice(backend, A, B, C, dtype):
     from gemm.tensorcore import TensorCoreConfig
     default = TensorCoreConfig(dtype=dtype)
     if dtype == "bfloat16" and backend.name != "torch":
-        cfg = TensorCoreConfig(dtype="bfloat16")
-        return {"kernel": cfg}, f"default {autotune.config_label(cfg)} (bits)"
+        return {"kernel": default}, f"default {autotune.config_label(default)} (bits)"
     kw = {"allow_tf32": True} if dtype == "tfloat32" else {}
     tuned = autotune.tuned_config(A, B, C)
     if tuned is not None:

@@ -73,7 +73,7 @@ from .operands import (check_same_device, check_spans, current_stream, kernel_bu
                        output_operand)
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
-from .pipeline import emit_ring, ring_schedule
+from .pipeline import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, emit_ring, ring_schedule
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
            "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
@@ -89,7 +89,6 @@ _MMA = {"bfloat16": (SM80_16x8x16_F32BF16BF16F32_TN, "mma_m16n8k16_f32_bf16", 16
         "tfloat32": (SM80_16x8x8_F32TF32TF32F32_TN, "mma_m16n8k8_f32_tf32", 8, 4)}
 LDA, LDB, LDC = sym("lda"), sym("ldb"), sym("ldc")
 _PAD_C = 8          # f32 elements of padding per row of the staged C tile (see _Epilogue)
-SHARED_LIMIT = 227 * 1024       # shared memory of one block, at most (sm_90's opt-in limit)
 
 
 def _is_int(x):
@@ -184,10 +183,10 @@ class TensorCoreConfig:
                              "ldmatrix x4 covering two n8 blocks)")
         if self.threads > 1024:
             raise ValueError(f"TensorCoreConfig: {self.threads} threads exceed 1024")
-        if self.shared_bytes > SHARED_LIMIT:
+        if self.shared_bytes > DYNAMIC_SHARED_LIMIT:
             raise ValueError(f"TensorCoreConfig: {self.shared_bytes} bytes of shared memory "
                              f"(stages x (bM + bN) x bK x {eb} bytes) exceed the "
-                             f"{SHARED_LIMIT} a block can have on any GPU (sm_90)")
+                             f"{DYNAMIC_SHARED_LIMIT} a block can have on any GPU (sm_90)")
         for bmn in (self.bM, self.bN):
             for major in MAJORS:
                 for vec in [v for v in (1, 2, 4, 8) if v * eb <= 16]:   # every copy width
@@ -838,7 +837,7 @@ def _launcher(v):
         kern = tensorcore_kernel(v)
         if not simulator_active():
             kern.compile(v.signature)
-            if v.config.shared_bytes > 48 * 1024:
+            if v.config.shared_bytes > STATIC_SHARED_LIMIT:
                 from gemm.arch.smem import allow_dynamic_shared
                 allow_dynamic_shared(kern, v.config.shared_bytes)
         launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS, free_scalars=2)

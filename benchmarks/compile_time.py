@@ -1,0 +1,288 @@
+"""Time to first result: where a new kernel variant's compile time goes, cold and warm.
+
+    python benchmarks/compile_time.py [--kernels simt tensorcore] [--tree PATH] [--json OUT]
+
+For each kernel (``simt``: the default SIMT kernel, fp32 row-major A and B; ``tensorcore``:
+the default tensor-core kernel, bf16 ``a @ w.T``) two fresh processes run with empty caches
+(``LAYOUTALG_CACHE`` and ``NUMBA_CACHE_DIR`` in a new temporary folder), the second after
+the first has filled them:
+
+- with a GPU, each process times its first ``gemm.matmul`` call (torch operands made before,
+  module load and the wait for the result included) and splits it into phases by wrapping
+  numba-cuda's own steps: source generation (the package's generator), numba typing and
+  lowering (``compile_cuda``), NVVM (``nvvm.compile_ir``), ptxas (the linker, PTX -> cubin,
+  NVVM excluded), numba's disk cache lookup, module load; "other" is the rest of the call;
+- without one, the cold process compiles the same kernel to PTX (``compile_ptx`` for sm_90a)
+  and assembles it with the ptxas binary of the nvcc wheel; a warm process needs a GPU (numba
+  keeps cubins).
+
+It also counts the distinct kernels ``gemm.matmul`` can compile, and how many a typical
+session meets (a list of calls a notebook user makes, replayed in the simulator without
+running the kernels). ``--tree`` runs the children on another checkout of the package (to
+time a baseline in the same run).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KERNELS = ("simt", "tensorcore")
+PHASES = ("source", "frontend", "nvvm", "ptxas", "cache_load", "module_load")
+
+
+# --- the child: one process, one kernel ---------------------------------------------------------
+
+class _Phases:
+    """Wall time spent in wrapped functions, outermost calls only, per phase."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.active = []
+
+    def wrap(self, owner, name, phase):
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+
+        def timed(*args, **kwargs):
+            if phase in self.active:           # nested call of the same phase
+                return original(*args, **kwargs)
+            self.active.append(phase)
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                dt = time.perf_counter() - t0
+                self.active.pop()
+                self.seconds[phase] += dt
+                for outer in self.active:       # an outer phase excludes its inner ones
+                    self.seconds[outer] -= dt
+        setattr(owner, name, timed)
+
+
+def _instrument():
+    import numba.cuda.compiler as compiler
+    from numba.cuda import codegen, dispatcher
+    from numba.cuda.cudadrv import driver, nvvm
+    phases = _Phases()
+    phases.wrap(compiler, "compile_cuda", "frontend")
+    phases.wrap(nvvm, "compile_ir", "nvvm")
+    phases.wrap(codegen.CUDACodeLibrary, "get_cubin", "ptxas")
+    phases.wrap(driver.Context, "create_module_image", "module_load")
+    if hasattr(dispatcher, "CUDACache"):
+        phases.wrap(dispatcher.CUDACache, "load_overload", "cache_load")
+    from gemm import simt, tensorcore
+    phases.wrap(simt, "simt_source", "source")
+    phases.wrap(tensorcore, "tensorcore_source", "source")
+    return phases
+
+
+def _child_gpu(kernel, n):
+    import torch
+    phases = _instrument()
+    import gemm
+    torch.manual_seed(0)
+    if kernel == "simt":
+        a = torch.randn(n, n, device="cuda")
+        b = torch.randn(n, n, device="cuda")
+        call = lambda: gemm.matmul(a, b)                             # noqa: E731
+        ref = (a.double() @ b.double())
+    else:
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        call = lambda: gemm.matmul(a, w.T)                           # noqa: E731
+        ref = (a.double() @ w.double().T)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = call()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    call()
+    torch.cuda.synchronize()
+    second = time.perf_counter() - t0
+    err = float(((out.double() - ref).abs().max() / ref.abs().max()).item())
+    return dict(first_call=first, second_call=second, rel_err=err, **phases.seconds)
+
+
+def _child_cpu(kernel):
+    phases = _instrument()
+    from numba import cuda
+    from gemm import api, simt, tensorcore
+    from gemm.arch.inspect import find_ptxas
+    t0 = time.perf_counter()
+    if kernel == "simt":
+        cfg = api.KERNELS[api.DEFAULT_KERNEL]
+        # fp32 row-major A (M, K) and B (K, N): A's unit stride along K (mode 1), B's along N
+        fn, sig = simt.simt_function(cfg, 1, 0, 4, 4), simt.SIGNATURE
+    else:
+        v = tensorcore.Variant(tensorcore.TensorCoreConfig())
+        fn, sig = tensorcore.tensorcore_function(v), v.signature
+    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0, "a"))
+    total = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        t1 = time.perf_counter()
+        subprocess.run([find_ptxas(), "-arch=sm_90a", path, "-o", os.path.join(tmp, "k.cubin")],
+                       check=True, capture_output=True)
+        phases.seconds["ptxas"] = time.perf_counter() - t1
+    return dict(first_call=total + phases.seconds["ptxas"], ptx_lines=ptx.count("\n"),
+                **phases.seconds)
+
+
+def _child(kernel, gpu, n):
+    t_start = time.perf_counter()
+    import numba.cuda  # noqa: F401  (numba's import is not the kernel's compile)
+    import gemm.api    # noqa: F401
+    imports = time.perf_counter() - t_start
+    result = _child_gpu(kernel, n) if gpu else _child_cpu(kernel)
+    result["imports"] = imports
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# --- counting variants --------------------------------------------------------------------------
+
+def _typical_session():
+    """Replay, in the simulator without running kernels, the calls a notebook user makes;
+    returns the number of distinct kernels they compile."""
+    import numpy as np
+    from numba import cuda
+    from gemm import codegen, launch
+    import gemm
+    sources = set()
+    original = codegen.load_module
+
+    def counting(source, prefix="kernel"):
+        sources.add(source)
+        return original(source, prefix)
+    codegen.load_module = counting
+    for mod in ("simt", "tensorcore"):
+        module = sys.modules.get(f"gemm.{mod}")
+        if module is not None and hasattr(module, "load_module"):
+            module.load_module = counting
+    launch.Launcher.__call__ = lambda self, *a, **k: None        # compile, do not run
+
+    def dev(shape, dtype, transpose=False):
+        x = cuda.to_device(np.zeros(shape[::-1] if transpose else shape, dtype))
+        return x.T if transpose else x
+    f32, bf16 = np.float32, np.uint16
+    from gemm.tensorcore import TensorCoreConfig
+    bf = TensorCoreConfig(dtype="bfloat16")
+    calls = [
+        (dev((512, 512), f32), dev((512, 512), f32), {}),                       # fp32 A @ B
+        (dev((512, 512), f32), dev((512, 512), f32, True), {}),                 # fp32 A @ W.T
+        (dev((512, 512), bf16), dev((512, 512), bf16, True), {"kernel": bf}),   # bf16 x @ w.T
+        (dev((512, 512), bf16), dev((512, 512), bf16), {"kernel": bf}),         # bf16 x @ w
+        (dev((100, 300), f32), dev((300, 70), f32), {}),                        # odd fp32
+        (dev((100, 300), bf16), dev((300, 70), bf16, True), {"kernel": bf}),    # odd bf16
+        (dev((512, 512), f32), dev((512, 512), f32), {"allow_tf32": True}),     # tf32
+    ]
+    for A, B, kw in calls:
+        gemm.matmul(A, B, **kw)
+    return len(sources)
+
+
+def _count_all():
+    """Distinct kernels ``gemm.matmul`` can compile: SIMT variants of the named kernels and
+    tensor-core variants of each dtype's default config (majors, output types, copy widths)."""
+    import itertools
+    from gemm import precompile, tensorcore as tc
+    simt_n = len(precompile.variants())
+    tc_n = 0
+    for dtype in tc.DTYPES:
+        top = 16 // tc.TensorCoreConfig(dtype=dtype).element_bytes
+        vecs = [v for v in (1, 2, 4, 8) if v <= top]
+        tc_n += len(list(itertools.product(tc.MAJORS, tc.MAJORS, tc.OUT_DTYPES, vecs, vecs,
+                                           (True, False))))
+    return {"simt": simt_n, "tensorcore_default_configs": tc_n}
+
+
+def _child_count():
+    out = _count_all()
+    out["typical_session"] = _typical_session()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# --- the parent -----------------------------------------------------------------------------------
+
+def _run_child(args, env, tree):
+    env = dict(os.environ, **env)
+    env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env,
+                          capture_output=True, text=True, cwd=tree)
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"child {args} failed (rc {proc.returncode}):\n{proc.stdout}\n"
+                           f"{proc.stderr[-4000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    result["process_wall"] = wall
+    return result
+
+
+def _gpu_present():
+    probe = "from numba import cuda; import sys; sys.exit(0 if cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
+    parser.add_argument("--tree", default=ROOT, help="checkout whose gemm package is timed")
+    parser.add_argument("--size", type=int, default=2048, help="M = N = K of the GPU call")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--child", nargs=2, metavar=("KERNEL", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        kernel, mode = args.child
+        if kernel == "count":
+            return _child_count()
+        return _child(kernel, mode == "gpu", args.size)
+
+    tree = os.path.abspath(args.tree)
+    gpu = _gpu_present()
+    mode = "gpu" if gpu else "cpu"
+    results = {"tree": tree, "mode": mode}
+    for kernel in args.kernels:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"LAYOUTALG_CACHE": os.path.join(tmp, "layoutalg"),
+                   "NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
+                   "GEMM_AUTOTUNE_CACHE": os.path.join(tmp, "autotune.json"),
+                   "NUMBA_ENABLE_CUDASIM": "0"}
+            child = ["--child", kernel, mode, "--size", str(args.size)]
+            results[kernel] = {"cold": _run_child(child, env, tree)}
+            if gpu:
+                results[kernel]["warm"] = _run_child(child, env, tree)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"LAYOUTALG_CACHE": tmp, "NUMBA_ENABLE_CUDASIM": "1"}
+        results["variants"] = _run_child(["--child", "count", "sim"], env, tree)
+
+    cols = ("imports",) + PHASES + ("other", "first_call", "process_wall")
+    print(f"compile time, {mode} ({'first gemm.matmul call' if gpu else 'compile_ptx + ptxas'}"
+          f"), tree {tree}; seconds")
+    print(f"{'kernel':>11} {'cache':>5} " + " ".join(f"{c:>11}" for c in cols))
+    for kernel in args.kernels:
+        for state, r in results[kernel].items():
+            r["other"] = max(0.0, r["first_call"] - sum(r[p] for p in PHASES))
+            print(f"{kernel:>11} {state:>5} " + " ".join(f"{r[c]:11.3f}" for c in cols))
+    v = results["variants"]
+    print(f"distinct kernels gemm.matmul can compile: {v['simt']} SIMT (named kernels), "
+          f"{v['tensorcore_default_configs']} tensor-core (default config of each dtype); "
+          f"a typical session compiles {v['typical_session']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,6 +28,7 @@ from layoutalg import Layout, size
 from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL, UniversalFMA
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
+from .arch.tile_plan import ADD
 from .codegen import Source, code, load_module, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
@@ -190,25 +191,33 @@ def _copy_tile(src, op, kt, stage):
 
 
 def _load_frag(src, name, parts, kb, slot, stage, mma_mn, vector):
-    """Lines loading k-block ``kb`` of operand fragment ``name`` from shared memory."""
+    """A load_tile call loading k-block ``kb`` of operand fragment ``name`` from shared memory
+    into registers ``slot * mma_mn ..`` of its fragment array (128-bit loads where a thread's
+    values are 4 consecutive floats, else 32-bit ones)."""
     _, _, rest = parts
-    base = f"r{name.lower()}"
+    plans = {"ld_v4_f32": [], "ld_f32": []}
     i = 0
     while i < mma_mn:
         offs = [rest[(0, j, kb)] for j in range(i, min(i + vector, mma_mn))]
         if vector == 4 and len(offs) == 4 and all(o - offs[0] == d for d, o in enumerate(offs)):
-            regs = ", ".join(f"{name}{i + d}_{slot}" for d in range(4))
-            src(f"{regs} = ld_v4_f32(s{name}, {base} + {stage} + {code(offs[0])})")
+            plans["ld_v4_f32"].append((ADD, int(offs[0]), tuple(slot * mma_mn + i + d
+                                                               for d in range(4))))
             i += 4
         else:
-            src(f"{name}{i}_{slot} = s{name}[{base} + {stage} + {code(offs[0])}]")
+            plans["ld_f32"].append((ADD, int(offs[0]), (slot * mma_mn + i,)))
             i += 1
+    base = f"r{name.lower()}"
+    for op, plan in plans.items():
+        if plan:
+            tile = src.define(f"load_tile({op!r}, {tuple(plan)!r})")
+            src(f"{tile}(f{name.lower()}, s{name}, {stage}, {base}, {base})")
 
 
 def _fma(src, mma, slot):
-    for i in range(mma.mma_m):
-        for j in range(mma.mma_n):
-            src(f"c{i}_{j} = cuda.fma(A{i}_{slot}, B{j}_{slot}, c{i}_{j})")
+    """One fma_tile call: the outer product of k-block registers ``slot`` of A and B."""
+    plan = tuple((i * mma.mma_n + j, slot * mma.mma_m + i, slot * mma.mma_n + j)
+                 for i in range(mma.mma_m) for j in range(mma.mma_n))
+    src(f"{src.define(f'fma_tile({plan!r})')}(acc, fa, fb)")
 
 
 SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], "
@@ -225,7 +234,8 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
     src("import numpy as np",
         "from numba import cuda, float32",
         "from gemm.arch import (cp_async_ca_zfill, cp_async_cg_zfill, cp_async_commit,",
-        "                       cp_async_wait_all, ld_v4_f32)",
+        "                       cp_async_wait_all, fill_tile, fma_tile, load_tile,",
+        "                       store_c_tile)",
         "U = np.uint32",
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")
@@ -242,9 +252,14 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
                 f"{p}_cmn = {code(base0[0])}",
                 f"{p}_ck = {code(sympy.expand(base0[1]).subs(KT, 0))}")
         src(f"ra = {code(mma.a[0])}", f"rb = {code(mma.b[0])}")
-        for i in range(mma.mma_m):
-            src(", ".join(f"c{i}_{j}" for j in range(mma.mma_n)) + " = "
-                + ", ".join("float32(0)" for _ in range(mma.mma_n)))
+        # register fragments: the accumulators, and the A and B values of each k-block in
+        # flight (all k-blocks of a k-tile for prefetch, two for double_buffer)
+        slots = mma.mma_k if cfg.pipeline == "prefetch" else 2
+        n_acc = mma.mma_m * mma.mma_n
+        src(f"acc = cuda.local.array({n_acc}, float32)",
+            f"fa = cuda.local.array({slots * mma.mma_m}, float32)",
+            f"fb = cuda.local.array({slots * mma.mma_n}, float32)",
+            f"{src.define(f'fill_tile({n_acc})')}(acc, float32(0))")
 
         def issue(kt, stage):
             for op in (a, b):
@@ -300,28 +315,23 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
 
 
 def _epilogue(src, mma):
-    """Store ``alpha * acc + beta * C`` to the in-bounds elements of the block's C tile."""
+    """One store_c_tile call: ``alpha * acc + beta * C`` to the in-bounds elements of the
+    block's C tile. Each accumulator's offset must be ``row * sCm + col * sCn`` from the
+    thread's first element (checked)."""
     base, _, rest = mma.c
     coords = mma.c_coords
     m0, n0 = coords[(0, 0, 0)]
     src(f"cg = {code(base)}", f"cm = {code(m0)}", f"cn = {code(n0)}")
-    rows = sorted({sympy.expand(coords[(0, i, 0)][0] - m0) for i in range(mma.mma_m)},
-                  key=int)
-    cols = sorted({sympy.expand(coords[(0, 0, j)][1] - n0) for j in range(mma.mma_n)},
-                  key=int)
-    for r in rows:
-        src(f"rok{int(r)} = cm + U({int(r)}) < M")
-    for c in cols:
-        src(f"cok{int(c)} = cn + U({int(c)}) < N")
-    for with_beta in (False, True):
-        with src.block("if beta == float32(0):" if not with_beta else "else:"):
-            for i in range(mma.mma_m):
-                for j in range(mma.mma_n):
-                    r = int(sympy.expand(coords[(0, i, j)][0] - m0))
-                    c = int(sympy.expand(coords[(0, i, j)][1] - n0))
-                    at = f"C[cg + {code(rest[(0, i, j)])}]"
-                    val = f"alpha * c{i}_{j}" + (f" + beta * {at}" if with_beta else "")
-                    src(f"if rok{r} and cok{c}:", f"    {at} = {val}")
+    plan = []
+    for i in range(mma.mma_m):
+        for j in range(mma.mma_n):
+            r = int(sympy.expand(coords[(0, i, j)][0] - m0))
+            c = int(sympy.expand(coords[(0, i, j)][1] - n0))
+            if sympy.expand(rest[(0, i, j)] - r * S_CM - c * S_CN) != 0:
+                raise AssertionError(f"C offset {rest[(0, i, j)]} is not {r}*sCm + {c}*sCn")
+            plan.append((i * mma.mma_n + j, r, c))
+    tile = src.define(f"store_c_tile({tuple(plan)!r})")
+    src(f"{tile}(C, cg, acc, alpha, beta, cm, cn, M, N, sCm, sCn)")
 
 
 def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):

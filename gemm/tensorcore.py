@@ -73,6 +73,7 @@ from .operands import (check_same_device, check_spans, current_stream, kernel_bu
                        output_operand)
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
+from .arch.tile_plan import ADD, SWIZZLE, XOR
 from .pipeline import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, emit_ring, ring_schedule
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
@@ -313,21 +314,34 @@ class _Swizzled:
         self.sw, self.name, self.base = sw, name, base
         self.values = _thread_values(base, threads) if base.free_symbols else [int(base)] * threads
 
-    def decl(self):
-        return f"{self.name} = {self._swz(code(self.base))}"
+    def decl(self, src):
+        """Declare the per-thread base, unswizzled (``raw``) and swizzled (``name``)."""
+        src(f"{self.raw} = U({code(self.base)})", f"{self.name} = {self._swz(self.raw)}")
+
+    @property
+    def raw(self):
+        """Name of the unswizzled base (for SWIZZLE-mode entries of a tile plan)."""
+        return f"{self.name}_r"
+
+    @property
+    def swizzle(self):
+        """(mask, shift) of the swizzle, as the tile plans take it."""
+        return (self.sw.yyy_mask, self.sw.shift)
 
     def _swz(self, x):
         sw = self.sw
         return f"U(({x}) ^ ((({x}) & U({sw.yyy_mask})) >> U({sw.shift})))"
 
-    def at(self, c):
+    def mode(self, c):
+        """(offset mode, c) of constant ``c`` in a tile plan: ADD or XOR when that equals the
+        swizzle of ``base + c`` for every thread, else SWIZZLE (computed at run time)."""
         c = int(c)
         sw, vals = self.sw, self.values
         if all(sw(b + c) == sw(b) + c for b in vals):
-            return f"({self.name} + U({c}))" if c else self.name
+            return ADD, c
         if all(sw(b + c) == sw(b) ^ c for b in vals):
-            return f"({self.name} ^ U({c}))"
-        return self._swz(f"{code(self.base)} + U({c})")
+            return XOR, c
+        return SWIZZLE, c
 
 
 class _Copy:
@@ -336,6 +350,7 @@ class _Copy:
 
     def __init__(self, cfg, name, bmn, block, ld, major, vec):
         self.name, self.p, self.bmn, self.vec, self.major = name, name.lower(), bmn, vec, major
+        self.ld = ld
         self.eb = eb = cfg.element_bytes
         self.bytes = vec * eb
         if self.bytes == 16:
@@ -368,8 +383,9 @@ class _Copy:
     def decls(self, src, ext):
         """Per-thread values set before the loop; ``ext`` names the MN extent (M or N)."""
         p = self.p
-        src(f"{p}_g = U({code(self.src[0])})", f"{p}_d = U({code(self.dst[0])})", self.sw.decl(),
-            f"{p}_cm = U({code(self.m0)})",
+        src(f"{p}_g = U({code(self.src[0])})", f"{p}_d = U({code(self.dst[0])})")
+        self.sw.decl(src)
+        src(f"{p}_cm = U({code(self.m0)})",
             f"{p}_ck = U({code(sympy.expand(self.k0).subs(sym('kt'), 0))})",
             f"{p}_in = {code(self._block_end())} <= {ext}")
 
@@ -396,10 +412,21 @@ class _Copy:
 
     def _whole(self, src, slot_base):
         kind = "cg" if self.bytes == 16 else "ca"
-        for crd in self.copies:
-            dst = self.sw.at(self.dst[2][crd])
-            src(f"cp_async_{kind}(sm, U({slot_base} + {dst}), {self.name}, "
-                f"U({self.p}_gk + {code(self.src[2][crd])}), {self.bytes})")
+        plan = tuple(self.sw.mode(self.dst[2][crd]) + self._global(self.src[2][crd])
+                     for crd in self.copies)
+        tile = src.define(f"cp_async_tile({kind!r}, {self.bytes}, {plan!r}, "
+                          f"{self.sw.swizzle!r})")
+        src(f"{tile}(sm, U({slot_base}), {self.sw.name}, {self.sw.raw}, {self.name}, "
+            f"{self.p}_gk, {self.ld.name})")
+
+    def _global(self, offset):
+        """(g, gl) with ``offset == g + gl * ld`` (a copy's global offset from the k-tile's)."""
+        offset = sympy.expand(offset)
+        gl = offset.coeff(self.ld)
+        g = sympy.expand(offset - gl * self.ld)
+        if not (g.is_Integer and gl.is_Integer and g >= 0 and gl >= 0):
+            raise AssertionError(f"copy offset {offset} is not g + gl * {self.ld}")
+        return int(g), int(gl)
 
     def _loops(self):
         """The copies as a loop nest: [(index name, count)] and, for each field (global
@@ -489,7 +516,8 @@ class _Fragments:
         self.vals = product(self.frag.shape[0])
         self.mma_mn = product(self.frag.shape[1])
         self.n_k = product(self.frag.shape[2])
-        self.loads = {}       # kb -> [(src const, (register names))]
+        self.loads = {}       # kb -> [(src const, (register indices))]
+        self.nregs = self.vals * self.mma_mn // self.per_reg    # per k-block
         if cfg.element_bytes == 2:
             atom = SM75_U32x4_LDSM_N(16) if major == "K" else SM75_U16x8_LDSM_T(16)
             self.op = "ldmatrix_x4" if major == "K" else "ldmatrix_x4_trans"
@@ -520,23 +548,24 @@ class _Fragments:
         self.sw = _Swizzled(layout.outer, f"l{self.p}", src[0], cfg.threads)
 
     def reg(self, offset, kb):
-        """Name of the register holding fragment offset ``offset`` of k-block kb."""
+        """Index in the fragment array (``{x}f``, two k-blocks of registers) of the register
+        holding fragment offset ``offset`` of k-block kb."""
         rel = offset - self.frag((0, 0, kb))
         if not 0 <= rel < self.vals * self.mma_mn:
             raise AssertionError(f"fragment {self.which} offsets of k-block {kb} are not compact")
-        return f"{self.p}{rel // self.per_reg}_{kb % 2}"
+        return rel // self.per_reg + (kb % 2) * self.nregs
 
     def emit_loads(self, src, kb, base):
-        for const, regs in self.loads[kb]:
-            at = f"U({base} + {self.sw.at(const)})"
-            if self.op:
-                src(f"{', '.join(regs)} = {self.op}(sm, {at})")
-            else:
-                src(f"{regs[0]} = cvt_rna_tf32_f32(sm[{at}])")
+        """One load_tile call: k-block kb's fragment from the stage at shared offset base."""
+        plan = tuple(self.sw.mode(const) + (regs,) for const, regs in self.loads[kb])
+        tile = src.define(f"load_tile({self.op or 'ld_tf32'!r}, {plan!r}, "
+                          f"{self.sw.swizzle!r})")
+        src(f"{tile}({self.p}f, sm, {base}, {self.sw.name}, {self.sw.raw})")
 
     def operand(self, idx, kb):
-        """Register names of MMA operand ``idx`` (M or N block) in k-block kb."""
-        return [self.reg(self.frag((v, idx, kb)), kb) for v in range(0, self.vals, self.per_reg)]
+        """Register indices of MMA operand ``idx`` (M or N block) in k-block kb."""
+        return tuple(self.reg(self.frag((v, idx, kb)), kb)
+                     for v in range(0, self.vals, self.per_reg))
 
 
 class _Kernel:
@@ -579,12 +608,12 @@ def _emit(k, simulator):
     smem_type = "float32" if cfg.dtype == "tfloat32" else "uint16"
     src("import numpy as np",
         "from numba import cuda, float32, uint16",
-        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_ca, cp_async_ca_zfill,",
-        "                       cp_async_cg, cp_async_cg_zfill, cp_async_commit, cp_async_wait,",
-        "                       cvt_rn_bf16_f32, cvt_rn_bf16x2_f32, cvt_rn_f16_f32,",
-        "                       cvt_rn_f16x2_f32, cvt_rna_tf32_f32, f16_to_f32, f16x2_to_f32,",
-        "                       ld_v4_b32, ld_v4_f32, ldmatrix_x4, ldmatrix_x4_trans,",
-        f"                       st_v2_f32, st_v4_b32, st_v4_f32, {k.mma_fn})",
+        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_ca_zfill,",
+        "                       cp_async_cg_zfill, cp_async_commit, cp_async_tile,",
+        "                       cp_async_wait, cvt_rn_bf16_f32, cvt_rn_bf16x2_f32,",
+        "                       cvt_rn_f16_f32, cvt_rn_f16x2_f32, f16_to_f32, f16x2_to_f32,",
+        "                       fill_tile, ld_v4_b32, ld_v4_f32, load_tile, mma_tile,",
+        "                       scaled_store_tile, st_v4_b32, st_v4_f32)",
         "U = np.uint32",
         f"ZERO = {'np.float32(0)' if smem_type == 'float32' else 'np.uint16(0)'}",
         f"# {v}",
@@ -597,11 +626,13 @@ def _emit(k, simulator):
             f"KF = U(K // U({cfg.bK}))")
         k.a.decls(src, "M")
         k.b.decls(src, "N")
-        src(k.la.sw.decl(), k.lb.sw.decl())
+        k.la.sw.decl(src)
+        k.lb.sw.decl(src)
         n_acc = k.fragC.cosize
-        for r in range(0, n_acc, 8):
-            names = [f"c{x}" for x in range(r, min(r + 8, n_acc))]
-            src(", ".join(names) + " = " + ", ".join("float32(0)" for _ in names))
+        src(f"acc = cuda.local.array({n_acc}, float32)",
+            f"af = cuda.local.array({2 * k.la.nregs}, np.uint32)",
+            f"bf = cuda.local.array({2 * k.lb.nregs}, np.uint32)",
+            f"{src.define(f'fill_tile({n_acc})')}(acc, float32(0))")
 
         def issue(kt, slot, interior):
             k.a.issue(src, kt, f"{slot} * U({k.slot_a})", "M", interior)
@@ -612,13 +643,13 @@ def _emit(k, simulator):
             k.lb.emit_loads(src, kb, "rb")
 
         def mma(kb):
-            for i in range(k.mma_m):
+            plan = []
+            for i in range(k.mma_m):        # serpentine: consecutive MMAs share A or B
                 js = range(k.mma_n) if i % 2 == 0 else reversed(range(k.mma_n))
                 for j in js:
-                    a = k.la.operand(i, kb)
-                    b = k.lb.operand(j, kb)
-                    c = [f"c{k.fragC((x, i, j))}" for x in range(4)]
-                    src(f"{', '.join(c)} = {k.mma_fn}({', '.join(a + b + c)})")
+                    c = tuple(int(k.fragC((x, i, j))) for x in range(4))
+                    plan.append((c, k.la.operand(i, kb), k.lb.operand(j, kb)))
+            src(f"{src.define(f'mma_tile({k.mma_fn!r}, {tuple(plan)!r})')}(acc, af, bf)")
 
         def slots(slot):
             src(f"ra = U({slot} * U({k.slot_a}))", f"rb = U(U({k.b_base}) + {slot} * U({k.slot_b}))")
@@ -672,15 +703,16 @@ def _epilogue(src, k):
     cfg, v = k.cfg, k.variant
     base, _, rest = k.c_stage
     src("smc = cuda.shared.array(0, float32)", f"cs = {code(base)}")
+    plan = []
     for crd, off in rest.items():
         if crd[0] % 2:
             continue                    # stored with its even neighbour
         pair = (crd[0] + 1,) + crd[1:]
         if int(rest[pair]) != int(off) + 1:
             raise AssertionError("accumulator pairs are not adjacent columns")
-        src(f"st_v2_f32(smc, cs + U({int(off)}), alpha * c{k.fragC(crd)}, "
-            f"alpha * c{k.fragC(pair)})")
-    src("cuda.syncthreads()")
+        plan.append((int(off), (int(k.fragC(crd)), int(k.fragC(pair)))))
+    src(f"{src.define(f'scaled_store_tile({tuple(plan)!r})')}(smc, cs, acc, alpha)",
+        "cuda.syncthreads()")
     half = v.out_dtype != "float32"
     ve = 8 if half else 4                       # elements per 16-byte run of C
     runs_per_row = cfg.bN // ve

@@ -90,7 +90,9 @@ def config(pipeline):
 
 def loop_shape(source):
     """The main loop of a generated kernel as runs of: cp.async copies, shared -> register
-    loads, FMAs, waits and barriers."""
+    loads, FMAs, waits and barriers. A tile of loads or FMAs is one line, a call of a
+    tile-level instruction bound at the top of the module (``load_3 = load_tile(...)``,
+    ``fma_5 = fma_tile(...)``: gemm.arch.tile unrolls its plan into the PTX)."""
     body = source[source.index("while kt < KT:"):source.index("cg = ")]
     kinds = []
     for line in body.splitlines():
@@ -99,9 +101,9 @@ def loop_shape(source):
                 "commit" if s.startswith("cp_async_commit") else
                 "wait" if s.startswith("cp_async_wait") else
                 "syncthreads" if "syncthreads" in s else
-                "FMA" if "cuda.fma(" in s else
-                "load smem->reg" if "= sA[" in s or "= sB[" in s else
-                "if next tile:" if s.startswith("if kt + U(1) < KT") else None)
+                "FMA" if s.startswith("fma_") else
+                "load smem->reg" if s.startswith("load_") else
+                "if next tile:" if s.startswith("if kt + _u1 < KT") else None)
         if kind is None:
             continue
         if kinds and kinds[-1][0] == kind:

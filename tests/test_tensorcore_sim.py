@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from gemm.codegen import Source
+from gemm.codegen import Source, issued, module_tiles
 from gemm.pipeline import check_ring
 from gemm.tensorcore import (TensorCoreConfig, Variant, _block_order, bank_conflicts,
                              ring_events, tensorcore_source)
@@ -157,7 +157,8 @@ def main_loops(text):
 @pytest.mark.parametrize("stages,delay", [(2, 0), (5, 0), (4, 2)])
 def test_source_follows_the_ring(stages, delay):
     cfg = TensorCoreConfig(bM=32, bN=32, warps=(1, 1), stages=stages, delay_release=delay)
-    interior, general = main_loops(tensorcore_source(cfg, simulator=True))
+    module = tensorcore_source(cfg, simulator=True)
+    interior, general = main_loops(module)
     assert "zfill" not in interior and "zfill" in general
     ahead = stages - 1 - delay
     for text in (interior, general):
@@ -167,15 +168,17 @@ def test_source_follows_the_ring(stages, delay):
         # k-block 0 before the loop, then each of the bK/16 k-blocks: one ldmatrix x4 per
         # 16 rows of the warp's A and per 16 columns of its B
         per_kb = cfg.bM // (16 * cfg.warps[0]) + cfg.bN // (16 * cfg.warps[1])
-        assert text.count("ldmatrix_x4(") == (1 + cfg.bK // 16) * per_kb
-        assert text.count("mma_m16n8k16_f32_bf16(") == (cfg.bK // 16) * 2 * 4
+        assert issued(module, "load_tile", "ldmatrix_x4", text) == (1 + cfg.bK // 16) * per_kb
+        assert issued(module, "mma_tile", "mma_m16n8k16_f32_bf16", text) == (cfg.bK // 16) * 2 * 4
 
 
 def test_source_of_the_other_majors_and_types():
     mn = tensorcore_source(Variant(TensorCoreConfig(), "MN", "MN", "bfloat16"))
-    assert "ldmatrix_x4_trans(" in mn and "ldmatrix_x4(" not in mn
+    assert issued(mn, "load_tile", "ldmatrix_x4_trans") and not issued(mn, "load_tile",
+                                                                       "ldmatrix_x4")
     assert "cvt_rn_bf16x2_f32(" in mn and "st_v4_b32(C" in mn
     tf = tensorcore_source(Variant(TensorCoreConfig(dtype="tfloat32"), "K", "MN"))
-    assert "mma_m16n8k8_f32_tf32(" in tf and "cvt_rna_tf32_f32(sm[" in tf
-    assert "ldmatrix" not in tf.split("def kernel")[1]
+    assert issued(tf, "mma_tile", "mma_m16n8k8_f32_tf32") and issued(tf, "load_tile", "ld_tf32")
+    assert not any(args[0].startswith("ldmatrix") for factory, args
+                   in module_tiles(tf).values() if factory == "load_tile")
     assert "cuda.shared.array(0, float32)" in tf

@@ -15,13 +15,18 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - ``mma_m16n8k16_f32_bf16``, ``mma_m16n8k16_f32_f16``, ``mma_m16n8k16_f16_f16``,
   ``mma_m16n8k8_f16_f16``, ``mma_m16n8k8_f32_tf32`` -> tuple of accumulators;
 - 128/64-bit vector access: ``ld_v4_b32/f32``, ``st_v4_b32/f32``, ``ld_v2_*``, ``st_v2_*``;
+- tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
+  static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,
+  ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``;
 - conversions: ``pack_b16x2`` (= ``pack_bf16x2`` = ``pack_f16x2``), ``unpack_b16x2``,
   ``cvt_rn_bf16x2_f32(lo, hi)``, ``cvt_rn_f16x2_f32(lo, hi)``, ``cvt_rn_bf16_f32``,
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
   ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
 
 Files: ``ptx`` (cp.async, ldmatrix, mma, vector access), ``ptx_convert`` (conversions, re-exported
-by ``ptx``), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` (the twins).
+by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
+tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
+``sim_tile`` (the twins).
 Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
 ``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
 
@@ -32,11 +37,12 @@ True
 from gemm._env import simulator_active
 
 if simulator_active():
-    from gemm.arch import sim as _impl
+    from gemm.arch import sim as _impl, sim_tile as _tile
     IMPLEMENTATION = "sim"
 else:
-    from gemm.arch import ptx as _impl
+    from gemm.arch import ptx as _impl, tile as _tile
     IMPLEMENTATION = "ptx"
 
-__all__ = list(_impl.__all__)
-globals().update({name: getattr(_impl, name) for name in __all__})
+__all__ = list(_impl.__all__) + list(_tile.__all__)
+globals().update({name: getattr(_impl, name) for name in _impl.__all__})
+globals().update({name: getattr(_tile, name) for name in _tile.__all__})

@@ -88,8 +88,9 @@ def item_pointer(context, builder, aryty, ary, idxty, idx):
     return builder.gep(arr.data, [i])
 
 
-def shared_address(context, builder, aryty, ary, idxty, idx):
-    """32-bit .shared address of element ``idx``: base cast to the shared window + idx*stride."""
+def shared_base(context, builder, aryty, ary):
+    """(32-bit .shared address of element 0, bytes per element step) of a shared array: the
+    base cast to the shared window; element i is at ``base + i * step``."""
     arr = context.make_array(aryty)(context, builder, ary)
     pointee = arr.data.type.pointee
     base = builder.ptrtoint(builder.addrspacecast(arr.data, pointee.as_pointer(SHARED)), I32)
@@ -97,7 +98,18 @@ def shared_address(context, builder, aryty, ary, idxty, idx):
         step = builder.trunc(builder.extract_value(arr.strides, 0), I32)
     else:
         step = ir.Constant(I32, itemsize(aryty.dtype))
+    return base, step
+
+
+def shared_address(context, builder, aryty, ary, idxty, idx):
+    """32-bit .shared address of element ``idx``: base cast to the shared window + idx*stride."""
+    base, step = shared_base(context, builder, aryty, ary)
     return builder.add(base, builder.mul(to_int(builder, idxty, idx, 32), step))
+
+
+def array_data(context, builder, aryty, ary):
+    """The data pointer of a C-contiguous array (element i is ``gep(data, [i])``)."""
+    return context.make_array(aryty)(context, builder, ary).data
 
 
 def global_address(context, builder, aryty, ary, idxty, idx):

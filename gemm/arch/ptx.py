@@ -46,6 +46,7 @@ from gemm.arch._lowering import (
     global_address, item_pointer, literal_int, reg_list, shared_address, to_int, unpack,
 )
 from gemm.arch.ptx_convert import *  # noqa: F401,F403  (the conversions are part of this layer)
+from gemm.arch.tile_plan import CP_ASYNC_SIZES, MMA_FORMS
 
 __all__ = [
     "cp_async_ca", "cp_async_cg", "cp_async_ca_zfill", "cp_async_cg_zfill",
@@ -58,14 +59,13 @@ __all__ = [
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32",
 ] + ptx_convert.__all__
 
-_CP_ASYNC_SIZES = {"ca": (4, 8, 16), "cg": (16,)}
 
 
 # --- cp.async ------------------------------------------------------------------------------------
 
 def _make_cp_async(kind, zfill):
     op = f"cp_async_{kind}{'_zfill' if zfill else ''}"
-    sizes = _CP_ASYNC_SIZES[kind]
+    sizes = CP_ASYNC_SIZES[kind]
 
     def typer(typingctx, dst, di, src, si, nbytes, *rest):
         size_d = check_array(op, "dst", dst)
@@ -163,12 +163,18 @@ def cp_async_wait_all(typingctx):
 
 # --- ldmatrix ------------------------------------------------------------------------------------
 
-def _make_ldmatrix(num, trans):
-    op = f"ldmatrix_x{num}{'_trans' if trans else ''}"
+def ldmatrix_asm(num, trans):
+    """(text, constraints, LLVM return type) of ``ldmatrix ... .x{num}[.trans]`` with the
+    32-bit shared address as operand ``$num``."""
     text = (f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 "
             f"{{{reg_list(num)}}}, [${num}];")
     constraints = ",".join(["=r"] * num + ["r", "~{memory}"])
-    ret = I32 if num == 1 else ir.LiteralStructType([I32] * num)
+    return text, constraints, I32 if num == 1 else ir.LiteralStructType([I32] * num)
+
+
+def _make_ldmatrix(num, trans):
+    op = f"ldmatrix_x{num}{'_trans' if trans else ''}"
+    text, constraints, ret = ldmatrix_asm(num, trans)
     restype = types.UniTuple(types.uint32, num)
 
     def impl(typingctx, smem, idx):
@@ -208,22 +214,30 @@ for _num, _f, _ft in ((1, ldmatrix_x1, ldmatrix_x1_trans), (2, ldmatrix_x2, ldma
 
 # --- mma.sync ------------------------------------------------------------------------------------
 
-def _mma(op, shape, ab, acc, na, nb, args):
-    """Signature and codegen of ``mma.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc}`` for
-    the operand types ``args``: ``na`` A and ``nb`` B registers, then the C registers (tied to
-    D), uint32 or (``acc`` f32) float32."""
-    nc = len(args) - na - nb
+
+
+def mma_asm(op):
+    """(text, constraints, LLVM return type) of the mma.sync of ``op`` (a key of MMA_FORMS):
+    operands A, B, then C registers tied to the D outputs."""
+    shape, ab, acc, na, nb, nc = MMA_FORMS[op]
+    text = (f"mma.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc} {{{reg_list(nc)}}}, "
+            f"{{{reg_list(na, nc)}}}, {{{reg_list(nb, nc + na)}}}, "
+            f"{{{reg_list(nc, nc + na + nb)}}};")
+    reg = "f" if acc == "f32" else "r"
+    constraints = ",".join([f"={reg}"] * nc + ["r"] * (na + nb) + [str(k) for k in range(nc)])
+    return text, constraints, ir.LiteralStructType([F32 if acc == "f32" else I32] * nc)
+
+
+def _mma(op, args):
+    """Signature and codegen of the mma.sync of ``op`` for the operand types ``args``: the A
+    and B registers, then the C registers (tied to D), uint32 or (f32 accumulators) float32."""
+    _, _, acc, na, nb, nc = MMA_FORMS[op]
     acc_float = acc == "f32"
     names = ([f"a{k}" for k in range(na)] + [f"b{k}" for k in range(nb)]
              + [f"c{k}" for k in range(nc)])
     for k, (name, ty) in enumerate(zip(names, args)):
         (check_float if acc_float and k >= na + nb else check_int)(op, name, ty)
-    text = (f"mma.sync.aligned.{shape}.row.col.{acc}.{ab}.{ab}.{acc} {{{reg_list(nc)}}}, "
-            f"{{{reg_list(na, nc)}}}, {{{reg_list(nb, nc + na)}}}, "
-            f"{{{reg_list(nc, nc + na + nb)}}};")
-    reg = "f" if acc_float else "r"
-    constraints = ",".join([f"={reg}"] * nc + ["r"] * (na + nb) + [str(k) for k in range(nc)])
-    ret = ir.LiteralStructType([F32 if acc_float else I32] * nc)
+    text, constraints, ret = mma_asm(op)
     acc_type = types.float32 if acc_float else types.uint32
     restype = types.UniTuple(acc_type, nc)
 
@@ -244,15 +258,13 @@ def mma_m16n8k16_f32_bf16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     (8,16) as (N,K); C/D ((4,8),(2,2)):((32,1),(16,8)) over (16,8). Products are exact and
     accumulated in at least f32. All 32 lanes must call it together.
     """
-    return _mma("mma_m16n8k16_f32_bf16", "m16n8k16", "bf16", "f32", 4, 2,
-                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+    return _mma("mma_m16n8k16_f32_bf16", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 @intrinsic
 def mma_m16n8k16_f32_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: as the bf16 form, f16 inputs."""
-    return _mma("mma_m16n8k16_f32_f16", "m16n8k16", "f16", "f32", 4, 2,
-                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+    return _mma("mma_m16n8k16_f32_f16", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 @intrinsic
@@ -262,8 +274,7 @@ def mma_m16n8k16_f16_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1):
     C/D are 2 uint32 registers of packed f16 pairs, element (value) v of the C layout
     ((4,8),(2,2)):((32,1),(16,8)) in register v // 2, half v % 2. A and B as the f32 form.
     """
-    return _mma("mma_m16n8k16_f16_f16", "m16n8k16", "f16", "f16", 4, 2,
-                (a0, a1, a2, a3, b0, b1, c0, c1))
+    return _mma("mma_m16n8k16_f16_f16", (a0, a1, a2, a3, b0, b1, c0, c1))
 
 
 @intrinsic
@@ -273,7 +284,7 @@ def mma_m16n8k8_f16_f16(typingctx, a0, a1, b0, c0, c1):
     A 16x8: ((4,8),(2,2)):((32,1),(16,8)); B 8x8 as (N,K): ((4,8),2):((16,1),8); C/D as the
     m16n8k16 f16 form.
     """
-    return _mma("mma_m16n8k8_f16_f16", "m16n8k8", "f16", "f16", 2, 1, (a0, a1, b0, c0, c1))
+    return _mma("mma_m16n8k8_f16_f16", (a0, a1, b0, c0, c1))
 
 
 @intrinsic
@@ -285,8 +296,7 @@ def mma_m16n8k8_f32_tf32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     A 16x8: ((4,8),(2,2)):((16,1),(8,64)); B 8x8 as (N,K): ((4,8),2):((8,1),32); C/D f32 as the
     m16n8k16 form.
     """
-    return _mma("mma_m16n8k8_f32_tf32", "m16n8k8", "tf32", "f32", 4, 2,
-                (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
+    return _mma("mma_m16n8k8_f32_tf32", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 # --- vector loads and stores ---------------------------------------------------------------------

@@ -105,9 +105,13 @@ def cvt_rna_tf32_f32(typingctx, x):
 
     def codegen(context, builder, sig, args):
         (x32,) = cast_args(context, builder, sig, args, (types.float32,))
-        return asm(builder, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x32],
-                   attrs=("readnone",))
+        return emit_cvt_rna_tf32(builder, x32)
     return types.uint32(x), codegen
+
+
+def emit_cvt_rna_tf32(builder, x32):
+    """The i32 result of ``cvt.rna.tf32.f32`` on an LLVM float (for other intrinsics)."""
+    return asm(builder, I32, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x32], attrs=("readnone",))
 
 
 def _bf16_bits_to_f32(builder, bits32):

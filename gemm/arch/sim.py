@@ -258,6 +258,12 @@ def _warp_collective(op, payload, compute):
 # --- ldmatrix ------------------------------------------------------------------------------------
 
 def _ldmatrix(op, num, trans, smem, idx):
+    return _warp_collective(op, (smem, int(idx)), ldmatrix_compute(op, num, trans))
+
+
+@functools.lru_cache(maxsize=None)
+def ldmatrix_compute(op, num, trans):
+    """The warp's ldmatrix: ``{lane: (smem, idx)} -> {lane: registers}``."""
     def compute(lanes):
         mats = []
         for j in range(num):
@@ -273,7 +279,7 @@ def _ldmatrix(op, num, trans, smem, idx):
                 regs.append(np.uint32(lo | (hi << 16)))
             out[lane] = tuple(regs)
         return out
-    return _warp_collective(op, (smem, int(idx)), compute)
+    return compute
 
 
 def ldmatrix_x1(smem, idx):
@@ -375,8 +381,24 @@ def _operand(lanes, part, kind, where, shape):
     return matrix
 
 
-def _mma(op, shape, kind, acc, a_where, b_where, regs):
-    m, n, k = shape
+# op -> (shape, operand kind, accumulator kind, A fragment, B fragment)
+MMA_SHAPES = {
+    "mma_m16n8k16_f32_bf16": ((16, 8, 16), "bf16", "f32", _a_m16n8k16, _b_m16n8k16),
+    "mma_m16n8k16_f32_f16": ((16, 8, 16), "f16", "f32", _a_m16n8k16, _b_m16n8k16),
+    "mma_m16n8k16_f16_f16": ((16, 8, 16), "f16", "f16", _a_m16n8k16, _b_m16n8k16),
+    "mma_m16n8k8_f16_f16": ((16, 8, 8), "f16", "f16", _a_m16n8k8, _b_m16n8k8),
+    "mma_m16n8k8_f32_tf32": ((16, 8, 8), "tf32", "f32", _a_m16n8k8_tf32, _b_m16n8k8_tf32),
+}
+
+
+def _mma(op, regs):
+    return _warp_collective(op, regs, mma_compute(op))
+
+
+@functools.lru_cache(maxsize=None)
+def mma_compute(op):
+    """The warp's mma of ``op``: ``{lane: ((a regs), (b regs), (c regs))} -> {lane: d regs}``."""
+    (m, n, k), kind, acc, a_where, b_where = MMA_SHAPES[op]
 
     def compute(lanes):
         a = _operand(lanes, 0, kind, a_where, (m, k))
@@ -390,37 +412,32 @@ def _mma(op, shape, kind, acc, a_where, b_where, regs):
         bits = values.astype(np.float16).view(np.uint16).astype(np.uint32)
         packed = bits[:, 0::2] | bits[:, 1::2] << 16
         return {lane: (packed[lane, 0], packed[lane, 1]) for lane in range(WARP)}
-    return _warp_collective(op, regs, compute)
+    return compute
 
 
 def mma_m16n8k16_f32_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """D (16x8 f32) = A (16x16 bf16) * B (16x8 bf16) + C, one warp; returns (d0, d1, d2, d3)."""
-    return _mma("mma_m16n8k16_f32_bf16", (16, 8, 16), "bf16", "f32", _a_m16n8k16, _b_m16n8k16,
-                ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
+    return _mma("mma_m16n8k16_f32_bf16", ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
 
 
 def mma_m16n8k16_f32_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """D (16x8 f32) = A (16x16 f16) * B (16x8 f16) + C, one warp; returns (d0, d1, d2, d3)."""
-    return _mma("mma_m16n8k16_f32_f16", (16, 8, 16), "f16", "f32", _a_m16n8k16, _b_m16n8k16,
-                ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
+    return _mma("mma_m16n8k16_f32_f16", ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
 
 
 def mma_m16n8k16_f16_f16(a0, a1, a2, a3, b0, b1, c0, c1):
     """D (16x8 f16, 2 packed registers) = A (16x16 f16) * B (16x8 f16) + C, one warp."""
-    return _mma("mma_m16n8k16_f16_f16", (16, 8, 16), "f16", "f16", _a_m16n8k16, _b_m16n8k16,
-                ((a0, a1, a2, a3), (b0, b1), (c0, c1)))
+    return _mma("mma_m16n8k16_f16_f16", ((a0, a1, a2, a3), (b0, b1), (c0, c1)))
 
 
 def mma_m16n8k8_f16_f16(a0, a1, b0, c0, c1):
     """D (16x8 f16, 2 packed registers) = A (16x8 f16) * B (8x8 f16) + C, one warp."""
-    return _mma("mma_m16n8k8_f16_f16", (16, 8, 8), "f16", "f16", _a_m16n8k8, _b_m16n8k8,
-                ((a0, a1), (b0,), (c0, c1)))
+    return _mma("mma_m16n8k8_f16_f16", ((a0, a1), (b0,), (c0, c1)))
 
 
 def mma_m16n8k8_f32_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """D (16x8 f32) = A (16x8 tf32) * B (8x8 tf32) + C, one warp; a*/b* are f32 bit patterns."""
-    return _mma("mma_m16n8k8_f32_tf32", (16, 8, 8), "tf32", "f32", _a_m16n8k8_tf32,
-                _b_m16n8k8_tf32, ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
+    return _mma("mma_m16n8k8_f32_tf32", ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
 
 
 # --- vector loads and stores ---------------------------------------------------------------------

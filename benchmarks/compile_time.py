@@ -77,9 +77,24 @@ def _instrument():
     phases.wrap(driver.Context, "create_module_image", "module_load")
     if hasattr(dispatcher, "CUDACache"):
         phases.wrap(dispatcher.CUDACache, "load_overload", "cache_load")
-    from gemm import simt, tensorcore
-    phases.wrap(simt, "simt_source", "source")
-    phases.wrap(tensorcore, "tensorcore_source", "source")
+    from gemm import codegen, simt, tensorcore
+    if hasattr(codegen, "_import"):     # modules found by variant: time make_source(), which
+        original = codegen._import      # imports the generator and writes the source
+
+        def timed_import(name, make_source):
+            def timed_source():
+                phases.active.append("source")
+                t0 = time.perf_counter()
+                try:
+                    return make_source()
+                finally:
+                    phases.active.pop()
+                    phases.seconds["source"] += time.perf_counter() - t0
+            return original(name, timed_source)
+        codegen._import = timed_import
+    else:                               # an older tree: the source is made on every call
+        phases.wrap(simt, "simt_source", "source")
+        phases.wrap(tensorcore, "tensorcore_source", "source")
     return phases
 
 
@@ -158,16 +173,24 @@ def _typical_session():
     from gemm import codegen, launch
     import gemm
     sources = set()
-    original = codegen.load_module
+    if hasattr(codegen, "_import"):         # every generated module is imported through it
+        original = codegen._import
 
-    def counting(source, prefix="kernel"):
-        sources.add(source)
-        return original(source, prefix)
-    codegen.load_module = counting
-    for mod in ("simt", "tensorcore"):
-        module = sys.modules.get(f"gemm.{mod}")
-        if module is not None and hasattr(module, "load_module"):
-            module.load_module = counting
+        def counting(name, make_source):
+            sources.add(name)
+            return original(name, make_source)
+        codegen._import = counting
+    else:                                   # an older tree
+        original = codegen.load_module
+
+        def counting(source, prefix="kernel"):
+            sources.add(source)
+            return original(source, prefix)
+        codegen.load_module = counting
+        for mod in ("simt", "tensorcore"):
+            module = sys.modules.get(f"gemm.{mod}")
+            if module is not None and hasattr(module, "load_module"):
+                module.load_module = counting
     launch.Launcher.__call__ = lambda self, *a, **k: None        # compile, do not run
 
     def dev(shape, dtype, transpose=False):

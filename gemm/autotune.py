@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 from gemm._env import simulator_active
 from gemm.operands import current_stream, operand
-from gemm.pipeline import DYNAMIC_SHARED_LIMIT
+from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
 __all__ = ["candidates", "tune", "problem_key", "tuned_config", "lookup", "record",
            "load_cache", "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]

@@ -18,16 +18,17 @@ import importlib.util
 import os
 import sys
 from contextlib import contextmanager
+from functools import lru_cache
 
 import re
 
-import sympy
-
-__all__ = ["code", "Source", "load_module", "cache_dir", "sym", "module_tiles", "issued"]
+__all__ = ["code", "Source", "load_module", "kernel_module", "generator_version", "cache_dir",
+           "sym", "module_tiles", "issued"]
 
 
 def sym(name):
     """A non-negative integer symbol: thread/block indices, loop counters, strides, extents."""
+    import sympy        # the generators' dependency: a process that only loads kernels skips it
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
@@ -38,6 +39,7 @@ def code(expr):
     >>> code(4 * (t % 32) + 128 * (t // 32))
     '(U(4)*(t % U(32)) + U(128)*(t // U(32)))'
     """
+    import sympy
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         if expr < 0:
@@ -134,14 +136,44 @@ def load_module(source, prefix="kernel"):
     """Import ``source`` as a module from a file named by its hash (written once), so that
     numba's ``cache=True`` finds the compiled kernel again in the next process."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    name = f"_layoutalg_{prefix}_{digest}"
+    return _import(f"_layoutalg_{prefix}_{digest}", lambda: source)
+
+
+def kernel_module(prefix, key, make_source):
+    """The generated module of a kernel variant, found by ``key`` (a value whose repr names
+    everything its source depends on) and :func:`generator_version`: the first process writes
+    ``make_source()`` to a file named by their hash, later ones import that file without
+    generating the source again, and numba's ``cache=True`` finds the compiled kernel beside
+    it. A change to the package's code changes the version, hence the file."""
+    text = f"{key!r} {generator_version()}"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+    return _import(f"_layoutalg_{prefix}_{digest}", make_source)
+
+
+@lru_cache(maxsize=None)
+def generator_version():
+    """A hash of the source files of the gemm and layoutalg packages (what generated kernels
+    depend on), computed once per process (~50 small files)."""
+    digest = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for package in (here, os.path.join(os.path.dirname(here), "layoutalg")):
+        for folder, dirs, files in sorted(os.walk(package)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    with open(os.path.join(folder, f), "rb") as fh:
+                        digest.update(f.encode() + b"\0" + fh.read())
+    return digest.hexdigest()[:16]
+
+
+def _import(name, make_source):
     if name in sys.modules:
         return sys.modules[name]
     path = os.path.join(cache_dir(), name + ".py")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
-            f.write(source)
+            f.write(make_source())
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

@@ -29,12 +29,12 @@ from functools import lru_cache
 import sympy
 
 from gemm._env import simulator_active
+from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
 from gemm.codegen import Source, load_module, sym
 from gemm.launch import Launcher
 from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
                            operand, output_operand)
-from gemm.pipeline import (ARCH_IMPORTS, DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, BlockSpec,
-                           GlobalMatrix, emit_pipeline)
+from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 
 __all__ = ["AddConfig", "add_matrices", "prepare_add", "add_source", "add_kernel",
            "ADD_SIGNATURE"]

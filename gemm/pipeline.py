@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import sympy
 
 from layoutalg import ComposedLayout, Layout, Swizzle
+from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
 from .codegen import code, sym
 
 __all__ = ["BlockSpec", "GlobalMatrix", "SharedTile", "Step", "Pipeline", "PipelineCode",
@@ -75,8 +76,6 @@ ARCH_IMPORTS = ("cp_async_ca_zfill", "cp_async_cg_zfill", "cp_async_commit", "cp
 _ITEMSIZE = {"float32": 4, "int32": 4, "uint32": 4, "float16": 2, "int16": 2, "uint16": 2,
              "float64": 8}
 _VECTOR_SUFFIX = {"float32": "f32", "int32": "b32", "uint32": "b32"}
-STATIC_SHARED_LIMIT = 48 * 1024         # static shared arrays of one block
-DYNAMIC_SHARED_LIMIT = 227 * 1024       # dynamic shared memory of one block (sm_90 opt-in)
 
 
 def _is_int(x):

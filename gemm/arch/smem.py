@@ -22,9 +22,11 @@ costs a dictionary lookup. In the CUDA simulator it only checks its arguments.
 
 from gemm._env import simulator_active
 
-__all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "DEFAULT_LIMIT"]
+__all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "STATIC_SHARED_LIMIT",
+           "DYNAMIC_SHARED_LIMIT"]
 
-DEFAULT_LIMIT = 48 * 1024   # dynamic + static shared memory allowed without opting in
+STATIC_SHARED_LIMIT = 48 * 1024     # static + dynamic shared memory without opting in
+DYNAMIC_SHARED_LIMIT = 227 * 1024   # dynamic shared memory of one block (sm_90 opt-in)
 _done = {}                  # (kernel handle as int, device id) -> bytes already allowed
 
 
@@ -95,7 +97,7 @@ def allow_dynamic_shared(kernel, nbytes, signature=None):
             raise ValueError(f"{nbytes} bytes of dynamic shared memory exceed the {limit} bytes "
                              f"this kernel can use on {device.name} (opt-in limit {optin}, "
                              f"{static} bytes static)")
-        if nbytes + static <= DEFAULT_LIMIT:
+        if nbytes + static <= STATIC_SHARED_LIMIT:
             continue
         key = (int(cufunc.handle), device.id)
         if _done.get(key, -1) >= nbytes:

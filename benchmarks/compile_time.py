@@ -23,6 +23,8 @@ time a baseline in the same run).
 """
 
 import argparse
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -45,11 +47,10 @@ class _Phases:
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.active = []
 
-    def wrap(self, owner, name, phase):
-        original = getattr(owner, name, None)
-        if original is None:
-            return
+    def reset(self):
+        self.seconds = dict.fromkeys(PHASES, 0.0)
 
+    def timed(self, phase, original):
         def timed(*args, **kwargs):
             if phase in self.active:           # nested call of the same phase
                 return original(*args, **kwargs)
@@ -63,74 +64,118 @@ class _Phases:
                 self.seconds[phase] += dt
                 for outer in self.active:       # an outer phase excludes its inner ones
                     self.seconds[outer] -= dt
-        setattr(owner, name, timed)
+        return timed
+
+    def wrap(self, owner, name, phase):
+        original = getattr(owner, name, None)
+        if original is not None:
+            setattr(owner, name, self.timed(phase, original))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callbacks[name](module)`` once module ``name`` has executed, so that the steps
+    of numba are wrapped without importing numba before the timed call (a warm call of a
+    tree that loads cubins itself never imports it)."""
+
+    def __init__(self, callbacks):
+        self.callbacks = dict(callbacks)
+
+    def find_spec(self, name, path, target=None):
+        callback = self.callbacks.pop(name, None)
+        if callback is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            callback(module)
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def _instrument():
-    import numba.cuda.compiler as compiler
-    from numba.cuda import codegen, dispatcher
-    from numba.cuda.cudadrv import driver, nvvm
+    """Wrap the phases' functions as their modules are imported; returns the _Phases."""
     phases = _Phases()
-    phases.wrap(compiler, "compile_cuda", "frontend")
-    phases.wrap(nvvm, "compile_ir", "nvvm")
-    phases.wrap(codegen.CUDACodeLibrary, "get_cubin", "ptxas")
-    phases.wrap(driver.Context, "create_module_image", "module_load")
-    if hasattr(dispatcher, "CUDACache"):
-        phases.wrap(dispatcher.CUDACache, "load_overload", "cache_load")
-    from gemm import codegen, simt, tensorcore
-    if hasattr(codegen, "_import"):     # modules found by variant: time make_source(), which
-        original = codegen._import      # imports the generator and writes the source
 
-        def timed_import(name, make_source):
-            def timed_source():
-                phases.active.append("source")
-                t0 = time.perf_counter()
-                try:
-                    return make_source()
-                finally:
-                    phases.active.pop()
-                    phases.seconds["source"] += time.perf_counter() - t0
-            return original(name, timed_source)
+    def on_gemm_codegen(codegen):
+        if not hasattr(codegen, "_import"):      # an older tree: wrapped at gemm.simt/tc
+            return
+        original = codegen._import               # modules found by variant: time
+
+        def timed_import(name, make_source):     # make_source(), which imports the generator
+            return original(name, phases.timed("source", make_source))
         codegen._import = timed_import
-    else:                               # an older tree: the source is made on every call
-        phases.wrap(simt, "simt_source", "source")
-        phases.wrap(tensorcore, "tensorcore_source", "source")
+
+    def on_dispatcher(dispatcher):
+        phases.wrap(dispatcher, "compile_cuda", "frontend")
+        if hasattr(dispatcher, "CUDACache"):
+            phases.wrap(dispatcher.CUDACache, "load_overload", "cache_load")
+
+    callbacks = {
+        "numba.cuda.compiler": lambda m: phases.wrap(m, "compile_cuda", "frontend"),
+        "numba.cuda.dispatcher": on_dispatcher,
+        "numba.cuda.cudadrv.nvvm": lambda m: phases.wrap(m, "compile_ir", "nvvm"),
+        "numba.cuda.codegen": lambda m: phases.wrap(m.CUDACodeLibrary, "get_cubin", "ptxas"),
+        "numba.cuda.cudadrv.driver": lambda m: phases.wrap(m.Context, "create_module_image",
+                                                           "module_load"),
+        "gemm.codegen": on_gemm_codegen,
+        "gemm.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
+        "gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
+        "gemm.tensorcore": lambda m: phases.wrap(m, "tensorcore_source", "source"),
+    }
+    for name in [n for n in callbacks if n in sys.modules]:
+        callbacks.pop(name)(sys.modules[name])
+    sys.meta_path.insert(0, _AfterImport(callbacks))
     return phases
 
 
-def _child_gpu(kernel, n):
+def _calls(kernel, n):
+    """(first call, second call of another variant, reference of the first) for ``kernel``."""
     import torch
-    phases = _instrument()
     import gemm
     torch.manual_seed(0)
     if kernel == "simt":
         a = torch.randn(n, n, device="cuda")
         b = torch.randn(n, n, device="cuda")
-        call = lambda: gemm.matmul(a, b)                             # noqa: E731
-        ref = (a.double() @ b.double())
-    else:
-        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        call = lambda: gemm.matmul(a, w.T)                           # noqa: E731
-        ref = (a.double() @ w.double().T)
-    torch.cuda.synchronize()
+        return (lambda: gemm.matmul(a, b), lambda: gemm.matmul(a, b.T),        # B col-major
+                a.double() @ b.double())
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    return (lambda: gemm.matmul(a, w.T), lambda: gemm.matmul(a, w),            # B N-major
+            a.double() @ w.double().T)
+
+
+def _timed(call):
+    import torch
     t0 = time.perf_counter()
     out = call()
     torch.cuda.synchronize()
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    call()
+    return out, time.perf_counter() - t0
+
+
+def _child_gpu(kernel, n, phases, imports):
+    """The first call (and, when cold, a second variant's first call in the same process)."""
+    import torch
+    first, other, ref = _calls(kernel, n)
     torch.cuda.synchronize()
-    second = time.perf_counter() - t0
-    err = float(((out.double() - ref).abs().max() / ref.abs().max()).item())
-    return dict(first_call=first, second_call=second, rel_err=err, **phases.seconds)
+    phases.reset()
+    out, t_first = _timed(first)
+    row = dict(first_call=t_first, imports=imports, **phases.seconds)
+    row["numba_imported"] = "numba" in sys.modules
+    row["rel_err"] = float(((out.double() - ref).abs().max() / ref.abs().max()).item())
+    row["again"] = _timed(first)[1]
+    phases.reset()
+    _, t_next = _timed(other)
+    nxt = dict(first_call=t_next, imports=0.0, **phases.seconds)
+    return {"first": row, "next": nxt}
 
 
-def _child_cpu(kernel):
-    phases = _instrument()
+def _child_cpu(kernel, phases, imports):
     from numba import cuda
     from gemm import api, simt, tensorcore
     from gemm.arch.inspect import find_ptxas
+    phases.reset()
     t0 = time.perf_counter()
     if kernel == "simt":
         cfg = api.KERNELS[api.DEFAULT_KERNEL]
@@ -149,17 +194,22 @@ def _child_cpu(kernel):
         subprocess.run([find_ptxas(), "-arch=sm_90a", path, "-o", os.path.join(tmp, "k.cubin")],
                        check=True, capture_output=True)
         phases.seconds["ptxas"] = time.perf_counter() - t1
-    return dict(first_call=total + phases.seconds["ptxas"], ptx_lines=ptx.count("\n"),
-                **phases.seconds)
+    row = dict(first_call=total + phases.seconds["ptxas"], ptx_lines=ptx.count("\n"),
+               imports=imports, **phases.seconds)
+    return {"first": row}
 
 
 def _child(kernel, gpu, n):
+    phases = _instrument()
     t_start = time.perf_counter()
-    import numba.cuda  # noqa: F401  (numba's import is not the kernel's compile)
-    import gemm.api    # noqa: F401
+    if gpu:
+        import torch                            # the user's own import, not timed
+        torch.zeros(1, device="cuda")
+        t_start = time.perf_counter()
+    import gemm.api     # noqa: F401  (what `import gemm` loads at the first matmul)
     imports = time.perf_counter() - t_start
-    result = _child_gpu(kernel, n) if gpu else _child_cpu(kernel)
-    result["imports"] = imports
+    result = _child_gpu(kernel, n, phases, imports) if gpu else \
+        _child_cpu(kernel, phases, imports)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -231,24 +281,27 @@ def _count_all():
 def _child_count():
     out = _count_all()
     out["typical_session"] = _typical_session()
-    print("RESULT " + json.dumps(out), flush=True)
+    print("RESULT " + json.dumps({"first": out}), flush=True)
 
 
 # --- the parent -----------------------------------------------------------------------------------
 
-def _run_child(args, env, tree):
+def _run_child(args, env, tree, code=None):
     env = dict(os.environ, **env)
     env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
+    command = ["-c", code] if code else [os.path.abspath(__file__), *args]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env,
-                          capture_output=True, text=True, cwd=tree)
+    proc = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True,
+                          cwd=tree)
     wall = time.perf_counter() - t0
+    if code:
+        return proc.returncode
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"child {args} failed (rc {proc.returncode}):\n{proc.stdout}\n"
                            f"{proc.stderr[-4000:]}")
     result = json.loads(lines[-1][len("RESULT "):])
-    result["process_wall"] = wall
+    result["first"]["process_wall"] = wall
     return result
 
 
@@ -263,6 +316,8 @@ def main(argv=None):
     parser.add_argument("--tree", default=ROOT, help="checkout whose gemm package is timed")
     parser.add_argument("--size", type=int, default=2048, help="M = N = K of the GPU call")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="leave Python's bytecode caching as the environment sets it")
     parser.add_argument("--child", nargs=2, metavar=("KERNEL", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -275,32 +330,49 @@ def main(argv=None):
     gpu = _gpu_present()
     mode = "gpu" if gpu else "cpu"
     results = {"tree": tree, "mode": mode}
-    for kernel in args.kernels:
+    with tempfile.TemporaryDirectory() as pyc:
+        base_env = {"NUMBA_ENABLE_CUDASIM": "0"}
+        if not args.no_bytecode:    # libraries' bytecode cached, as pip installs them
+            base_env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pyc)
+            os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+            _run_child(None, base_env, tree, code="import sympy, numba.cuda, layoutalg.tiled, "
+                       "gemm.api, gemm.simt_gen, gemm.tensorcore_gen" + (", torch" if gpu else ""))
+        results["bytecode_cached"] = not args.no_bytecode
+        for kernel in args.kernels:
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(base_env, LAYOUTALG_CACHE=os.path.join(tmp, "layoutalg"),
+                           NUMBA_CACHE_DIR=os.path.join(tmp, "numba"),
+                           GEMM_AUTOTUNE_CACHE=os.path.join(tmp, "autotune.json"))
+                child = ["--child", kernel, mode, "--size", str(args.size)]
+                cold = _run_child(child, env, tree)
+                results[kernel] = {"cold": cold["first"]}
+                if gpu:
+                    results[kernel]["next"] = cold["next"]
+                    results[kernel]["warm"] = _run_child(child, env, tree)["first"]
         with tempfile.TemporaryDirectory() as tmp:
-            env = {"LAYOUTALG_CACHE": os.path.join(tmp, "layoutalg"),
-                   "NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
-                   "GEMM_AUTOTUNE_CACHE": os.path.join(tmp, "autotune.json"),
-                   "NUMBA_ENABLE_CUDASIM": "0"}
-            child = ["--child", kernel, mode, "--size", str(args.size)]
-            results[kernel] = {"cold": _run_child(child, env, tree)}
-            if gpu:
-                results[kernel]["warm"] = _run_child(child, env, tree)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"LAYOUTALG_CACHE": tmp, "NUMBA_ENABLE_CUDASIM": "1"}
-        results["variants"] = _run_child(["--child", "count", "sim"], env, tree)
+            env = dict(base_env, LAYOUTALG_CACHE=tmp, NUMBA_ENABLE_CUDASIM="1")
+            results["variants"] = _run_child(["--child", "count", "sim"], env, tree)
 
     cols = ("imports",) + PHASES + ("other", "first_call", "process_wall")
     print(f"compile time, {mode} ({'first gemm.matmul call' if gpu else 'compile_ptx + ptxas'}"
-          f"), tree {tree}; seconds")
+          f"), tree {tree}, library bytecode {'cached' if not args.no_bytecode else 'as set'}; "
+          "seconds")
     print(f"{'kernel':>11} {'cache':>5} " + " ".join(f"{c:>11}" for c in cols))
     for kernel in args.kernels:
         for state, r in results[kernel].items():
             r["other"] = max(0.0, r["first_call"] - sum(r[p] for p in PHASES))
-            print(f"{kernel:>11} {state:>5} " + " ".join(f"{r[c]:11.3f}" for c in cols))
-    v = results["variants"]
+            print(f"{kernel:>11} {state:>5} "
+                  + " ".join(f"{r.get(c, float('nan')):11.3f}" for c in cols))
+    v = results["variants"]["first"]
     print(f"distinct kernels gemm.matmul can compile: {v['simt']} SIMT (named kernels), "
           f"{v['tensorcore_default_configs']} tensor-core (default config of each dtype); "
           f"a typical session compiles {v['typical_session']}")
+    if gpu:
+        for kernel in args.kernels:
+            r = results[kernel]["cold"]
+            print(f"{kernel}: result rel. error {r['rel_err']:.1e}; the same call again "
+                  f"{1e3 * r['again']:.1f} ms; numba imported by a warm first call: "
+                  f"{results[kernel]['warm']['numba_imported']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -2,7 +2,10 @@
 # One device session: compile every SIMT kernel variant, then the chosen steps (default: all),
 # each with its log under OUTDIR and a time limit of its own.
 #   bash benchmarks/gpu_check.sh OUTDIR [precompile main bench variants overhead tests tc_tests
-#                                        sanitize elementwise notebooks tensorcore]
+#                                        sanitize elementwise notebooks tensorcore tile_tests
+#                                        compile_time main_cold]
+# compile_time and main_cold (python -m gemm with empty caches, timed end to end) run the
+# checkout at $TREE (default: this one), so an older checkout can be timed in the same session.
 # tc_tests and sanitize compile their tensor-core variants into numba's cache first (all cores);
 # tensorcore reuses what tc_tests compiled and checks every timed result against float64.
 # On the GPU host, first run the wheel install line that ../shared/gpu/wheels.sh prints.
@@ -41,6 +44,14 @@ for step in $steps; do
              tests/test_notebooks.py ;;
     tensorcore) run tensorcore 540 python3 benchmarks/tensorcore_check.py --no-correctness \
              --json "$out/tensorcore.json" ;;
+    tile_tests) run tile_tests 300 python3 -m pytest -p no:cacheprovider -n 0 -rfEs -m gpu \
+             tests/test_tile.py ;;
+    compile_time) run compile_time 500 python3 benchmarks/compile_time.py --tree "${TREE:-.}" \
+             --json "$out/compile_time.json" ;;
+    main_cold) fresh=$(mktemp -d)
+      run main_cold 500 env -C "${TREE:-.}" LAYOUTALG_CACHE="$fresh/layoutalg" \
+        NUMBA_CACHE_DIR="$fresh/numba" GEMM_AUTOTUNE_CACHE="$fresh/autotune.json" \
+        PYTHONPATH="$(realpath "${TREE:-.}"):${PYTHONPATH:-}" python3 -m gemm ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -8,7 +8,7 @@ The cases: bf16 on two shapes (all dimensions odd: the plain 2-byte copies; mult
 with partial tiles: the 16-byte cp.async), every A and B major, rings of 2 stages and of 4
 (delay_release 0 and 1), beta 0 on a NaN-filled out and beta != 0, row- and column-major
 outs; one f16 and one tf32 case. This process plans them, compiles their variants in parallel
-into numba's on-disk cache and runs them once, checked against float64. Then, per tool, it runs
+into the kernel cache (gemm.binary) and runs them once, checked against float64. Then, per tool, it runs
 itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child only loads the
 cached kernels, runs and checks every case, and exits non-zero on a wrong result. Operands
 are numba device arrays made with numpy (bf16 as uint16 bits): the sanitized process loads no

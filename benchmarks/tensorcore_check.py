@@ -11,7 +11,7 @@ group_m), e.g. ``128x256x32:2x4:4:d1``, or ``default`` (config=None: the kernel'
 default).
 
 1. Plans every call of the run (``plan_call``) and compiles the distinct variants in parallel
-   processes (``compile_variant``, spawn; numba's on-disk cache hands them to this process).
+   processes (``compile_variant``, spawn; their cubin files hand them to this process).
    Running tests/test_tensorcore_gpu.py first leaves most of them in the cache.
 2. Correctness: the cases of tests/test_tensorcore_gpu.py (defined here, below): the seed's
    bf16 TN cubes 64..4096 and 64x64x256 (also against cuBLAS), random shapes for every input
@@ -439,7 +439,7 @@ def plan_all(cases, log=print):
 
 
 def compile_all(variants, workers=None, log=print):
-    """Compile ``variants`` into numba's on-disk cache in parallel spawned processes (the
+    """Compile ``variants`` into the kernel cache (gemm.binary) in parallel spawned processes (the
     autotuner's pool); returns {variant: error text} for those that failed (each is logged)."""
     from gemm.autotune import _compile_all
     t0 = time.time()

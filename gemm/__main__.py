@@ -35,7 +35,7 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="check and time every kernel (the default)")
     run.add_argument("--size", type=int, default=4096, help="M = N = K on a GPU")
-    pre = sub.add_parser("precompile", help="compile every kernel variant into numba's disk cache")
+    pre = sub.add_parser("precompile", help="compile every kernel variant into the kernel cache")
     pre.add_argument("--no-tensorcore", action="store_true",
                      help="only the SIMT kernels (the tensor-core ones need a GPU to plan)")
     tune = sub.add_parser("tune", help="autotune the tensor-core kernel into the autotune cache")

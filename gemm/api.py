@@ -126,8 +126,9 @@ def _launcher(kernel, a_unit, b_unit, vec_a, vec_b):
         cfg = kernel_config(kernel)
         va = simt.copy_vector(cfg, a_unit, cfg.bM, vec_a)
         vb = simt.copy_vector(cfg, b_unit, cfg.bN, vec_b)
-        dispatcher = simt.simt_kernel(cfg, a_unit, b_unit, va, vb)
-        entry = _launchers[key] = (cfg, Launcher(dispatcher, 3, 4, _SCALARS, free_scalars=2))
+        make = simt.simt_kernel if simulator_active() else simt.simt_binary
+        kern = make(cfg, a_unit, b_unit, va, vb)
+        entry = _launchers[key] = (cfg, Launcher(kern, 3, 4, _SCALARS, free_scalars=2))
     return entry
 
 

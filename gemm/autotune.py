@@ -10,7 +10,7 @@ inputs), the major of A, B and ``out`` (which mode has the unit stride) and the 
     out float32 N-major
 
 :func:`tune` compiles every candidate of :func:`candidates` in parallel (spawned processes,
-numba's on-disk cache hands the results to this one), times each on the caller's operands
+their cubin files (gemm.binary) hand the results to this one), times each on the caller's operands
 with CUDA events (median of ``reps`` calls after a few warm-up calls), stores the winner and
 every timing in the cache and returns the winner. :func:`tuned_config` answers from the cache
 alone. The cache is one JSON file, ``$GEMM_AUTOTUNE_CACHE`` or
@@ -96,23 +96,12 @@ def config_label(cfg):
 
 # --- problems ----------------------------------------------------------------------------------
 
-_devices = {}
-
-
 def _device_info(index):
     """(name, compute capability, opt-in shared bytes per block) of CUDA device ``index``."""
     if simulator_active():
         return "numba CUDA simulator", (0, 0), SMEM_LIMIT
-    if index not in _devices:
-        from numba import cuda
-        dev = cuda.gpus[index]
-        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-        try:
-            smem = int(dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-        except Exception:  # noqa: BLE001 - an attribute this driver binding lacks
-            smem = SMEM_LIMIT
-        _devices[index] = name, tuple(dev.compute_capability), smem
-    return _devices[index]
+    from gemm.binary import device_properties
+    return device_properties(index)
 
 
 def _compute_dtype(a, b, caller):
@@ -298,7 +287,7 @@ def _say(text):
 def _compile_all(variants, workers=None, progress=True, compile_fn=None):
     """Compile ``variants`` in spawned processes (``compile_fn``, default
     ``gemm.tensorcore.compile_variant``, must be importable by name). Returns {variant:
-    error text} for those that failed; the others are in numba's on-disk cache."""
+    error text} for those that failed; the others are in the kernel cache (gemm.binary)."""
     if compile_fn is None:
         from gemm.tensorcore import compile_variant as compile_fn
     variants = list(variants)

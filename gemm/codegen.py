@@ -5,11 +5,14 @@ partitions whose engines are sympy expressions of the thread and block indices (
 ``bx``, ...) and of run-time strides. :func:`code` prints such an expression as numba source
 in which every integer is ``U(n)`` (``np.uint32``): numba then emits 32-bit unsigned
 arithmetic, with shifts and masks for powers of two, instead of 64-bit signed division with
-negative-index fix-ups.
+negative-index fix-ups. :class:`Source` writes each ``U(n)`` as a module-level constant
+``_un`` (numba freezes globals: one IR statement instead of a call to type and lower) and
+binds the tile-level instructions a kernel calls at module level (:meth:`Source.define`).
 
-Generated modules are written to a cache folder under a name that hashes their source and
-imported from there, so numba's on-disk cache (``cache=True``) keeps their compiled code
-across processes.
+Generated modules are written to a cache folder and imported from there: a kernel variant's
+module under a name that hashes the variant and the package's code (:func:`kernel_module`),
+so a later process finds it without generating the source again; other modules under a name
+that hashes their source (:func:`load_module`), for numba's ``cache=True``.
 """
 
 import ast
@@ -22,7 +25,8 @@ from functools import lru_cache
 
 import re
 
-__all__ = ["code", "Source", "load_module", "kernel_module", "generator_version", "cache_dir",
+__all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
+           "cache_dir",
            "sym", "module_tiles", "issued"]
 
 
@@ -143,11 +147,16 @@ def kernel_module(prefix, key, make_source):
     """The generated module of a kernel variant, found by ``key`` (a value whose repr names
     everything its source depends on) and :func:`generator_version`: the first process writes
     ``make_source()`` to a file named by their hash, later ones import that file without
-    generating the source again, and numba's ``cache=True`` finds the compiled kernel beside
-    it. A change to the package's code changes the version, hence the file."""
+    generating the source again (and gemm.binary names the compiled kernel's file after it).
+    A change to the package's code changes the version, hence the file."""
+    return _import(module_name(prefix, key), make_source)
+
+
+def module_name(prefix, key):
+    """The name of the generated module of a kernel variant (see :func:`kernel_module`); its
+    compiled kernel's file (gemm.binary) is named after it."""
     text = f"{key!r} {generator_version()}"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    return _import(f"_layoutalg_{prefix}_{digest}", make_source)
+    return f"_layoutalg_{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
 
 @lru_cache(maxsize=None)

@@ -20,6 +20,7 @@ import ctypes
 import numpy as np
 
 from gemm._env import simulator_active
+from gemm.binary import Binary
 
 __all__ = ["Launcher", "BoundLaunch"]
 
@@ -44,7 +45,8 @@ def _cuda_driver():
 
 
 class Launcher:
-    """Launch ``dispatcher`` (a ``cuda.jit`` kernel with one signature whose parameters are
+    """Launch ``kernel`` (a ``cuda.jit`` kernel with one signature, or on a GPU the
+    :class:`gemm.binary.Binary` of such a kernel, whose parameters are
     ``n_arrays`` 1-D arrays of ``itemsize``-byte elements followed by scalars of the types
     ``scalar_types``, e.g. "uint32", "float32").
 
@@ -57,8 +59,8 @@ class Launcher:
 
     MAX_BOUND = 4096            # a process that sees endless shapes starts afresh past this
 
-    def __init__(self, dispatcher, n_arrays, itemsize, scalar_types, free_scalars=0):
-        self.dispatcher = dispatcher
+    def __init__(self, kernel, n_arrays, itemsize, scalar_types, free_scalars=0):
+        self.kernel = kernel
         self.n_arrays, self.itemsize = n_arrays, itemsize
         self.scalar_types = tuple(scalar_types)
         self.free_scalars = free_scalars
@@ -70,14 +72,17 @@ class Launcher:
         self._params_type = type("KernelParams", (ctypes.Structure,), {"_fields_": fields})
 
     def _prepare(self):
-        (kernel,) = self.dispatcher.overloads.values()
-        self._func = int(kernel._codelibrary.get_cufunc().handle)
+        if isinstance(self.kernel, Binary):
+            self._func = self.kernel.function()
+        else:
+            (kernel,) = self.kernel.overloads.values()
+            self._func = int(kernel._codelibrary.get_cufunc().handle)
         self._launch, self._describe = _cuda_driver()
 
     def __call__(self, grid, block, stream, arrays, scalars, shared_bytes=0):
         if simulator_active():
             values = [getattr(np, t)(v) for t, v in zip(self.scalar_types, scalars)]
-            self.dispatcher[grid, block, 0, shared_bytes](*arrays, *values)
+            self.kernel[grid, block, 0, shared_bytes](*arrays, *values)
             return None
         fixed = len(scalars) - self.free_scalars
         extents = tuple(n for _, n in arrays)

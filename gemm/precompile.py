@@ -1,9 +1,9 @@
 """Compile the named kernels for every operand major and copy width, in parallel processes.
 
-A generated kernel takes numba 10-60 s to compile; the result is kept in numba's on-disk cache
-(``cache=True`` over the generated module in ``gemm.codegen.cache_dir()``), so a later process
-loads it in a fraction of a second. ``python -m gemm precompile`` fills that cache using every
-core, before tests or benchmarks that touch many variants: every SIMT variant, and on a GPU
+A new kernel variant takes numba a few seconds to compile; its cubin is kept in
+``gemm.codegen.cache_dir()`` (gemm.binary), so a later call or process loads it in a
+millisecond. ``python -m gemm precompile`` fills that cache using every core, before tests or
+benchmarks that touch many variants: every SIMT variant, and on a GPU
 the tensor-core kernel in its default configuration for each operand type and pair of majors
 (with 16-byte-aligned operands, the usual case). Configurations found by ``python -m gemm
 tune`` were compiled while tuning.
@@ -70,7 +70,8 @@ def _compile(job):
         return job
     from gemm import api, simt
     name, a_unit, b_unit, va, vb = variant
-    simt.simt_kernel(api.KERNELS[name], a_unit, b_unit, va, vb)
+    make = simt.simt_kernel if simulator_active() else simt.simt_binary
+    make(api.KERNELS[name], a_unit, b_unit, va, vb)
     return job
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ._env import simulator_active
-from .codegen import kernel_module
+from .binary import compiled_binary, load_or_compile
+from .codegen import kernel_module, module_name
 
-__all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel",
+__all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel", "simt_binary",
            "SIGNATURE", "PIPELINES"]
 
 PIPELINES = ("prefetch", "double_buffer")
@@ -105,11 +106,20 @@ def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
 
 @lru_cache(maxsize=None)
 def simt_kernel(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
-    """The kernel compiled for its one signature (on disk across processes, off the
-    simulator); see ``simt_source`` for the parameters."""
+    """The variant's numba ``cuda.jit`` kernel (compiled on its first launch or ``compile``;
+    :func:`simt_binary` keeps the compiled code); see ``simt_source`` for the parameters."""
     from numba import cuda
     fn = simt_function(cfg, a_unit, b_unit, vec_a, vec_b)
     if simulator_active():
         return cuda.jit(SIGNATURE)(fn)
     bounds = {"launch_bounds": (cfg.threads, cfg.min_blocks)} if cfg.min_blocks > 1 else {}
-    return cuda.jit(SIGNATURE, cache=True, **bounds)(fn)
+    return cuda.jit(SIGNATURE, **bounds)(fn)
+
+
+@lru_cache(maxsize=None)
+def simt_binary(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
+    """The variant's compiled kernel for the current device (a :class:`gemm.binary.Binary`):
+    its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
+    name = module_name("simt", (cfg, a_unit, b_unit, vec_a, vec_b, False))
+    return load_or_compile(name, lambda: compiled_binary(
+        simt_kernel(cfg, a_unit, b_unit, vec_a, vec_b), SIGNATURE))

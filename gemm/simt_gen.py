@@ -50,9 +50,9 @@ class _Operand:
             shape, stride = shape + (cfg.stages,), stride + (stage_stride,)
         self.smem = make_tensor(sympy.Integer(0), Layout(shape, stride))
         if unit == 0:
-            s_mn = 1
+            s_mn, self.ld = 1, s_k
         else:
-            s_k = 1
+            s_k, self.ld = 1, s_mn
         gX = local_tile(global_tensor(s_mn, s_k, bmn, cfg.bK), (bmn, cfg.bK), (block, None))
         cX = local_tile(make_identity_tensor((bmn * NOMINAL_TILES, cfg.bK * NOMINAL_TILES)),
                         (bmn, cfg.bK), (block, None))
@@ -104,28 +104,34 @@ class _Mma:
 
 
 def _copy_tile(src, op, kt, stage):
-    """Lines issuing the cp.async copies of one k-tile of operand ``op`` into ``stage``."""
+    """One cp_async_zfill_tile call: the copies of k-tile ``kt`` of operand ``op`` into
+    ``stage``, each reading only its elements inside the matrix."""
     X, sX, ext_mn = op.name, "s" + op.name, ("M" if op.name == "A" else "N")
     p = op.name.lower()
-    nbytes = 4 * op.vec
     _, _, src_rest = op.src
     _, _, dst_rest = op.dst
+    zero = (0,) * len(next(iter(op.coords)))
+    plan = []
     for crd, rest in src_rest.items():
         if crd[0] != 0:
             continue                     # one instruction moves the whole CPY mode
         mn, k = op.coords[crd]
-        mn_rest = mn - op.coords[(0,) * len(crd)][0]
-        k_rest = k - op.coords[(0,) * len(crd)][1]
-        src(f"mn = {p}_cmn + {code(mn_rest)}",
-            f"kk = {p}_ck + {kt} * U({op.bK}) + {code(k_rest)}")
-        if op.vec > 1:
-            src(f"nb = min(U({op.vec}), {ext_mn} - min(mn, {ext_mn})) * U(4)")
-        else:
-            src(f"nb = U(4) if mn < {ext_mn} else U(0)")
-        src("if kk >= K:", "    nb = U(0)",
-            f"si = ({p}_g + {p}_gk + {code(rest)}) if nb != U(0) else U(0)",
-            f"cp_async_{op.cache}_zfill({sX}, {p}_s + {stage} + {code(dst_rest[crd])}, {X}, si, "
-            f"{nbytes}, nb)")
+        rest = sympy.expand(rest)
+        gl = rest.coeff(op.ld)
+        g = sympy.expand(rest - gl * op.ld)
+        entry = (dst_rest[crd], g, gl, sympy.expand(mn - op.coords[zero][0]),
+                 sympy.expand(k - op.coords[zero][1]))
+        if not all(sympy.sympify(x).is_Integer and x >= 0 for x in entry):
+            raise AssertionError(f"copy {crd} of {op.name} is not constant offsets from the "
+                                 f"thread's first: {entry}")
+        plan.append(tuple(int(x) for x in entry))
+    # along mn when a copy moves several elements (the MN-contiguous operand); one element
+    # of either axis otherwise
+    along = 0 if op.unit == 0 else 1
+    tile = src.define(f"cp_async_zfill_tile({op.cache!r}, {4 * op.vec}, 4, {along}, "
+                      f"{tuple(plan)!r})")
+    src(f"{tile}({sX}, {p}_s + {stage}, {X}, {p}_g + {p}_gk, {op.ld.name}, {p}_cmn, "
+        f"{p}_ck + {kt} * U({op.bK}), {ext_mn}, K)")
 
 
 def _load_frag(src, name, parts, kb, slot, stage, mma_mn, vector):
@@ -167,9 +173,8 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
     src = Source()
     src("import numpy as np",
         "from numba import cuda, float32",
-        "from gemm.arch import (cp_async_ca_zfill, cp_async_cg_zfill, cp_async_commit,",
-        "                       cp_async_wait_all, fill_tile, fma_tile, load_tile,",
-        "                       store_c_tile)",
+        "from gemm.arch import (cp_async_commit, cp_async_wait_all, cp_async_zfill_tile,",
+        "                       fill_tile, fma_tile, load_tile, store_c_tile)",
         "U = np.uint32",
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")

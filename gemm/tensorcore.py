@@ -20,8 +20,9 @@ from functools import lru_cache
 import numpy as np
 
 from ._env import simulator_active
-from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, allow_dynamic_shared
-from .codegen import kernel_module
+from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
+from .binary import compiled_binary, load_or_compile
+from .codegen import kernel_module, module_name
 from .launch import Launcher
 from .operands import (check_same_device, check_spans, current_stream, kernel_buffer, operand,
                        output_operand)
@@ -29,7 +30,7 @@ from .operands import (check_same_device, check_spans, current_stream, kernel_bu
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
            "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
            "plan_call", "launch_matmul", "compile_variant", "bank_conflicts", "ring_events",
-           "RAW16", "copy_grid", "variant_of"]
+           "RAW16", "copy_grid", "variant_of", "tensorcore_binary"]
 
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -234,24 +235,31 @@ def tensorcore_function(variant):
 
 @lru_cache(maxsize=None)
 def tensorcore_kernel(variant):
-    """The kernel compiled for the variant's signature (numba's on-disk cache off the
-    simulator)."""
+    """The variant's numba ``cuda.jit`` kernel (compiled on its first launch or
+    ``compile``; :func:`tensorcore_binary` keeps the compiled code)."""
     from numba import cuda
     v = variant_of(variant)
     fn = tensorcore_function(v)
     if simulator_active():
         return cuda.jit(v.signature)(fn)
-    return cuda.jit(v.signature, cache=True,
-                    launch_bounds=(v.config.threads, v.config.min_blocks))(fn)
+    return cuda.jit(v.signature, launch_bounds=(v.config.threads, v.config.min_blocks))(fn)
+
+
+@lru_cache(maxsize=None)
+def tensorcore_binary(variant):
+    """The variant's compiled kernel for the current device (a :class:`gemm.binary.Binary`):
+    its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
+    v = variant_of(variant)
+    name = module_name("tensorcore", (v, False))
+    return load_or_compile(name, lambda: compiled_binary(tensorcore_kernel(v), v.signature))
 
 
 def compile_variant(variant):
-    """Compile a variant (into numba's on-disk cache off the simulator); safe to call in a
-    spawned child process, so a parent can compile many variants in parallel first."""
-    v = variant_of(variant)
-    kern = tensorcore_kernel(v)
+    """Compile a variant (its cubin file, see :func:`tensorcore_binary`; nothing in the
+    simulator); safe to call in a spawned child process, so a parent can compile many
+    variants in parallel first."""
     if not simulator_active():
-        kern.compile(v.signature)
+        tensorcore_binary(variant_of(variant))
 
 
 # --- the call ----------------------------------------------------------------------------------
@@ -270,11 +278,12 @@ _launchers = {}
 def _launcher(v):
     launch = _launchers.get(v)
     if launch is None:
-        kern = tensorcore_kernel(v)
-        if not simulator_active():
-            kern.compile(v.signature)
+        if simulator_active():
+            kern = tensorcore_kernel(v)
+        else:
+            kern = tensorcore_binary(v)
             if v.config.shared_bytes > STATIC_SHARED_LIMIT:
-                allow_dynamic_shared(kern, v.config.shared_bytes)
+                kern.allow_dynamic_shared(v.config.shared_bytes)
         launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS, free_scalars=2)
     return launch
 

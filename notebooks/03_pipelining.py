@@ -97,7 +97,7 @@ def loop_shape(source):
     kinds = []
     for line in body.splitlines():
         s = line.strip()
-        kind = ("cp.async gmem->smem" if s.startswith("cp_async_c") and "zfill" in s else
+        kind = ("cp.async gmem->smem" if s.startswith("cp_async_zfill_") else
                 "commit" if s.startswith("cp_async_commit") else
                 "wait" if s.startswith("cp_async_wait") else
                 "syncthreads" if "syncthreads" in s else

@@ -18,7 +18,7 @@ SIZES = [8] * 14 + [4] * 5
 
 
 def _launcher(record):
-    launcher = Launcher(dispatcher=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
+    launcher = Launcher(kernel=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
     launcher._func = 0xF00D                      # what _prepare takes from a compiled kernel
     # Like the driver, read the parameters during the call.
     launcher._launch = lambda *args: record.append(args + (_parameters(args[-2], SIZES),)) or 0

@@ -199,6 +199,56 @@ def _cp_async_kernels():
 
 k_cpa_tile, k_cpa_scalar = _cp_async_kernels()
 
+# predicated copies at a matrix' edges: 16-byte vectors along mn, single floats along k; the
+# global matrix is (ext_mn, ext_k) with mn contiguous and a run-time ld (element (m, k) at
+# m + k * ld); thread t copies around (mn0, k0) = (4 * (t % 8), t // 8)
+ZF_MN = arch.cp_async_zfill_tile("cg", 16, 4, 0, ((0, 0, 0, 0, 0), (4, 4, 1, 4, 1),
+                                                  (8, 8, 2, 8, 2)))
+ZF_K = arch.cp_async_zfill_tile("ca", 4, 4, 1, ((12, 0, 0, 0, 0), (13, 1, 3, 1, 3)))
+
+
+def k_zfill_tile(src, out, ld, ext_mn, ext_k):
+    sm = cuda.shared.array(512, np.float32)
+    t = U(cuda.threadIdx.x)
+    for i in range(16):
+        sm[t * U(16) + U(i)] = np.float32(-1)
+    cuda.syncthreads()
+    mn0, k0 = U(4) * (t % U(8)), t // U(8)
+    base = mn0 + k0 * ld
+    ZF_MN(sm, t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
+    ZF_K(sm, t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
+    arch.cp_async_commit()
+    arch.cp_async_wait(0)
+    cuda.syncthreads()
+    for i in range(16):
+        out[t * U(16) + U(i)] = sm[t * U(16) + U(i)]
+
+
+def k_zfill_scalar(src, out, ld, ext_mn, ext_k):
+    sm = cuda.shared.array(512, np.float32)
+    t = U(cuda.threadIdx.x)
+    for i in range(16):
+        sm[t * U(16) + U(i)] = np.float32(-1)
+    cuda.syncthreads()
+    mn0, k0 = U(4) * (t % U(8)), t // U(8)
+    base, d = mn0 + k0 * ld, t * U(16)
+    for j in range(3):                 # along mn: (dmn, dk) = (4j, j), g = 4j, gl = j
+        mn, kk = mn0 + U(4 * j), k0 + U(j)
+        n = min(U(4), ext_mn - min(mn, ext_mn)) if kk < ext_k else U(0)
+        si = base + U(4 * j) + U(j) * ld if n != U(0) else U(0)
+        arch.cp_async_cg_zfill(sm, d + U(4 * j), src, si, 16, n * U(4))
+    for j in range(2):                 # along k: (dmn, dk) = (j, 3j), g = j, gl = 3j
+        mn, kk = mn0 + U(j), k0 + U(3 * j)
+        n = U(1) if mn < ext_mn and kk < ext_k else U(0)
+        si = base + U(j) + U(3 * j) * ld if n != U(0) else U(0)
+        arch.cp_async_ca_zfill(sm, d + U(12 + j), src, si, 4, n * U(4))
+    arch.cp_async_commit()
+    arch.cp_async_wait(0)
+    cuda.syncthreads()
+    for i in range(16):
+        out[t * U(16) + U(i)] = sm[t * U(16) + U(i)]
+
+
 # FMAs, fill, the scaled staging store and the predicated epilogue of a 2x3 register tile
 FMA_PLAN = tuple((3 * i + j, i, j) for i in range(2) for j in range(3)) + ((0, 1, 2),)
 FMA = arch.fma_tile(FMA_PLAN)
@@ -267,6 +317,10 @@ def cases(seed=0):
     out["cp_async_tile"] = (k_cpa_tile, k_cpa_scalar, 32,
                             [rng.integers(0, 1 << 16, 32 * 24 + 2 * 40 + 16, dtype=np.uint64)
                              .astype(np.uint16), np.zeros(9216, np.uint16), U(40)], [1])
+    ld = 32            # 30 x 5 in a 32 x 9 buffer: copies cross the right and bottom edges
+    out["cp_async_zfill_tile"] = (k_zfill_tile, k_zfill_scalar, 32,
+                                  [f32(32 * 9), np.full(512, np.nan, np.float32), U(ld), U(30),
+                                   U(5)], [1])
     for beta in (0.0, 0.75):
         M, N, ldm = 37, 4, 6       # rows 37.. and column 4 fall outside
         out[f"fma/fill/stage/store_c beta={beta}"] = (
@@ -367,6 +421,7 @@ PTX_SIGS = {
     k_ldsm_t_tile: "void(uint16[::1], uint32[::1])",
     k_lds_tile: "void(float32[::1], float32[::1], uint32[::1])",
     k_cpa_tile: "void(uint16[::1], uint16[::1], uint32)",
+    k_zfill_tile: "void(float32[::1], float32[::1], uint32, uint32, uint32)",
     k_register_tile: ("void(float32[::1], float32[::1], float32[::1], float32[::1], uint32, "
                       "uint32, uint32, float32, float32)"),
 }
@@ -376,6 +431,7 @@ PTX_COUNTS = {   # instruction pattern: expected count, per kernel
     k_ldsm_t_tile: {r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16": 3},
     k_lds_tile: {r"ld\.shared\.v4\.f32": 2, r"cvt\.rna\.tf32\.f32": 2},
     k_cpa_tile: {r"cp\.async\.cg\.shared\.global": 4},
+    k_zfill_tile: {r"cp\.async\.cg\.shared\.global": 3, r"cp\.async\.ca\.shared\.global": 2},
     # the tile's 7 FMAs and the epilogue's 6 alpha*acc + beta*C
     k_register_tile: {r"fma\.rn\.f32": 7 + 6, r"st\.global\.v2\.f32": 3},
 }
@@ -402,6 +458,8 @@ def test_tiles_issue_one_instruction_per_entry_and_no_local_memory(kernel):
      "SWIZZLE mode but no swizzle"),
     (lambda m: m.load_tile("ld_f32", ((7, 8, (0,)),)), "must be an offset mode"),
     (lambda m: m.cp_async_tile("cg", 8, ((ADD, 0, 0, 0),)), "cp.async.cg of 8 bytes"),
+    (lambda m: m.cp_async_zfill_tile("ca", 8, 4, 2, ((0, 0, 0, 0, 0),)), "along must be 0"),
+    (lambda m: m.cp_async_zfill_tile("ca", 8, 3, 0, ((0, 0, 0, 0, 0),)), "must divide 8"),
     (lambda m: m.fma_tile(((0, -1, 2),)), "field 1 must be a non-negative int"),
     (lambda m: m.fma_tile(()), "non-empty tuple"),
     (lambda m: m.scaled_store_tile(((0, (0, 1, 2)),)), "1, 2 or 4 registers"),

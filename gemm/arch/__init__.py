@@ -35,14 +35,21 @@ True
 """
 
 from gemm._env import simulator_active
+from gemm.arch import sim as _sim, sim_tile as _sim_tile     # pure Python: the names
 
-if simulator_active():
-    from gemm.arch import sim as _impl, sim_tile as _tile
-    IMPLEMENTATION = "sim"
-else:
-    from gemm.arch import ptx as _impl, tile as _tile
-    IMPLEMENTATION = "ptx"
+IMPLEMENTATION = "sim" if simulator_active() else "ptx"
+__all__ = list(_sim.__all__) + list(_sim_tile.__all__)
 
-__all__ = list(_impl.__all__) + list(_tile.__all__)
-globals().update({name: getattr(_impl, name) for name in _impl.__all__})
-globals().update({name: getattr(_tile, name) for name in _tile.__all__})
+
+def __getattr__(name):
+    # The instructions are imported on first use: the PTX layer imports numba, which a process
+    # that only launches compiled kernels (gemm.binary) does without.
+    if name not in __all__:
+        raise AttributeError(f"module 'gemm.arch' has no attribute {name!r}")
+    if IMPLEMENTATION == "sim":
+        impl, tile = _sim, _sim_tile
+    else:
+        from gemm.arch import ptx as impl, tile
+    globals().update({n: getattr(impl, n) for n in impl.__all__})
+    globals().update({n: getattr(tile, n) for n in tile.__all__})
+    return globals()[name]

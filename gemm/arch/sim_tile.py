@@ -20,10 +20,10 @@ import numpy as np
 
 from gemm.arch import sim
 from gemm.arch.tile_plan import (CP_ASYNC_SIZES, LOAD_OPS, MMA_FORMS, check_op, check_plan,
-                                 check_store_plan, check_swizzle, shared_offset)
+                                 check_store_plan, check_swizzle, check_zfill, shared_offset)
 
-__all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "scaled_store_tile",
-           "store_c_tile", "fill_tile"]
+__all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
+           "scaled_store_tile", "store_c_tile", "fill_tile"]
 
 _U32 = 0xFFFFFFFF
 
@@ -137,6 +137,23 @@ def cp_async_tile(kind, nbytes, plan, swizzle=None):
         for mode, c, g, gl in plan:
             di = (int(slot) + shared_offset(mode, c, int(sw), int(raw), swizzle)) & _U32
             copy(smem, di, src, (int(base) + g + gl * int(ld)) & _U32, nbytes)
+    return tile
+
+
+@lru_cache(maxsize=None)
+def cp_async_zfill_tile(kind, nbytes, esize, along, plan):
+    """Twin of ``gemm.arch.tile.cp_async_zfill_tile`` (synchronous copies)."""
+    vec = check_zfill("cp_async_zfill_tile", kind, nbytes, esize, along, plan)
+    copy = sim.cp_async_cg_zfill if kind == "cg" else sim.cp_async_ca_zfill
+
+    def tile(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k):
+        for c, g, gl, dmn, dk in plan:
+            mn, kk = int(mn0) + dmn, int(k0) + dk
+            at, ext, other, other_ext = ((mn, int(ext_mn), kk, int(ext_k)) if along == 0 else
+                                         (kk, int(ext_k), mn, int(ext_mn)))
+            n = min(vec, ext - min(at, ext)) if other < other_ext else 0
+            si = (int(base) + g + gl * int(ld)) & _U32 if n else 0
+            copy(smem, (int(dst) + c) & _U32, src, si, nbytes, n * esize)
     return tile
 
 

@@ -28,6 +28,13 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
 - ``cp_async_tile(kind, nbytes, plan, swizzle=None)(smem, slot, sw, raw, src, base, ld)``:
   per entry ``(mode, c, g, gl)`` a ``cp.async.{kind}`` of ``nbytes`` from element
   ``base + g + gl * ld`` of global ``src`` to element ``slot + offset`` of ``smem``.
+- ``cp_async_zfill_tile(kind, nbytes, esize, along, plan)(smem, dst, src, base, ld, mn0, k0,
+  ext_mn, ext_k)``: the predicated copies of a tile at a matrix' edges; per entry
+  ``(c, g, gl, dmn, dk)``, the vector of ``nbytes / esize`` elements at (``mn0 + dmn``,
+  ``k0 + dk``) of an ``ext_mn`` x ``ext_k`` matrix, along mn (``along`` 0) or k (1), reads
+  only its elements inside the matrix (none when the other coordinate is out), from element
+  ``base + g + gl * ld`` of ``src``, and zero-fills the rest of ``nbytes`` at element
+  ``dst + c`` of ``smem``.
 - ``scaled_store_tile(plan)(smem, base, frag, scale)``: per entry ``(c, regs)`` one vector
   store (1, 2 or 4 floats) of ``scale * frag[regs]`` at element ``base + c`` (8- or 16-byte
   aligned for 2 or 4).
@@ -68,10 +75,10 @@ from gemm.arch._lowering import (
 from gemm.arch.ptx import ldmatrix_asm, mma_asm
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
 from gemm.arch.tile_plan import (ADD, CP_ASYNC_SIZES, LOAD_OPS, MMA_FORMS, XOR, check_op,
-                                 check_plan, check_store_plan, check_swizzle)
+                                 check_plan, check_store_plan, check_swizzle, check_zfill)
 
-__all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "scaled_store_tile",
-           "store_c_tile", "fill_tile"]
+__all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
+           "scaled_store_tile", "store_c_tile", "fill_tile"]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -302,6 +309,54 @@ def cp_async_tile(kind, nbytes, plan, swizzle=None):
             return context.get_dummy_value()
         return types.none(smem, slot, sw, raw, src, base, ld), codegen
     return _named(f"cp_async_tile_{kind}{nbytes}", impl)
+
+
+@lru_cache(maxsize=None)
+def cp_async_zfill_tile(kind, nbytes, esize, along, plan):
+    """The intrinsic ``f(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k)`` issuing the
+    plan's predicated cp.async (zero-fill past the matrix' edges)."""
+    vec = check_zfill("cp_async_zfill_tile", kind, nbytes, esize, along, plan)
+    op = "cp_async_zfill_tile"
+    text = f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}, $2;"
+
+    def impl(typingctx, smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k):
+        for name, ty in (("smem", smem), ("src", src)):
+            if check_array(op, name, ty) != esize:
+                raise TypingError(f"{op}: {name} must have {esize}-byte elements, got {ty}")
+        _ints(op, ("dst", "base", "ld", "mn0", "k0", "ext_mn", "ext_k"),
+              (dst, base, ld, mn0, k0, ext_mn, ext_k))
+
+        def codegen(context, builder, sig, args):
+            tys = sig.args
+            sbase, step = shared_base(context, builder, tys[0], args[0])
+            data = array_data(context, builder, tys[2], args[2])
+            dstv, gbase, ldv, m0, kv0, em, ek = (
+                _u32(builder, tys[k], args[k]) for k in (1, 3, 4, 5, 6, 7, 8))
+            gptr_ty = data.type.pointee.as_pointer(1)
+            zero = _const(0)
+            for c, g, gl, dmn, dk in plan:
+                mn, kk = builder.add(m0, _const(dmn)), builder.add(kv0, _const(dk))
+                # elements in the matrix along the vector's axis, none when the other is out
+                at, ext, other, other_ext = ((mn, em, kk, ek) if along == 0 else
+                                             (kk, ek, mn, em))
+                left = builder.sub(ext, builder.select(builder.icmp_unsigned("<", at, ext),
+                                                       at, ext))
+                n = builder.select(builder.icmp_unsigned("<", left, _const(vec)), left,
+                                   _const(vec))
+                n = builder.select(builder.icmp_unsigned("<", other, other_ext), n, zero)
+                nb = builder.mul(n, _const(esize))
+                gi = builder.add(gbase, _const(g))
+                if gl:
+                    gi = builder.add(gi, builder.mul(ldv, _const(gl)))
+                gi = builder.select(builder.icmp_unsigned("!=", nb, zero), gi, zero)
+                ptr = builder.gep(data, [builder.zext(gi, I64)])
+                gaddr = builder.ptrtoint(builder.addrspacecast(ptr, gptr_ty), I64)
+                dst_addr = _shared_address(builder, sbase, step, dstv, c)
+                asm(builder, VOID, text, "r,l,r,~{memory}", [dst_addr, gaddr, nb],
+                    side_effect=True)
+            return context.get_dummy_value()
+        return types.none(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k), codegen
+    return _named(f"{op}_{kind}{nbytes}", impl)
 
 
 # --- stores -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ base offset. With ``sw`` the thread's swizzled base and ``raw`` the same base un
 """
 
 __all__ = ["ADD", "XOR", "SWIZZLE", "MODES", "MMA_FORMS", "LOAD_OPS", "CP_ASYNC_SIZES",
-           "shared_offset", "check_plan", "check_store_plan", "check_op",
+           "shared_offset", "check_plan", "check_store_plan", "check_op", "check_zfill",
            "check_swizzle"]
 
 ADD, XOR, SWIZZLE = 0, 1, 2
@@ -103,6 +103,20 @@ def check_store_plan(op, plan):
         raise ValueError(f"{op}: entries store 1, 2 or 4 registers, got {width}")
     check_plan(op, plan, ("uint", ("regs", width)))
     return width
+
+
+def check_zfill(op, kind, nbytes, esize, along, plan):
+    """The arguments of cp_async_zfill_tile checked; returns the elements per copy."""
+    if kind not in CP_ASYNC_SIZES or nbytes not in CP_ASYNC_SIZES[kind]:
+        raise ValueError(f"{op}: cp.async.{kind} of {nbytes} bytes does not exist "
+                         f"(ca: 4, 8, 16; cg: 16)")
+    if esize not in (1, 2, 4, 8, 16) or nbytes % esize:
+        raise ValueError(f"{op}: element size {esize!r} must divide {nbytes} bytes")
+    if along not in (0, 1):
+        raise ValueError(f"{op}: along must be 0 (the mn axis) or 1 (the k axis), got "
+                         f"{along!r}")
+    check_plan(op, plan, ("uint",) * 5)
+    return nbytes // esize
 
 
 def check_op(op, name, table):

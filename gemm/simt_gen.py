@@ -119,7 +119,7 @@ def _copy_tile(src, op, kt, stage):
         rest = sympy.expand(rest)
         gl = rest.coeff(op.ld)
         g = sympy.expand(rest - gl * op.ld)
-        entry = (dst_rest[crd], g, gl, sympy.expand(mn - op.coords[zero][0]),
+        entry = (ADD, dst_rest[crd], g, gl, sympy.expand(mn - op.coords[zero][0]),
                  sympy.expand(k - op.coords[zero][1]))
         if not all(sympy.sympify(x).is_Integer and x >= 0 for x in entry):
             raise AssertionError(f"copy {crd} of {op.name} is not constant offsets from the "
@@ -130,7 +130,7 @@ def _copy_tile(src, op, kt, stage):
     along = 0 if op.unit == 0 else 1
     tile = src.define(f"cp_async_zfill_tile({op.cache!r}, {4 * op.vec}, 4, {along}, "
                       f"{tuple(plan)!r})")
-    src(f"{tile}({sX}, {p}_s + {stage}, {X}, {p}_g + {p}_gk, {op.ld.name}, {p}_cmn, "
+    src(f"{tile}({sX}, {stage}, {p}_s, {p}_s, {X}, {p}_g + {p}_gk, {op.ld.name}, {p}_cmn, "
         f"{p}_ck + {kt} * U({op.bK}), {ext_mn}, K)")
 
 

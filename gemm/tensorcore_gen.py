@@ -284,9 +284,20 @@ class _Copy:
 
     def _predicated(self, src, kt, slot_base, ext):
         """The copies of a k-tile at the matrix's edges, element- or vector-wise predicated
-        (zero-filled past the edge), as a loop over the copy grid: this path runs once per
-        block edge, and unrolled it would multiply the kernel's code."""
+        (zero-filled past the edge): one cp_async_zfill_tile call for cp.async copies, a loop
+        over the copy grid for the plain 2-byte copies of unaligned 16-bit operands."""
         p = self.p
+        kk0 = f"U({p}_ck + {kt} * U({self.bK}))"
+        if self.bytes >= 4:
+            plan = tuple(self.sw.mode(self.dst[2][crd]) + self._global(self.src[2][crd])
+                         + self._coords(crd) for crd in self.copies)
+            kind = "cg" if self.bytes == 16 else "ca"
+            along = 1 if self.major == "K" else 0
+            tile = src.define(f"cp_async_zfill_tile({kind!r}, {self.bytes}, {self.eb}, {along}, "
+                              f"{plan!r}, {self.sw.swizzle!r})")
+            src(f"{tile}(sm, U({slot_base}), {self.sw.name}, {self.sw.raw}, {self.name}, "
+                f"{p}_gk, {self.ld.name}, {p}_cm, {kk0}, {ext}, K)")
+            return
         loops, steps, modes = self._loops()
 
         def value(name):
@@ -295,32 +306,24 @@ class _Copy:
                                   for (idx, _), j in zip(loops, modes) if unit[j] != 0]
             return " + ".join(terms)
 
-        src(f"{p}_kk = U({p}_ck + {kt} * U({self.bK}))")
+        src(f"{p}_kk = {kk0}")
         with ExitStack() as nest:
             for idx, n in loops:
                 nest.enter_context(src.block(f"for {idx} in range({n}):"))
-            self._predicated_copy(src, slot_base, ext, value)
-
-    def _predicated_copy(self, src, slot_base, ext, value):
-        p, v = self.p, self.vec
-        dst = self.sw._swz(f"U({p}_d + {value('d')})")
-        at = f"U({p}_gk + {value('g')})"
-        src(f"mn = U({p}_cm + {value('m')})", f"kk = U({p}_kk + {value('k')})")
-        if self.bytes < 4:
-            src(f"if mn < {ext} and kk < K:",
+            dst = self.sw._swz(f"U({p}_d + {value('d')})")
+            at = f"U({p}_gk + {value('g')})"
+            src(f"mn = U({p}_cm + {value('m')})", f"kk = U({p}_kk + {value('k')})",
+                f"if mn < {ext} and kk < K:",
                 f"    sm[U({slot_base} + {dst})] = {self.name}[{at}]",
                 "else:",
                 f"    sm[U({slot_base} + {dst})] = ZERO")
-        else:
-            # elements of the vector inside the matrix, along the contiguous axis
-            if self.major == "K":
-                n_in = f"(min(U({v}), U(K - kk)) if kk < K else U(0)) if mn < {ext} else U(0)"
-            else:
-                n_in = f"(min(U({v}), U({ext} - mn)) if mn < {ext} else U(0)) if kk < K else U(0)"
-            kind = "cg" if self.bytes == 16 else "ca"
-            src(f"nb = {n_in}",
-                f"cp_async_{kind}_zfill(sm, U({slot_base} + {dst}), {self.name}, "
-                f"{at} if nb != U(0) else U(0), {self.bytes}, U(nb * U({self.eb})))")
+
+    def _coords(self, crd):
+        """(dmn, dk): a copy's element relative to the thread's first copy."""
+        mn, k = (sympy.expand(x - x0) for x, x0 in zip(self.coords[crd], (self.m0, self.k0)))
+        if not (mn.is_Integer and k.is_Integer and mn >= 0 and k >= 0):
+            raise AssertionError(f"copy {crd} is not at a constant offset: {mn}, {k}")
+        return int(mn), int(k)
 
 
 class _Fragments:
@@ -433,9 +436,9 @@ def _emit(k, simulator):
     smem_type = "float32" if cfg.dtype == "tfloat32" else "uint16"
     src("import numpy as np",
         "from numba import cuda, float32, uint16",
-        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_ca_zfill,",
-        "                       cp_async_cg_zfill, cp_async_commit, cp_async_tile,",
-        "                       cp_async_wait, cvt_rn_bf16_f32, cvt_rn_bf16x2_f32,",
+        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_commit, cp_async_tile,",
+        "                       cp_async_wait, cp_async_zfill_tile, cvt_rn_bf16_f32,",
+        "                       cvt_rn_bf16x2_f32,",
         "                       cvt_rn_f16_f32, cvt_rn_f16x2_f32, f16_to_f32, f16x2_to_f32,",
         "                       fill_tile, ld_v4_b32, ld_v4_f32, load_tile, mma_tile,",
         "                       scaled_store_tile, st_v4_b32, st_v4_f32)",

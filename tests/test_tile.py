@@ -202,9 +202,9 @@ k_cpa_tile, k_cpa_scalar = _cp_async_kernels()
 # predicated copies at a matrix' edges: 16-byte vectors along mn, single floats along k; the
 # global matrix is (ext_mn, ext_k) with mn contiguous and a run-time ld (element (m, k) at
 # m + k * ld); thread t copies around (mn0, k0) = (4 * (t % 8), t // 8)
-ZF_MN = arch.cp_async_zfill_tile("cg", 16, 4, 0, ((0, 0, 0, 0, 0), (4, 4, 1, 4, 1),
-                                                  (8, 8, 2, 8, 2)))
-ZF_K = arch.cp_async_zfill_tile("ca", 4, 4, 1, ((12, 0, 0, 0, 0), (13, 1, 3, 1, 3)))
+ZF_MN = arch.cp_async_zfill_tile("cg", 16, 4, 0, ((ADD, 0, 0, 0, 0, 0), (ADD, 4, 4, 1, 4, 1),
+                                                  (XOR, 8, 8, 2, 8, 2)))
+ZF_K = arch.cp_async_zfill_tile("ca", 4, 4, 1, ((ADD, 12, 0, 0, 0, 0), (ADD, 13, 1, 3, 1, 3)))
 
 
 def k_zfill_tile(src, out, ld, ext_mn, ext_k):
@@ -215,8 +215,8 @@ def k_zfill_tile(src, out, ld, ext_mn, ext_k):
     cuda.syncthreads()
     mn0, k0 = U(4) * (t % U(8)), t // U(8)
     base = mn0 + k0 * ld
-    ZF_MN(sm, t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
-    ZF_K(sm, t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
+    ZF_MN(sm, U(0), t * U(16), t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
+    ZF_K(sm, U(0), t * U(16), t * U(16), src, base, ld, mn0, k0, ext_mn, ext_k)
     arch.cp_async_commit()
     arch.cp_async_wait(0)
     cuda.syncthreads()
@@ -236,7 +236,8 @@ def k_zfill_scalar(src, out, ld, ext_mn, ext_k):
         mn, kk = mn0 + U(4 * j), k0 + U(j)
         n = min(U(4), ext_mn - min(mn, ext_mn)) if kk < ext_k else U(0)
         si = base + U(4 * j) + U(j) * ld if n != U(0) else U(0)
-        arch.cp_async_cg_zfill(sm, d + U(4 * j), src, si, 16, n * U(4))
+        at = d + U(4 * j) if j < 2 else d ^ U(8)           # the last entry: XOR mode
+        arch.cp_async_cg_zfill(sm, at, src, si, 16, n * U(4))
     for j in range(2):                 # along k: (dmn, dk) = (j, 3j), g = j, gl = 3j
         mn, kk = mn0 + U(j), k0 + U(3 * j)
         n = U(1) if mn < ext_mn and kk < ext_k else U(0)
@@ -458,8 +459,10 @@ def test_tiles_issue_one_instruction_per_entry_and_no_local_memory(kernel):
      "SWIZZLE mode but no swizzle"),
     (lambda m: m.load_tile("ld_f32", ((7, 8, (0,)),)), "must be an offset mode"),
     (lambda m: m.cp_async_tile("cg", 8, ((ADD, 0, 0, 0),)), "cp.async.cg of 8 bytes"),
-    (lambda m: m.cp_async_zfill_tile("ca", 8, 4, 2, ((0, 0, 0, 0, 0),)), "along must be 0"),
-    (lambda m: m.cp_async_zfill_tile("ca", 8, 3, 0, ((0, 0, 0, 0, 0),)), "must divide 8"),
+    (lambda m: m.cp_async_zfill_tile("ca", 8, 4, 2, ((0,) * 6,)), "along must be 0"),
+    (lambda m: m.cp_async_zfill_tile("ca", 8, 3, 0, ((0,) * 6,)), "must divide 8"),
+    (lambda m: m.cp_async_zfill_tile("ca", 8, 4, 0, ((SWIZZLE,) + (0,) * 5,)),
+     "SWIZZLE mode but no swizzle"),
     (lambda m: m.fma_tile(((0, -1, 2),)), "field 1 must be a non-negative int"),
     (lambda m: m.fma_tile(()), "non-empty tuple"),
     (lambda m: m.scaled_store_tile(((0, (0, 1, 2)),)), "1, 2 or 4 registers"),

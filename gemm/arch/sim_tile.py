@@ -141,19 +141,21 @@ def cp_async_tile(kind, nbytes, plan, swizzle=None):
 
 
 @lru_cache(maxsize=None)
-def cp_async_zfill_tile(kind, nbytes, esize, along, plan):
+def cp_async_zfill_tile(kind, nbytes, esize, along, plan, swizzle=None):
     """Twin of ``gemm.arch.tile.cp_async_zfill_tile`` (synchronous copies)."""
     vec = check_zfill("cp_async_zfill_tile", kind, nbytes, esize, along, plan)
+    swizzle = check_swizzle("cp_async_zfill_tile", plan, swizzle)
     copy = sim.cp_async_cg_zfill if kind == "cg" else sim.cp_async_ca_zfill
 
-    def tile(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k):
-        for c, g, gl, dmn, dk in plan:
+    def tile(smem, slot, sw, raw, src, base, ld, mn0, k0, ext_mn, ext_k):
+        for mode, c, g, gl, dmn, dk in plan:
             mn, kk = int(mn0) + dmn, int(k0) + dk
             at, ext, other, other_ext = ((mn, int(ext_mn), kk, int(ext_k)) if along == 0 else
                                          (kk, int(ext_k), mn, int(ext_mn)))
             n = min(vec, ext - min(at, ext)) if other < other_ext else 0
             si = (int(base) + g + gl * int(ld)) & _U32 if n else 0
-            copy(smem, (int(dst) + c) & _U32, src, si, nbytes, n * esize)
+            di = (int(slot) + shared_offset(mode, c, int(sw), int(raw), swizzle)) & _U32
+            copy(smem, di, src, si, nbytes, n * esize)
     return tile
 
 

@@ -28,13 +28,13 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
 - ``cp_async_tile(kind, nbytes, plan, swizzle=None)(smem, slot, sw, raw, src, base, ld)``:
   per entry ``(mode, c, g, gl)`` a ``cp.async.{kind}`` of ``nbytes`` from element
   ``base + g + gl * ld`` of global ``src`` to element ``slot + offset`` of ``smem``.
-- ``cp_async_zfill_tile(kind, nbytes, esize, along, plan)(smem, dst, src, base, ld, mn0, k0,
-  ext_mn, ext_k)``: the predicated copies of a tile at a matrix' edges; per entry
-  ``(c, g, gl, dmn, dk)``, the vector of ``nbytes / esize`` elements at (``mn0 + dmn``,
-  ``k0 + dk``) of an ``ext_mn`` x ``ext_k`` matrix, along mn (``along`` 0) or k (1), reads
-  only its elements inside the matrix (none when the other coordinate is out), from element
-  ``base + g + gl * ld`` of ``src``, and zero-fills the rest of ``nbytes`` at element
-  ``dst + c`` of ``smem``.
+- ``cp_async_zfill_tile(kind, nbytes, esize, along, plan, swizzle=None)(smem, slot, sw, raw,
+  src, base, ld, mn0, k0, ext_mn, ext_k)``: the predicated copies of a tile at a matrix'
+  edges; per entry ``(mode, c, g, gl, dmn, dk)``, the vector of ``nbytes / esize`` elements
+  at (``mn0 + dmn``, ``k0 + dk``) of an ``ext_mn`` x ``ext_k`` matrix, along mn (``along``
+  0) or k (1), reads only its elements inside the matrix (none when the other coordinate is
+  out), from element ``base + g + gl * ld`` of ``src``, and zero-fills the rest of
+  ``nbytes`` at element ``slot + offset`` of ``smem``.
 - ``scaled_store_tile(plan)(smem, base, frag, scale)``: per entry ``(c, regs)`` one vector
   store (1, 2 or 4 floats) of ``scale * frag[regs]`` at element ``base + c`` (8- or 16-byte
   aligned for 2 or 4).
@@ -312,29 +312,30 @@ def cp_async_tile(kind, nbytes, plan, swizzle=None):
 
 
 @lru_cache(maxsize=None)
-def cp_async_zfill_tile(kind, nbytes, esize, along, plan):
-    """The intrinsic ``f(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k)`` issuing the
-    plan's predicated cp.async (zero-fill past the matrix' edges)."""
-    vec = check_zfill("cp_async_zfill_tile", kind, nbytes, esize, along, plan)
+def cp_async_zfill_tile(kind, nbytes, esize, along, plan, swizzle=None):
+    """The intrinsic ``f(smem, slot, sw, raw, src, base, ld, mn0, k0, ext_mn, ext_k)``
+    issuing the plan's predicated cp.async (zero-fill past the matrix' edges)."""
     op = "cp_async_zfill_tile"
+    vec = check_zfill(op, kind, nbytes, esize, along, plan)
+    swizzle = check_swizzle(op, plan, swizzle)
     text = f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}, $2;"
+    names = ("slot", "sw", "raw", "base", "ld", "mn0", "k0", "ext_mn", "ext_k")
 
-    def impl(typingctx, smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k):
+    def impl(typingctx, smem, slot, sw, raw, src, base, ld, mn0, k0, ext_mn, ext_k):
         for name, ty in (("smem", smem), ("src", src)):
             if check_array(op, name, ty) != esize:
                 raise TypingError(f"{op}: {name} must have {esize}-byte elements, got {ty}")
-        _ints(op, ("dst", "base", "ld", "mn0", "k0", "ext_mn", "ext_k"),
-              (dst, base, ld, mn0, k0, ext_mn, ext_k))
+        _ints(op, names, (slot, sw, raw, base, ld, mn0, k0, ext_mn, ext_k))
 
         def codegen(context, builder, sig, args):
             tys = sig.args
             sbase, step = shared_base(context, builder, tys[0], args[0])
-            data = array_data(context, builder, tys[2], args[2])
-            dstv, gbase, ldv, m0, kv0, em, ek = (
-                _u32(builder, tys[k], args[k]) for k in (1, 3, 4, 5, 6, 7, 8))
+            data = array_data(context, builder, tys[4], args[4])
+            slotv, swv, rawv, gbase, ldv, m0, kv0, em, ek = (
+                _u32(builder, tys[k], args[k]) for k in (1, 2, 3, 5, 6, 7, 8, 9, 10))
             gptr_ty = data.type.pointee.as_pointer(1)
             zero = _const(0)
-            for c, g, gl, dmn, dk in plan:
+            for mode, c, g, gl, dmn, dk in plan:
                 mn, kk = builder.add(m0, _const(dmn)), builder.add(kv0, _const(dk))
                 # elements in the matrix along the vector's axis, none when the other is out
                 at, ext, other, other_ext = ((mn, em, kk, ek) if along == 0 else
@@ -351,11 +352,13 @@ def cp_async_zfill_tile(kind, nbytes, esize, along, plan):
                 gi = builder.select(builder.icmp_unsigned("!=", nb, zero), gi, zero)
                 ptr = builder.gep(data, [builder.zext(gi, I64)])
                 gaddr = builder.ptrtoint(builder.addrspacecast(ptr, gptr_ty), I64)
-                dst_addr = _shared_address(builder, sbase, step, dstv, c)
+                idx, k = _split_offset(builder, mode, c, slotv, swv, rawv, swizzle)
+                dst_addr = _shared_address(builder, sbase, step, idx, k)
                 asm(builder, VOID, text, "r,l,r,~{memory}", [dst_addr, gaddr, nb],
                     side_effect=True)
             return context.get_dummy_value()
-        return types.none(smem, dst, src, base, ld, mn0, k0, ext_mn, ext_k), codegen
+        return (types.none(smem, slot, sw, raw, src, base, ld, mn0, k0, ext_mn, ext_k),
+                codegen)
     return _named(f"{op}_{kind}{nbytes}", impl)
 
 

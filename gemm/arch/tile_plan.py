@@ -115,7 +115,7 @@ def check_zfill(op, kind, nbytes, esize, along, plan):
     if along not in (0, 1):
         raise ValueError(f"{op}: along must be 0 (the mn axis) or 1 (the k axis), got "
                          f"{along!r}")
-    check_plan(op, plan, ("uint",) * 5)
+    check_plan(op, plan, ("mode",) + ("uint",) * 5)
     return nbytes // esize
 
 

@@ -19,15 +19,13 @@ import ast
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 from contextlib import contextmanager
 from functools import lru_cache
 
-import re
-
 __all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
-           "cache_dir",
-           "sym", "module_tiles", "issued"]
+           "cache_dir", "sym", "module_tiles", "issued"]
 
 
 def sym(name):

@@ -9,9 +9,9 @@ The two pipelines of the MoYe.jl "Pipelining" page:
   the next k-tile streams into the other shared buffer.
 
 The kernels are generated from layoutalg's tiled copies and tiled MMAs by
-:mod:`gemm.simt_gen`, only when a variant is first needed: a process that finds the
-variant's module and numba's compiled kernel on disk imports neither the generator nor sympy
-(``simt_source`` is reachable from here too).
+:mod:`gemm.simt_gen` and compiled by numba only when a variant is first needed: a process that
+finds the variant's compiled kernel on disk (:func:`simt_binary`) imports neither the
+generator, sympy nor numba (``simt_source`` is reachable from here too).
 """
 
 from dataclasses import dataclass
@@ -21,8 +21,8 @@ from ._env import simulator_active
 from .binary import compiled_binary, load_or_compile
 from .codegen import kernel_module, module_name
 
-__all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel", "simt_binary",
-           "SIGNATURE", "PIPELINES"]
+__all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel",
+           "simt_binary", "SIGNATURE", "PIPELINES"]
 
 PIPELINES = ("prefetch", "double_buffer")
 

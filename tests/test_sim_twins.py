@@ -10,9 +10,7 @@ conversions) are also tested in this process directly, since gemm.arch.sim is pl
 """
 
 import json
-import os
 import re
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -408,12 +406,8 @@ def run_checks():
 
 @pytest.fixture(scope="module")
 def simulator_report():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    from simcase import simulator_report
+    return simulator_report(__file__)
 
 
 def test_kernels_in_simulator(simulator_report):

@@ -11,9 +11,7 @@ entry and the field.
 """
 
 import json
-import os
 import re
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -41,7 +39,7 @@ def swz(x):
     return x ^ ((x & U(448)) >> U(3))
 
 
-# --- the tiles and their scalar twins -------------------------------------------------------------
+# --- the tiles and their scalar twins ---------------------------------------------------------
 
 # three m16n8k16 bf16 MMAs, the last one chained on the first one's accumulators
 MMA_PLAN = (((0, 1, 2, 3), (0, 1, 2, 3), (0, 1)), ((4, 5, 6, 7), (4, 5, 6, 7), (2, 3)),
@@ -291,7 +289,7 @@ def k_register_scalar(fa_in, fb_in, c, staged, M, N, ldm, alpha, beta):
                 c[at] = v + beta * c[at] if beta != np.float32(0) else v
 
 
-# --- the cases: one input set, the tile kernel and the scalar kernel -----------------------------
+# --- the cases: one input set, the tile kernel and the scalar kernel --------------------------
 
 def _bf16_regs(rng, n):
     """n uint32 registers of two bf16 each (values in [-2, 2), exactly representable)."""
@@ -367,16 +365,12 @@ def run_checks():
     return report
 
 
-# --- in the simulator --------------------------------------------------------------------------
+# --- in the simulator -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def simulator_report():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    from simcase import simulator_report
+    return simulator_report(__file__)
 
 
 def test_tiles_equal_their_scalar_instructions_in_simulator(simulator_report):
@@ -396,7 +390,7 @@ def test_a_broken_tile_is_caught():
         same([right], [wrong])
 
 
-# --- on the GPU ------------------------------------------------------------------------------------
+# --- on the GPU -------------------------------------------------------------------------------
 
 def _has_gpu():
     if simulator_active():
@@ -414,7 +408,7 @@ def test_tiles_equal_their_scalar_instructions_on_gpu(name):
     same(*run_case(name))
 
 
-# --- PTX on the CPU ----------------------------------------------------------------------------------
+# --- PTX on the CPU ---------------------------------------------------------------------------
 
 PTX_SIGS = {
     k_mma_tile: "void(uint32[::1], uint32[::1], float32[::1], float32[::1])",
@@ -447,7 +441,7 @@ def test_tiles_issue_one_instruction_per_entry_and_no_local_memory(kernel):
     assert ".local" not in ptx
 
 
-# --- plans -----------------------------------------------------------------------------------------
+# --- plans ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("impl", ["ptx", "sim"])
 @pytest.mark.parametrize("make,message", [

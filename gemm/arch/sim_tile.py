@@ -19,8 +19,9 @@ from functools import lru_cache
 import numpy as np
 
 from gemm.arch import sim
-from gemm.arch.tile_plan import (CP_ASYNC_SIZES, LOAD_OPS, MMA_FORMS, check_op, check_plan,
-                                 check_store_plan, check_swizzle, check_zfill, shared_offset)
+from gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, check_op,
+                                 check_plan, check_store_plan, check_swizzle, check_zfill,
+                                 shared_offset)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
            "scaled_store_tile", "store_c_tile", "fill_tile"]
@@ -126,10 +127,7 @@ def load_tile(op, plan, swizzle=None):
 @lru_cache(maxsize=None)
 def cp_async_tile(kind, nbytes, plan, swizzle=None):
     """Twin of ``gemm.arch.tile.cp_async_tile`` (synchronous copies)."""
-    if kind not in CP_ASYNC_SIZES or nbytes not in CP_ASYNC_SIZES[kind]:
-        raise ValueError(f"cp_async_tile: cp.async.{kind} of {nbytes} bytes does not exist "
-                         f"(ca: 4, 8, 16; cg: 16)")
-    check_plan("cp_async_tile", plan, ("mode", "uint", "uint", "uint"))
+    check_cp_async("cp_async_tile", kind, nbytes, plan, ("mode", "uint", "uint", "uint"))
     swizzle = check_swizzle("cp_async_tile", plan, swizzle)
     copy = sim.cp_async_cg if kind == "cg" else sim.cp_async_ca
 

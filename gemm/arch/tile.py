@@ -74,7 +74,7 @@ from gemm.arch._lowering import (
 )
 from gemm.arch.ptx import ldmatrix_asm, mma_asm
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
-from gemm.arch.tile_plan import (ADD, CP_ASYNC_SIZES, LOAD_OPS, MMA_FORMS, XOR, check_op,
+from gemm.arch.tile_plan import (ADD, LOAD_OPS, MMA_FORMS, XOR, check_cp_async, check_op,
                                  check_plan, check_store_plan, check_swizzle, check_zfill)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
@@ -273,10 +273,7 @@ def load_tile(op, plan, swizzle=None):
 @lru_cache(maxsize=None)
 def cp_async_tile(kind, nbytes, plan, swizzle=None):
     """The intrinsic ``f(smem, slot, sw, raw, src, base, ld)`` issuing the plan's cp.async."""
-    if kind not in CP_ASYNC_SIZES or nbytes not in CP_ASYNC_SIZES[kind]:
-        raise ValueError(f"cp_async_tile: cp.async.{kind} of {nbytes} bytes does not exist "
-                         f"(ca: 4, 8, 16; cg: 16)")
-    check_plan("cp_async_tile", plan, ("mode", "uint", "uint", "uint"))
+    check_cp_async("cp_async_tile", kind, nbytes, plan, ("mode", "uint", "uint", "uint"))
     swizzle = check_swizzle("cp_async_tile", plan, swizzle)
     op = "cp_async_tile"
     text = f"cp.async.{kind}.shared.global [$0], [$1], {nbytes};"

@@ -18,7 +18,8 @@ base offset. With ``sw`` the thread's swizzled base and ``raw`` the same base un
 """
 
 __all__ = ["ADD", "XOR", "SWIZZLE", "MODES", "MMA_FORMS", "LOAD_OPS", "CP_ASYNC_SIZES",
-           "shared_offset", "check_plan", "check_store_plan", "check_op", "check_zfill",
+           "shared_offset", "check_plan", "check_store_plan", "check_op", "check_cp_async",
+           "check_zfill",
            "check_swizzle"]
 
 ADD, XOR, SWIZZLE = 0, 1, 2
@@ -105,17 +106,22 @@ def check_store_plan(op, plan):
     return width
 
 
-def check_zfill(op, kind, nbytes, esize, along, plan):
-    """The arguments of cp_async_zfill_tile checked; returns the elements per copy."""
+def check_cp_async(op, kind, nbytes, plan, fields):
+    """A cp.async ``kind`` of ``nbytes`` that exists, and a plan of ``fields``."""
     if kind not in CP_ASYNC_SIZES or nbytes not in CP_ASYNC_SIZES[kind]:
         raise ValueError(f"{op}: cp.async.{kind} of {nbytes} bytes does not exist "
                          f"(ca: 4, 8, 16; cg: 16)")
+    return check_plan(op, plan, fields)
+
+
+def check_zfill(op, kind, nbytes, esize, along, plan):
+    """The arguments of cp_async_zfill_tile checked; returns the elements per copy."""
+    check_cp_async(op, kind, nbytes, plan, ("mode",) + ("uint",) * 5)
     if esize not in (1, 2, 4, 8, 16) or nbytes % esize:
         raise ValueError(f"{op}: element size {esize!r} must divide {nbytes} bytes")
     if along not in (0, 1):
         raise ValueError(f"{op}: along must be 0 (the mn axis) or 1 (the k axis), got "
                          f"{along!r}")
-    check_plan(op, plan, ("mode",) + ("uint",) * 5)
     return nbytes // esize
 
 

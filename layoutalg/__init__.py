@@ -36,7 +36,13 @@ from .atom import (
     SM75_U32x1_LDSM_N, SM75_U32x2_LDSM_N, SM75_U32x4_LDSM_N, SM80_16x8x8_F16F16F16F16_TN,
     SM80_16x8x8_F32TF32TF32F32_TN, SM80_16x8x16_F16F16F16F16_TN, SM80_16x8x16_F32BF16BF16F32_TN,
     SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
+    SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS, SM90_64xNx16_F32F16F16_SS,
     UniversalCopy, UniversalFMA,
+)
+from .atom.gmma import (
+    GmmaDescriptor, Layout_K_INTER_Atom, Layout_K_SW32_Atom, Layout_K_SW64_Atom,
+    Layout_K_SW128_Atom, Layout_MN_INTER_Atom, Layout_MN_SW32_Atom, Layout_MN_SW64_Atom,
+    Layout_MN_SW128_Atom, gmma_descriptor, gmma_layout_atom,
 )
 from .tiled import (
     ThrCopy, ThrMMA, TiledCopy, TiledMMA, make_tiled_copy, make_tiled_copy_A,

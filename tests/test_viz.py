@@ -276,10 +276,11 @@ def test_tiled_copy_picture_labels_equal_partitions(name):
 def tiled_mmas():
     from layoutalg.atom import (
         SM80_16x8x8_F16F16F16F16_TN, SM80_16x8x8_F32TF32TF32F32_TN,
-        SM80_16x8x16_F32BF16BF16F32_TN, UniversalFMA,
+        SM80_16x8x16_F32BF16BF16F32_TN, SM90_64xNx16_F32BF16BF16_SS, UniversalFMA,
     )
     from layoutalg.tiled import make_tiled_mma
     return {
+        "wgmma m64n16k16 bf16": make_tiled_mma(SM90_64xNx16_F32BF16BF16_SS(16)),
         "fma (4,2)": make_tiled_mma(UniversalFMA(), (4, 2)),
         "m16n8k16 bf16 (2,2)": make_tiled_mma(SM80_16x8x16_F32BF16BF16F32_TN(), (2, 2)),
         "m16n8k8 f16": make_tiled_mma(SM80_16x8x8_F16F16F16F16_TN()),

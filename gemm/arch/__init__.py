@@ -27,7 +27,8 @@ Files: ``ptx`` (cp.async, ldmatrix, mma, vector access), ``ptx_convert`` (conver
 by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).
-Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
+Hopper's wgmma and its fences are in ``gemm.arch.sm90`` (no simulator twins yet, so not among
+these names). Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
 ``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
 
 >>> IMPLEMENTATION in ("ptx", "sim") and len(__all__) > 40

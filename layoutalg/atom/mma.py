@@ -29,7 +29,9 @@ from ..layout import Layout
 __all__ = [
     "MMAAtom", "UniversalFMA", "SM80_16x8x16_F32BF16BF16F32_TN", "SM80_16x8x16_F32F16F16F32_TN",
     "SM80_16x8x16_F16F16F16F16_TN", "SM80_16x8x8_F16F16F16F16_TN",
-    "SM80_16x8x8_F32TF32TF32F32_TN", "round_to_type", "storage_dtype", "encode", "decode",
+    "SM80_16x8x8_F32TF32TF32F32_TN", "SM90_64xNx16_F32BF16BF16_SS", "SM90_64xNx16_F32F16F16_SS",
+    "SM90_64xNx8_F32TF32TF32_SS", "GMMA_MAJORS", "round_to_type", "storage_dtype", "encode",
+    "decode",
 ]
 
 
@@ -238,3 +240,74 @@ def SM80_16x8x8_F32TF32TF32F32_TN():
     """
     return _sm80("SM80_16x8x8_F32TF32TF32F32_TN", 8, _A_16x8_TF32, _B_8x8_TF32,
                  "tf32", "tf32", "f32", "f32")
+
+
+# --- SM90 warpgroup MMA (wgmma) ---------------------------------------------------------------
+#
+# A warpgroup (128 threads, 4 warps) computes D (64 x N) = A (64 x K) B + D with both operands in
+# shared memory (the "SS" forms): no thread owns an element of A or B, so their layouts give
+# every thread the whole tile (thread stride 0), as CuTe's GMMA::ABLayout. The accumulator
+# fragment, from the PTX ISA's wgmma register fragments ("Register Fragments: Matrix D",
+# 9.7.15.5.1 in PTX ISA 8.x): warp w of the warpgroup owns rows 16w..16w+15; lane
+# l = t + 4g (t = l % 4, g = l // 4) holds, of every 8-column block j, the elements
+#   d[4j + 0] = (16w + g,     8j + 2t),  d[4j + 1] = (16w + g,     8j + 2t + 1),
+#   d[4j + 2] = (16w + g + 8, 8j + 2t),  d[4j + 3] = (16w + g + 8, 8j + 2t + 1).
+# As (thr, val) -> m + 64 n with thr = (t, g, w), val = (column pair, row half, block):
+#   m + 64n = 128t + g + 16w + 64v0 + 8v1 + 512v2  -> ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))
+_WARPGROUP = Layout(128)
+GMMA_MAJORS = ("K", "MN")
+
+
+def _gmma_ab(mn, k):
+    return Layout((128, (mn, k)), (0, (1, mn)))
+
+
+def _gmma_c(n):
+    return Layout(((4, 8, 4), (2, 2, n // 8)), ((128, 1, 16), (64, 8, 512)))
+
+
+def _sm90(name, k, n, a, b, a_major, b_major):
+    from ..errors import LayoutError
+    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
+        raise LayoutError(f"{name}: N must be a multiple of 8 in 8..256, got {n!r}")
+    for what, major in (("A", a_major), ("B", b_major)):
+        if major not in GMMA_MAJORS:
+            raise LayoutError(f"{name}: the major of {what} must be one of {GMMA_MAJORS}, "
+                              f"got {major!r}")
+        if major == "MN" and a == "tf32":
+            raise LayoutError(f"{name}: wgmma transposes only 16-bit operands; a tf32 {what} "
+                              "must be K-major in shared memory")
+    shape = f"m64n{n}k{k}"
+    atom = MMAAtom(name.replace("xN", f"x{n}"), shape,
+                   f"wgmma.mma_async.sync.aligned.{shape}.f32.{a}.{b}", (64, n, k),
+                   _WARPGROUP, _gmma_ab(64, k), _gmma_ab(n, k), _gmma_c(n), a, b, "f32", "f32")
+    atom.a_major, atom.b_major = a_major, b_major
+    return atom
+
+
+def SM90_64xNx16_F32BF16BF16_SS(n, a_major="K", b_major="K"):
+    """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16`` with A and B in shared memory:
+    a warpgroup (128 threads) multiplies a 64x16 bf16 A by a 16xN bf16 B (given as (N, K))
+    into a 64xN f32 accumulator, N a multiple of 8 in 8..256. ``a_major`` / ``b_major``: "K"
+    (K contiguous in shared memory) or "MN" (the instruction's transpose bit). Each thread
+    holds N/2 accumulators; A and B belong to no thread (thread stride 0).
+
+    >>> atom = SM90_64xNx16_F32BF16BF16_SS(64)
+    >>> atom.name, atom.num_threads, str(atom.layout_A)
+    ('SM90_64x64x16_F32BF16BF16_SS', 128, '(128,(64,16)):(0,(1,64))')
+    >>> print(atom.layout_C)
+    ((4,8,4),(2,2,8)):((128,1,16),(64,8,512))
+    """
+    return _sm90("SM90_64xNx16_F32BF16BF16_SS", 16, n, "bf16", "bf16", a_major, b_major)
+
+
+def SM90_64xNx16_F32F16F16_SS(n, a_major="K", b_major="K"):
+    """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16``: as the bf16 form, f16 inputs."""
+    return _sm90("SM90_64xNx16_F32F16F16_SS", 16, n, "f16", "f16", a_major, b_major)
+
+
+def SM90_64xNx8_F32TF32TF32_SS(n, a_major="K", b_major="K"):
+    """``wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32``: a 64x8 tf32 A and an 8xN tf32
+    B, both K-major in shared memory (wgmma transposes only 16-bit types: an MN-major tf32
+    operand raises LayoutError)."""
+    return _sm90("SM90_64xNx8_F32TF32TF32_SS", 8, n, "tf32", "tf32", a_major, b_major)

@@ -1,0 +1,126 @@
+"""Hopper (sm_90a) instructions as numba-cuda intrinsics: warpgroup MMA (wgmma) and the fences
+around it. The first piece of the Hopper instruction layer (issue 12); TMA, mbarrier and
+setmaxnreg follow. These need ``compute_90a`` (numba-cuda compiles for it on a 9.x device;
+``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). No simulator twins yet: the simulator does
+not offer these names.
+
+- ``wgmma_fence()``: ``wgmma.fence.sync.aligned``, before the first wgmma that reads
+  registers or shared memory written since the last fence;
+- ``wgmma_commit()``: ``wgmma.commit_group.sync.aligned``;
+- ``wgmma_wait(n)``: ``wgmma.wait_group.sync.aligned n`` (n a literal);
+- ``fence_proxy_async()``: ``fence.proxy.async.shared::cta``: ordinary shared-memory stores
+  become visible to the async proxy (wgmma, TMA);
+- ``smem_desc(smem, bits)``: a wgmma matrix descriptor for shared array ``smem``: ``bits`` is
+  a descriptor encoded for address 0 (layoutalg.atom.gmma.GmmaDescriptor.encode(), uint64),
+  the array's shared address (>> 4) is added;
+- ``wgmma_tile(op, n, trans_a, trans_b)(acc, desc_a, desc_b, scale_d)``: one
+  ``wgmma.mma_async`` of shape m64n{n}k{16 or 8} (``op`` "bf16", "f16" or "tf32"), the
+  ``n // 2`` f32 accumulators of each thread in local array ``acc`` (read and written);
+  ``scale_d`` 0 ignores ``acc`` (D = A B), else D = A B + D. ``trans_a`` / ``trans_b``: the
+  MN-major (transposed) forms, 16-bit types only.
+"""
+
+from functools import lru_cache
+
+from llvmlite import ir
+from numba.cuda import types
+from numba.cuda.extending import intrinsic
+
+from gemm.arch._lowering import (
+    F32, I64, VOID, TypingError, array_data, asm, check_array, check_int, literal_int,
+    shared_base, to_int, unpack,
+)
+
+__all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
+           "wgmma_tile", "WGMMA_TYPES"]
+
+WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
+
+
+def _simple(name, text):
+    def impl(typingctx):
+        def codegen(context, builder, sig, args):
+            asm(builder, VOID, text, "~{memory}", [], side_effect=True)
+            return context.get_dummy_value()
+        return types.none(), codegen
+    impl.__name__ = impl.__qualname__ = name
+    fn = intrinsic(impl)
+    fn.__doc__ = f"``{text}``"
+    return fn
+
+
+wgmma_fence = _simple("wgmma_fence", "wgmma.fence.sync.aligned;")
+wgmma_commit = _simple("wgmma_commit", "wgmma.commit_group.sync.aligned;")
+fence_proxy_async = _simple("fence_proxy_async", "fence.proxy.async.shared::cta;")
+
+
+@intrinsic
+def wgmma_wait(typingctx, n):
+    """``wgmma.wait_group.sync.aligned n``: wait until at most ``n`` (a literal) wgmma groups
+    of this warpgroup are pending."""
+    pending = literal_int("wgmma_wait", "n", n)
+    if pending < 0:
+        raise TypingError(f"wgmma_wait: n must be >= 0, got {pending}")
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, f"wgmma.wait_group.sync.aligned {pending};", "~{memory}", [],
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(n), codegen
+
+
+@intrinsic
+def smem_desc(typingctx, smem, bits):
+    """A wgmma descriptor for shared array ``smem``: ``bits`` (uint64, the descriptor encoded
+    for address 0) plus the array's shared address >> 4."""
+    check_array("smem_desc", "smem", smem)
+    check_int("smem_desc", "bits", bits)
+
+    def codegen(context, builder, sig, args):
+        base, _ = shared_base(context, builder, sig.args[0], args[0])
+        addr = builder.lshr(builder.zext(base, I64), ir.Constant(I64, 4))
+        return builder.add(to_int(builder, sig.args[1], args[1], 64), addr)
+    return types.uint64(smem, bits), codegen
+
+
+@lru_cache(maxsize=None)
+def wgmma_tile(op, n, trans_a=False, trans_b=False):
+    """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async."""
+    if op not in WGMMA_TYPES:
+        raise ValueError(f"wgmma_tile: op must be one of {sorted(WGMMA_TYPES)}, got {op!r}")
+    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
+        raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
+    if op == "tf32" and (trans_a or trans_b):
+        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
+    nc = n // 2
+    regs = ", ".join(f"${i}" for i in range(nc))
+    trans = "" if op == "tf32" else f", {int(bool(trans_a))}, {int(bool(trans_b))}"
+    text = ("{ .reg .pred p; "
+            f"setp.ne.b32 p, ${nc + 2}, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{WGMMA_TYPES[op]}.f32.{op}.{op} "
+            f"{{{regs}}}, ${nc}, ${nc + 1}, p, 1, 1{trans}; }}")
+    constraints = ",".join(["=f"] * nc + ["l", "l", "r"] + [str(i) for i in range(nc)]
+                           + ["~{memory}"])
+    ret = ir.LiteralStructType([F32] * nc)
+    name = f"wgmma_tile_{op}_n{n}"
+
+    def impl(typingctx, acc, desc_a, desc_b, scale_d):
+        check_array(name, "acc", acc, itemsizes=(4,))
+        if not isinstance(acc.dtype, types.Float) or acc.ndim != 1:
+            raise TypingError(f"{name}: acc must be a 1-D float32 local array, got {acc}")
+        for what, ty in (("desc_a", desc_a), ("desc_b", desc_b), ("scale_d", scale_d)):
+            check_int(name, what, ty)
+
+        def codegen(context, builder, sig, args):
+            data = array_data(context, builder, sig.args[0], args[0])
+            ptrs = [builder.gep(data, [ir.Constant(I64, i)]) for i in range(nc)]
+            da, db = (to_int(builder, t, a, 64) for t, a in zip(sig.args[1:3], args[1:3]))
+            sc = to_int(builder, sig.args[3], args[3], 32)
+            out = asm(builder, ret, text, constraints,
+                      [da, db, sc] + [builder.load(p) for p in ptrs], side_effect=True)
+            for p, v in zip(ptrs, unpack(builder, out, nc)):
+                builder.store(v, p)
+            return context.get_dummy_value()
+        return types.none(acc, desc_a, desc_b, scale_d), codegen
+    impl.__name__ = impl.__qualname__ = name
+    return intrinsic(impl)

@@ -8,6 +8,7 @@ inline PTX (``llvmlite.ir.InlineAsm``). Internal to gemm.arch.
 from llvmlite import ir
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
+from numba.cuda.extending import intrinsic
 
 I16 = ir.IntType(16)
 I32 = ir.IntType(32)
@@ -137,3 +138,36 @@ def reg_list(n, first=0):
 
 def cast_args(context, builder, sig, args, targets):
     return [context.cast(builder, a, t, u) for a, t, u in zip(args, sig.args, targets)]
+
+
+# --- whole instructions -----------------------------------------------------------------
+
+def fence_intrinsic(name, text, doc):
+    """An intrinsic ``name()`` emitting the argument-less instruction ``text`` (ordered with
+    memory: a ``~{memory}`` clobber)."""
+    def impl(typingctx):
+        def codegen(context, builder, sig, args):
+            asm(builder, VOID, text, "~{memory}", [], side_effect=True)
+            return context.get_dummy_value()
+        return types.none(), codegen
+    impl.__name__ = impl.__qualname__ = name
+    fn = intrinsic(impl)
+    fn.__doc__ = doc
+    return fn
+
+
+def wait_group_intrinsic(name, mnemonic, doc):
+    """An intrinsic ``name(n)`` emitting ``{mnemonic} n;`` for a literal ``n >= 0``."""
+    def impl(typingctx, n):
+        pending = literal_int(name, "n", n)
+        if pending < 0:
+            raise TypingError(f"{name}: n must be >= 0, got {pending}")
+
+        def codegen(context, builder, sig, args):
+            asm(builder, VOID, f"{mnemonic} {pending};", "~{memory}", [], side_effect=True)
+            return context.get_dummy_value()
+        return types.none(n), codegen
+    impl.__name__ = impl.__qualname__ = name
+    fn = intrinsic(impl)
+    fn.__doc__ = doc
+    return fn

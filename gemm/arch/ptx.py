@@ -43,7 +43,8 @@ from numba.cuda.extending import intrinsic
 from gemm.arch import ptx_convert
 from gemm.arch._lowering import (
     F32, I32, VOID, TypingError, asm, cast_args, check_array, check_float, check_int,
-    global_address, item_pointer, literal_int, reg_list, shared_address, to_int, unpack,
+    fence_intrinsic, global_address, item_pointer, literal_int, reg_list, shared_address,
+    to_int, unpack, wait_group_intrinsic,
 )
 from gemm.arch.ptx_convert import *  # noqa: F401,F403  (the conversions are part of this layer)
 from gemm.arch.tile_plan import CP_ASYNC_SIZES, MMA_FORMS
@@ -129,36 +130,15 @@ cp_async_cg_zfill = _make_cp_async("cg", zfill=True)
 cp_async_cg_zfill.__doc__ = """``cp_async_cg`` (16 bytes) with zero-fill past ``src_bytes``."""
 
 
-@intrinsic
-def cp_async_commit(typingctx):
-    """``cp.async.commit_group``: close the group of the cp.async issued since the last commit."""
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, "cp.async.commit_group;", "~{memory}", [], side_effect=True)
-        return context.get_dummy_value()
-    return types.none(), codegen
-
-
-@intrinsic
-def cp_async_wait(typingctx, n):
-    """``cp.async.wait_group n``: wait until at most ``n`` (a literal) groups are pending."""
-    pending = literal_int("cp_async_wait", "n", n)
-    if pending < 0:
-        raise TypingError(f"cp_async_wait: n must be >= 0, got {pending}")
-
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, f"cp.async.wait_group {pending};", "~{memory}", [],
-            side_effect=True)
-        return context.get_dummy_value()
-    return types.none(n), codegen
-
-
-@intrinsic
-def cp_async_wait_all(typingctx):
-    """``cp.async.wait_all``: commit the open group and wait for every pending cp.async."""
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, "cp.async.wait_all;", "~{memory}", [], side_effect=True)
-        return context.get_dummy_value()
-    return types.none(), codegen
+cp_async_commit = fence_intrinsic(
+    "cp_async_commit", "cp.async.commit_group;",
+    "``cp.async.commit_group``: close the group of the cp.async issued since the last commit.")
+cp_async_wait = wait_group_intrinsic(
+    "cp_async_wait", "cp.async.wait_group",
+    "``cp.async.wait_group n``: wait until at most ``n`` (a literal) groups are pending.")
+cp_async_wait_all = fence_intrinsic(
+    "cp_async_wait_all", "cp.async.wait_all;",
+    "``cp.async.wait_all``: commit the open group and wait for every pending cp.async.")
 
 
 # --- ldmatrix ------------------------------------------------------------------------------------

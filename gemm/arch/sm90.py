@@ -27,8 +27,8 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (
-    F32, I64, VOID, TypingError, array_data, asm, check_array, check_int, literal_int,
-    shared_base, to_int, unpack,
+    F32, I64, TypingError, array_data, asm, check_array, check_int, fence_intrinsic, shared_base,
+    to_int, unpack, wait_group_intrinsic,
 )
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
@@ -37,36 +37,22 @@ __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "sm
 WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
 
 
-def _simple(name, text):
-    def impl(typingctx):
-        def codegen(context, builder, sig, args):
-            asm(builder, VOID, text, "~{memory}", [], side_effect=True)
-            return context.get_dummy_value()
-        return types.none(), codegen
-    impl.__name__ = impl.__qualname__ = name
-    fn = intrinsic(impl)
-    fn.__doc__ = f"``{text}``"
-    return fn
-
-
-wgmma_fence = _simple("wgmma_fence", "wgmma.fence.sync.aligned;")
-wgmma_commit = _simple("wgmma_commit", "wgmma.commit_group.sync.aligned;")
-fence_proxy_async = _simple("fence_proxy_async", "fence.proxy.async.shared::cta;")
-
-
-@intrinsic
-def wgmma_wait(typingctx, n):
-    """``wgmma.wait_group.sync.aligned n``: wait until at most ``n`` (a literal) wgmma groups
-    of this warpgroup are pending."""
-    pending = literal_int("wgmma_wait", "n", n)
-    if pending < 0:
-        raise TypingError(f"wgmma_wait: n must be >= 0, got {pending}")
-
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, f"wgmma.wait_group.sync.aligned {pending};", "~{memory}", [],
-            side_effect=True)
-        return context.get_dummy_value()
-    return types.none(n), codegen
+wgmma_fence = fence_intrinsic(
+    "wgmma_fence", "wgmma.fence.sync.aligned;",
+    "``wgmma.fence.sync.aligned``: order the warpgroup's register and shared-memory accesses "
+    "before the next wgmma.")
+wgmma_commit = fence_intrinsic(
+    "wgmma_commit", "wgmma.commit_group.sync.aligned;",
+    "``wgmma.commit_group.sync.aligned``: close the group of wgmma issued since the last "
+    "commit.")
+fence_proxy_async = fence_intrinsic(
+    "fence_proxy_async", "fence.proxy.async.shared::cta;",
+    "``fence.proxy.async.shared::cta``: ordinary shared-memory stores become visible to the "
+    "async proxy (wgmma, TMA).")
+wgmma_wait = wait_group_intrinsic(
+    "wgmma_wait", "wgmma.wait_group.sync.aligned",
+    "``wgmma.wait_group.sync.aligned n``: wait until at most ``n`` (a literal) wgmma groups "
+    "of this warpgroup are pending.")
 
 
 @intrinsic

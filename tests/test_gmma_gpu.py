@@ -1,8 +1,10 @@
 """wgmma on the GPU with descriptors read off layoutalg's GMMA layouts: a warpgroup multiplies
 A (64 x K) by B (N x K) staged in shared memory in each canonical layout (K- and MN-major,
 no swizzle and 32/64/128-byte swizzles, bf16, f16 and tf32), one wgmma per k-block with the
-descriptor of that k-block's slice, against float64. On a CPU the same kernels compile to
-sm_90a PTX holding the instructions."""
+descriptor of that k-block's slice, against float64. Then the same with the tiles loaded by
+TMA (boxes and tensor maps from layoutalg.atom.tma, an mbarrier waiting for their bytes),
+partial tiles zero-filled. On a CPU the same kernels compile to sm_90a PTX holding the
+instructions."""
 
 import numpy as np
 import pytest
@@ -14,11 +16,14 @@ if simulator_active():
 
 from numba import cuda  # noqa: E402
 
-from gemm.arch.sm90 import (fence_proxy_async, smem_desc, wgmma_commit, wgmma_fence,  # noqa: E402
-                            wgmma_tile, wgmma_wait)
+from gemm.arch.sm90 import (  # noqa: E402
+    fence_mbarrier_init, fence_proxy_async, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait, smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile, wgmma_wait,
+)
 from layoutalg import tile_to_shape  # noqa: E402
 from layoutalg.atom import decode, encode  # noqa: E402
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom  # noqa: E402
+from layoutalg.atom.tma import make_tma_copy  # noqa: E402
 
 # (op, N, K, (A major, A swizzle), (B major, B swizzle))
 CASES = [
@@ -117,6 +122,114 @@ def test_wgmma_with_derived_descriptors_matches_float64(case):
     out = cuda.to_device(np.full(128 * n // 2, np.nan, np.float32))
     cuda.jit(kernel)[1, 128](cuda.to_device(a.ravel()), cuda.to_device(pa),
                               cuda.to_device(b.ravel()), cuda.to_device(pb),
+                              cuda.to_device(da), cuda.to_device(db), out)
+    got = np.full((64, n), np.nan)
+    flat = out.copy_to_host()
+    for t in range(128):
+        for i in range(n // 2):
+            got[ptx_d_fragment(t, i)] = flat[t * (n // 2) + i]
+    tol = 2e-3 if op == "tf32" else 1e-5
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
+# --- TMA loads into the same layouts, then wgmma ---------------------------------------------
+
+# (op, M rows of A in memory (<= 64: the rest zero-filled), N, K, A's (major, swizzle) in
+# shared memory, B's; A is row-major (M, K) in memory, B row-major (N, K) for a K-major B and
+# row-major (K, N) for an MN-major one)
+TMA_CASES = [
+    ("bf16", 50, 64, 128, ("K", 128), ("K", 128)),
+    ("bf16", 64, 64, 64, ("K", 128), ("MN", 128)),
+    ("f16", 37, 128, 64, ("K", 64), ("K", 32)),
+    ("tf32", 64, 32, 64, ("K", 128), ("K", 128)),
+]
+
+
+def tma_plan(case):
+    op, m, n, K, (amaj, asw), (bmaj, bsw) = case
+    bits = TYPE_BITS[op]
+    la, lb = stage(amaj, asw, bits, 64, K), stage(bmaj, bsw, bits, n, K)
+    ta = make_tma_copy((m, K), (K, 1), la, bits)
+    tb = make_tma_copy((n, K), (K, 1) if bmaj == "K" else (1, n), lb, bits)
+    kk = 256 // bits
+    da = [gmma_descriptor(la, bits, amaj, k_block=kb).encode() for kb in range(K // kk)]
+    db = [gmma_descriptor(lb, bits, bmaj, k_block=kb).encode() for kb in range(K // kk)]
+    boxes = [np.array([[b.smem_offset, *b.coords] for b in t.boxes], np.uint32) for t in (ta, tb)]
+    kernel = make_tma_kernel(wgmma_tile(op, n, amaj == "MN", bmaj == "MN"), bits, la.cosize,
+                             lb.cosize, n // 2, K // kk, ta.bytes + tb.bytes)
+    return kernel, ta, tb, boxes, np.array(da, np.uint64), np.array(db, np.uint64)
+
+
+def make_tma_kernel(tile, bits, size_a, size_b, nacc, kblocks, nbytes):
+    dtype = np.float32 if bits == 32 else np.uint16
+
+    def kernel(map_a, boxes_a, map_b, boxes_b, desc_a, desc_b, out):
+        sa = cuda.shared.array(size_a, dtype, alignment=1024)
+        sb = cuda.shared.array(size_b, dtype, alignment=1024)
+        bars = cuda.shared.array(1, np.uint64, alignment=8)
+        t = cuda.threadIdx.x
+        if t == 0:
+            mbarrier_init(bars, 0, 1)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        if t == 0:
+            mbarrier_arrive_expect_tx(bars, 0, nbytes)
+            for i in range(boxes_a.shape[0]):
+                tma_load_2d(sa, boxes_a[i, 0], map_a, boxes_a[i, 1], boxes_a[i, 2], bars, 0)
+            for i in range(boxes_b.shape[0]):
+                tma_load_2d(sb, boxes_b[i, 0], map_b, boxes_b[i, 1], boxes_b[i, 2], bars, 0)
+        mbarrier_wait(bars, 0, 0)
+        acc = cuda.local.array(nacc, np.float32)
+        wgmma_fence()
+        for kb in range(kblocks):
+            tile(acc, smem_desc(sa, desc_a[kb]), smem_desc(sb, desc_b[kb]), kb)
+        wgmma_commit()
+        wgmma_wait(0)
+        for i in range(nacc):
+            out[t * nacc + i] = acc[i]
+    return kernel
+
+
+def test_tma_plans_of_the_cases():
+    """What the kernels will load, on the CPU: whole boxes, their bytes."""
+    _, ta, tb, (ba, bb), _, _ = tma_plan(TMA_CASES[0])
+    assert ta.box == (64, 64) and ta.dims == (128, 50) and len(ta.boxes) == 2
+    assert ba.tolist() == [[0, 0, 0], [4096, 64, 0]]
+    assert ta.bytes + tb.bytes == 2 * (64 * 128 + 64 * 128)
+    _, _, tb, _, _, _ = tma_plan(TMA_CASES[1])
+    assert tb.major == "MN" and tb.box == (64, 64) and tb.dims == (64, 64)
+
+
+@pytest.mark.parametrize("case", TMA_CASES, ids=str)
+def test_tma_kernels_compile_to_sm90a(case):
+    kernel = tma_plan(case)[0]
+    ptx, _ = cuda.compile_ptx(kernel, "void(uint64[::1], uint32[:, ::1], uint64[::1], "
+                              "uint32[:, ::1], uint64[::1], uint64[::1], float32[::1])",
+                              cc=(9, 0, "a"))
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier" in ptx
+    assert "mbarrier.try_wait.parity" in ptx and "mbarrier.arrive.expect_tx" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_hopper(), reason="needs a GPU of compute capability 9.x")
+@pytest.mark.parametrize("case", TMA_CASES, ids=str)
+def test_tma_then_wgmma_matches_float64(case):
+    from gemm.tma import tensor_map
+    op, m, n, K, _, (bmaj, _) = case
+    rng = np.random.default_rng(sum(map(ord, str(case))))
+    kernel, ta, tb, (ba, bb), da, db = tma_plan(case)
+    a = encode(rng.uniform(-2, 2, (m, K)), op)
+    b = encode(rng.uniform(-2, 2, (n, K)), op)
+    ref = np.zeros((64, n))
+    ref[:m] = decode(a, op) @ decode(b, op).T           # rows m.. of A are zero-filled
+    b_mem = b if bmaj == "K" else np.ascontiguousarray(b.T)
+    if op == "f16":
+        a, b_mem = a.view(np.uint16), b_mem.view(np.uint16)
+    ga, gb = cuda.to_device(np.ascontiguousarray(a)), cuda.to_device(b_mem)
+    maps = [cuda.to_device(tensor_map(g.device_ctypes_pointer.value, t, op))
+            for g, t in ((ga, ta), (gb, tb))]
+    out = cuda.to_device(np.full(128 * n // 2, np.nan, np.float32))
+    cuda.jit(kernel)[1, 128](maps[0], cuda.to_device(ba), maps[1], cuda.to_device(bb),
                               cuda.to_device(da), cuda.to_device(db), out)
     got = np.full((64, n), np.nan)
     flat = out.copy_to_host()

@@ -1,8 +1,8 @@
 """Hopper (sm_90a) instructions as numba-cuda intrinsics: warpgroup MMA (wgmma) and the fences
-around it. The first piece of the Hopper instruction layer (issue 12); TMA, mbarrier and
-setmaxnreg follow. These need ``compute_90a`` (numba-cuda compiles for it on a 9.x device;
-``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). No simulator twins yet: the simulator does
-not offer these names.
+around it, mbarriers and TMA loads: the first pieces of the Hopper instruction layer (issue
+12); TMA stores, elect and setmaxnreg follow. They need ``compute_90a`` (numba-cuda compiles
+for it on a 9.x device; ``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). No simulator twins
+yet: the simulator does not offer these names.
 
 - ``wgmma_fence()``: ``wgmma.fence.sync.aligned``, before the first wgmma that reads
   registers or shared memory written since the last fence;
@@ -13,6 +13,14 @@ not offer these names.
 - ``smem_desc(smem, bits)``: a wgmma matrix descriptor for shared array ``smem``: ``bits`` is
   a descriptor encoded for address 0 (layoutalg.atom.gmma.GmmaDescriptor.encode(), uint64),
   the array's shared address (>> 4) is added;
+- mbarriers (``bars[idx]`` of a shared uint64 array): ``mbarrier_init(bars, idx, count)``,
+  ``fence_mbarrier_init()`` (before other threads use it), ``mbarrier_arrive(bars, idx)``,
+  ``mbarrier_arrive_expect_tx(bars, idx, nbytes)``, ``mbarrier_wait(bars, idx, parity)``
+  (spins on ``try_wait.parity`` until the phase of that parity completes);
+- ``tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar)``: a TMA box load of the tensor map
+  (a device array holding the 128-byte ``CUtensorMap``, read through its global address) at
+  coordinates (c0, c1), contiguous dimension first, to element ``idx`` of ``smem``, completing
+  its bytes on mbarrier ``bars[bar]``;
 - ``wgmma_tile(op, n, trans_a, trans_b)(acc, desc_a, desc_b, scale_d)``: one
   ``wgmma.mma_async`` of shape m64n{n}k{16 or 8} (``op`` "bf16", "f16" or "tf32"), the
   ``n // 2`` f32 accumulators of each thread in local array ``acc`` (read and written);
@@ -27,12 +35,13 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (
-    F32, I64, TypingError, array_data, asm, check_array, check_int, fence_intrinsic, shared_base,
-    to_int, unpack, wait_group_intrinsic,
+    F32, I64, VOID, TypingError, array_data, asm, check_array, check_int, fence_intrinsic,
+    shared_base, to_int, unpack, wait_group_intrinsic,
 )
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
-           "wgmma_tile", "WGMMA_TYPES"]
+           "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
+           "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d"]
 
 WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
 
@@ -110,3 +119,107 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False):
         return types.none(acc, desc_a, desc_b, scale_d), codegen
     impl.__name__ = impl.__qualname__ = name
     return intrinsic(impl)
+
+
+# --- mbarriers and TMA --------------------------------------------------------------------
+
+fence_mbarrier_init = fence_intrinsic(
+    "fence_mbarrier_init", "fence.mbarrier_init.release.cluster;",
+    "``fence.mbarrier_init.release.cluster``: make mbarrier initialisations visible.")
+
+
+def _bar(context, builder, sig, args, k):
+    """32-bit shared address of mbarrier ``args[k][args[k + 1]]`` (8-byte elements)."""
+    base, step = shared_base(context, builder, sig.args[k], args[k])
+    idx = to_int(builder, sig.args[k + 1], args[k + 1], 32)
+    return builder.add(base, builder.mul(idx, step))
+
+
+def _check_bars(op, bars, idx):
+    check_array(op, "bars", bars, itemsizes=(8,))
+    check_int(op, "idx", idx)
+
+
+@intrinsic
+def mbarrier_init(typingctx, bars, idx, count):
+    """``mbarrier.init.shared::cta.b64 [bars + idx], count``."""
+    _check_bars("mbarrier_init", bars, idx)
+    check_int("mbarrier_init", "count", count)
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+            [_bar(context, builder, sig, args, 0), to_int(builder, sig.args[2], args[2], 32)],
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(bars, idx, count), codegen
+
+
+@intrinsic
+def mbarrier_arrive(typingctx, bars, idx):
+    """``mbarrier.arrive.shared::cta.b64 _, [bars + idx]``."""
+    _check_bars("mbarrier_arrive", bars, idx)
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}",
+            [_bar(context, builder, sig, args, 0)], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(bars, idx), codegen
+
+
+@intrinsic
+def mbarrier_arrive_expect_tx(typingctx, bars, idx, nbytes):
+    """``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bars + idx], nbytes``: arrive and
+    expect ``nbytes`` of asynchronous (TMA) writes before the phase completes."""
+    _check_bars("mbarrier_arrive_expect_tx", bars, idx)
+    check_int("mbarrier_arrive_expect_tx", "nbytes", nbytes)
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+            "r,r,~{memory}",
+            [_bar(context, builder, sig, args, 0), to_int(builder, sig.args[2], args[2], 32)],
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(bars, idx, nbytes), codegen
+
+
+@intrinsic
+def mbarrier_wait(typingctx, bars, idx, parity):
+    """Wait until the phase of ``parity`` (0 or 1) of mbarrier ``bars[idx]`` completes
+    (``mbarrier.try_wait.parity`` in a loop)."""
+    _check_bars("mbarrier_wait", bars, idx)
+    check_int("mbarrier_wait", "parity", parity)
+    text = ("{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
+            "@!p bra WAIT; }")
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, text, "r,r,~{memory}",
+            [_bar(context, builder, sig, args, 0), to_int(builder, sig.args[2], args[2], 32)],
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(bars, idx, parity), codegen
+
+
+@intrinsic
+def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
+    """``cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes``:
+    the box at (c0, c1) of ``tensor_map`` to element ``idx`` of shared ``smem``, completing
+    on mbarrier ``bars[bar]``."""
+    op = "tma_load_2d"
+    check_array(op, "smem", smem)
+    check_int(op, "idx", idx)
+    check_array(op, "tensor_map", tensor_map, itemsizes=(8,))
+    for name, ty in (("c0", c0), ("c1", c1)):
+        check_int(op, name, ty)
+    _check_bars(op, bars, bar)
+    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+            "[$0], [$1, {$2, $3}], [$4];")
+
+    def codegen(context, builder, sig, args):
+        base, step = shared_base(context, builder, sig.args[0], args[0])
+        dst = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
+        tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
+        cs = [to_int(builder, sig.args[k], args[k], 32) for k in (3, 4)]
+        asm(builder, VOID, text, "r,l,r,r,r,~{memory}",
+            [dst, tmap] + cs + [_bar(context, builder, sig, args, 5)], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(smem, idx, tensor_map, c0, c1, bars, bar), codegen

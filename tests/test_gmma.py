@@ -171,3 +171,48 @@ def test_encoding():
 def test_layouts_no_descriptor_expresses(layout, bits, major, message):
     with pytest.raises(LayoutError, match=message):
         gmma_descriptor(layout, bits, major)
+
+
+# --- TMA boxes ---------------------------------------------------------------------------------
+
+def test_tma_boxes_of_k_and_mn_major_stages():
+    from layoutalg.atom.tma import make_tma_copy
+    # A row-major (M, K), a 128x128 bf16 K-major stage of 128-byte swizzle atoms: two boxes
+    # of 64 K x 128 rows, the second after all 128 rows of the first
+    t = make_tma_copy((300, 1000), (1000, 1), tile_to_shape(Layout_K_SW128_Atom(16), (128, 128)),
+                      16)
+    assert (t.box, t.swizzle, t.major, t.dims, t.strides) == ((64, 128), 128, "K", (1000, 300),
+                                                             (2000,))
+    assert [(b.smem_offset, b.coords) for b in t.boxes] == [(0, (0, 0)), (8192, (64, 0))]
+    assert t.bytes == 128 * 128 * 2
+    # B row-major (K, N) seen as (N, K) with N contiguous: an MN-major stage whose atoms
+    # (64 N x 8 K) are laid out N first, so each atom is a box of 8 rows of 64
+    t = make_tma_copy((256, 64), (1, 256), tile_to_shape(Layout_MN_SW128_Atom(16), (128, 64)),
+                      16)
+    assert (t.box, t.major, t.dims, len(t.boxes)) == ((64, 8), "MN", (256, 64), 16)
+    assert [(b.smem_offset, b.coords) for b in t.boxes[:3]] == [(0, (0, 0)), (512, (64, 0)),
+                                                                (1024, (0, 8))]
+    # no swizzle: 16-byte core-matrix rows, one box per K chunk
+    t = make_tma_copy((64, 64), (64, 1), tile_to_shape(Layout_K_INTER_Atom(16), (64, 64)), 16)
+    assert (t.box, t.swizzle, len(t.boxes)) == ((8, 64), 0, 8)
+
+
+@pytest.mark.parametrize("args,message", [
+    # the global matrix is K-contiguous, the stage MN-contiguous: TMA does not transpose
+    (((64, 64), (64, 1), "MN128"), "does not transpose"),
+    # global rows 20 bf16 = 40 bytes apart
+    (((64, 64), (20, 1), "K128"), "not a positive multiple of 16 bytes"),
+    (((64, 64), (64, 64), "K128"), "no contiguous dimension"),
+    # runs of 4 elements (8 bytes) along K: no TMA box row is that short
+    (((64, 64), (64, 1), "short runs"), "not a multiple of 16 bytes"),
+    (((64, 64), (64, 1), "badswizzle"), "not a TMA swizzle"),
+])
+def test_tma_refuses_what_it_cannot_copy(args, message):
+    from layoutalg.atom.tma import make_tma_copy
+    shape, strides, which = args
+    smem = {"MN128": tile_to_shape(Layout_MN_SW128_Atom(16), (64, 64)),
+            "K128": tile_to_shape(Layout_K_SW128_Atom(16), (64, 64)),
+            "short runs": Layout((64, (4, 16)), (4, (1, 256))),
+            "badswizzle": ComposedLayout(Swizzle(3, 4, 3), 0, Layout((64, 64), (64, 1)))}[which]
+    with pytest.raises(LayoutError, match=message):
+        make_tma_copy(shape, strides, smem, 16)

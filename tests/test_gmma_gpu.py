@@ -45,6 +45,18 @@ def ptx_d_fragment(thread, i):
     return 16 * w + g + 8 * (e // 2), 8 * j + 2 * t + e % 2
 
 
+def check_accumulators(flat, ref, op):
+    """Each thread's n/2 accumulators (``flat[t * n/2 + i]``) placed by the PTX fragment
+    equal ``ref`` (64 x n) to the inputs' precision."""
+    n = ref.shape[1]
+    got = np.full((64, n), np.nan)
+    for t in range(128):
+        for i in range(n // 2):
+            got[ptx_d_fragment(t, i)] = flat[t * (n // 2) + i]
+    tol = 2e-3 if op == "tf32" else 1e-5
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
 def stage(major, swizzle, bits, mn, k):
     return tile_to_shape(gmma_layout_atom(major, swizzle, bits), (mn, k))
 
@@ -123,13 +135,7 @@ def test_wgmma_with_derived_descriptors_matches_float64(case):
     cuda.jit(kernel)[1, 128](cuda.to_device(a.ravel()), cuda.to_device(pa),
                               cuda.to_device(b.ravel()), cuda.to_device(pb),
                               cuda.to_device(da), cuda.to_device(db), out)
-    got = np.full((64, n), np.nan)
-    flat = out.copy_to_host()
-    for t in range(128):
-        for i in range(n // 2):
-            got[ptx_d_fragment(t, i)] = flat[t * (n // 2) + i]
-    tol = 2e-3 if op == "tf32" else 1e-5
-    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+    check_accumulators(out.copy_to_host(), ref, op)
 
 
 # --- TMA loads into the same layouts, then wgmma ---------------------------------------------
@@ -231,10 +237,4 @@ def test_tma_then_wgmma_matches_float64(case):
     out = cuda.to_device(np.full(128 * n // 2, np.nan, np.float32))
     cuda.jit(kernel)[1, 128](maps[0], cuda.to_device(ba), maps[1], cuda.to_device(bb),
                               cuda.to_device(da), cuda.to_device(db), out)
-    got = np.full((64, n), np.nan)
-    flat = out.copy_to_host()
-    for t in range(128):
-        for i in range(n // 2):
-            got[ptx_d_fragment(t, i)] = flat[t * (n // 2) + i]
-    tol = 2e-3 if op == "tf32" else 1e-5
-    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+    check_accumulators(out.copy_to_host(), ref, op)

@@ -76,8 +76,26 @@ def plan(case):
     return kernel, pos, np.array(da, np.uint64), np.array(db, np.uint64)
 
 
+def make_multiply(tile, nacc, kblocks):
+    """The warpgroup's part once A and B are in shared memory: one wgmma per k-block (the
+    first ignoring the zero-initialised accumulators), then each thread's accumulators to
+    ``out[t * nacc ...]``."""
+    @cuda.jit(device=True, inline="always")
+    def multiply(sa, sb, desc_a, desc_b, out, t):
+        acc = cuda.local.array(nacc, np.float32)
+        wgmma_fence()
+        for kb in range(kblocks):
+            tile(acc, smem_desc(sa, desc_a[kb]), smem_desc(sb, desc_b[kb]), kb)
+        wgmma_commit()
+        wgmma_wait(0)
+        for i in range(nacc):
+            out[t * nacc + i] = acc[i]
+    return multiply
+
+
 def make_kernel(tile, bits, size_a, size_b, n_a, n_b, nacc, kblocks):
     dtype = np.float32 if bits == 32 else np.uint16
+    multiply = make_multiply(tile, nacc, kblocks)
 
     def kernel(A, pos_a, B, pos_b, desc_a, desc_b, out):
         sa = cuda.shared.array(size_a, dtype, alignment=1024)
@@ -89,14 +107,7 @@ def make_kernel(tile, bits, size_a, size_b, n_a, n_b, nacc, kblocks):
             sb[pos_b[i]] = B[i]
         fence_proxy_async()
         cuda.syncthreads()
-        acc = cuda.local.array(nacc, np.float32)
-        wgmma_fence()
-        for kb in range(kblocks):
-            tile(acc, smem_desc(sa, desc_a[kb]), smem_desc(sb, desc_b[kb]), kb)
-        wgmma_commit()
-        wgmma_wait(0)
-        for i in range(nacc):
-            out[t * nacc + i] = acc[i]
+        multiply(sa, sb, desc_a, desc_b, out, t)
     return kernel
 
 
@@ -168,6 +179,7 @@ def tma_plan(case):
 
 def make_tma_kernel(tile, bits, size_a, size_b, nacc, kblocks, nbytes):
     dtype = np.float32 if bits == 32 else np.uint16
+    multiply = make_multiply(tile, nacc, kblocks)
 
     def kernel(map_a, boxes_a, map_b, boxes_b, desc_a, desc_b, out):
         sa = cuda.shared.array(size_a, dtype, alignment=1024)
@@ -185,14 +197,7 @@ def make_tma_kernel(tile, bits, size_a, size_b, nacc, kblocks, nbytes):
             for i in range(boxes_b.shape[0]):
                 tma_load_2d(sb, boxes_b[i, 0], map_b, boxes_b[i, 1], boxes_b[i, 2], bars, 0)
         mbarrier_wait(bars, 0, 0)
-        acc = cuda.local.array(nacc, np.float32)
-        wgmma_fence()
-        for kb in range(kblocks):
-            tile(acc, smem_desc(sa, desc_a[kb]), smem_desc(sb, desc_b[kb]), kb)
-        wgmma_commit()
-        wgmma_wait(0)
-        for i in range(nacc):
-            out[t * nacc + i] = acc[i]
+        multiply(sa, sb, desc_a, desc_b, out, t)
     return kernel
 
 

@@ -1,8 +1,11 @@
 """``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the generated kernels.
 
 float32 operands run on the SIMT kernels (exact fp32 FMAs); bfloat16 and float16 operands, and
-float32 ones when ``allow_tf32=True``, run on the tensor-core kernel (:mod:`gemm.tensorcore`)
-with the configuration tuned for the problem (:mod:`gemm.autotune`) when the cache holds one.
+float32 ones when ``allow_tf32=True``, run on the tensor cores with the configuration tuned
+for the problem (:mod:`gemm.autotune`) when the cache holds one: on a GPU of compute
+capability 9.x the Hopper kernel (:mod:`gemm.hopper`: TMA, wgmma, warp specialization) when
+TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mma.sync kernel
+(:mod:`gemm.tensorcore`).
 
 >>> import numpy as np, gemm                                  # doctest: +SKIP
 >>> from numba import cuda                                    # doctest: +SKIP
@@ -13,7 +16,7 @@ with the configuration tuned for the problem (:mod:`gemm.autotune`) when the cac
 ('tensorcore', 'tensorcore')
 """
 
-from gemm import autotune, simt, tensorcore
+from gemm import autotune, hopper, simt, tensorcore
 from gemm._env import simulator_active
 from gemm.launch import Launcher
 from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
@@ -31,8 +34,11 @@ KERNELS = {
 }
 DEFAULT_KERNEL = "tuned"
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
-# the default TensorCoreConfig; "autotune" tunes on a cache miss (gemm.autotune.tune).
-TENSORCORE_KERNELS = ("tensorcore", "autotune")
+# the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
+# SM80's otherwise); "autotune" tunes on a cache miss (gemm.autotune.tune); "hopper" and
+# "sm80" ask for one kernel with its default config.
+TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80")
+_TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 _TENSORCORE_INPUTS = ("bfloat16", "float16")
 
 
@@ -48,10 +54,11 @@ def kernel_config(kernel):
         return kernel
     if isinstance(kernel, str) and kernel in KERNELS:
         return KERNELS[kernel]
-    if isinstance(kernel, str) or isinstance(kernel, tensorcore.TensorCoreConfig):
+    if isinstance(kernel, str) or isinstance(kernel, _TC_CONFIGS):
         raise ValueError(f"matmul: unknown SIMT kernel {kernel!r}; use one of {sorted(KERNELS)} "
                          "or a gemm.simt.SimtConfig")
-    raise TypeError(f"matmul: kernel must be a name, a SimtConfig or a TensorCoreConfig, not "
+    raise TypeError(f"matmul: kernel must be a name, a SimtConfig, a TensorCoreConfig or a "
+                    "HopperConfig, not "
                     f"{type(kernel).__name__}")
 
 
@@ -59,7 +66,7 @@ def _family(kernel):
     """"simt", "tensorcore", or None (matmul chooses by the operands' type)."""
     if kernel is None:
         return None
-    if isinstance(kernel, (simt.SimtConfig, tensorcore.TensorCoreConfig)):
+    if isinstance(kernel, (simt.SimtConfig,) + _TC_CONFIGS):
         return "simt" if isinstance(kernel, simt.SimtConfig) else "tensorcore"
     if isinstance(kernel, str):
         if kernel in KERNELS:
@@ -67,20 +74,24 @@ def _family(kernel):
         if kernel in TENSORCORE_KERNELS:
             return "tensorcore"
         raise ValueError(f"matmul: unknown kernel {kernel!r}; use one of {_kernel_names()}, a "
-                         "gemm.simt.SimtConfig or a gemm.tensorcore.TensorCoreConfig")
+                         "gemm.simt.SimtConfig, gemm.tensorcore.TensorCoreConfig or "
+                         "gemm.hopper.HopperConfig")
     raise TypeError(f"matmul: kernel must be None, a name ({_kernel_names()}), a "
-                    f"gemm.simt.SimtConfig or a gemm.tensorcore.TensorCoreConfig, not "
+                    f"gemm.simt.SimtConfig, gemm.tensorcore.TensorCoreConfig or "
+                    f"gemm.hopper.HopperConfig, not "
                     f"{type(kernel).__name__} {kernel!r}")
 
 
 def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
     """Which kernel ``matmul`` runs for operands of these dtypes (numpy names):
-    ``("simt", SimtConfig)`` or ``("tensorcore", choice)``, where choice is a TensorCoreConfig,
-    "tensorcore" (the tuned config from the cache, else the default) or "autotune".
+    ``("simt", SimtConfig)`` or ``("tensorcore", choice)``, where choice is a TensorCoreConfig
+    or HopperConfig, "tensorcore" (the tuned config from the cache, else the device's default),
+    "autotune", "hopper" or "sm80".
 
     float32 runs on the SIMT kernels unless ``allow_tf32`` (then as tf32 on the tensor cores,
     unless ``kernel`` names a SIMT kernel); bfloat16 and float16 on the tensor cores; raw
-    16-bit integers holding their bits only with a TensorCoreConfig (its dtype says which).
+    16-bit integers holding their bits only with a TensorCoreConfig or HopperConfig (its dtype
+    says which).
     TypeError for unsupported or mixed dtypes, ValueError or TypeError for a bad ``kernel``.
 
     >>> route("float32", "float32")[0], route("float32", "float32", allow_tf32=True)[0]
@@ -89,7 +100,7 @@ def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
     ('tensorcore', 'autotune')
     """
     family = _family(kernel)
-    raw_ok = isinstance(kernel, tensorcore.TensorCoreConfig)
+    raw_ok = isinstance(kernel, _TC_CONFIGS)
     for name, dt in (("A", a_dtype), ("B", b_dtype)):
         if dt in ("float32",) + _TENSORCORE_INPUTS or (raw_ok and dt in tensorcore.RAW16):
             continue
@@ -165,12 +176,15 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False
     - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
       ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"). With ``allow_tf32=True``
       and no SIMT kernel named, they run on the tensor cores as tf32 (10-bit mantissa).
-    - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): the tensor-core kernel,
+    - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16. ``kernel``: None or "tensorcore"
-      (the config tuned for this problem, see ``python -m gemm tune``, else the default
-      TensorCoreConfig), "autotune" (tune now on a cache miss: minutes), or a
-      ``gemm.tensorcore.TensorCoreConfig``. With a TensorCoreConfig, A and B may also be
-      uint16/int16 arrays holding bfloat16 or float16 bits (the config's dtype says which).
+      (the config tuned for this problem, see ``python -m gemm tune``, else the device's
+      default: on compute capability 9.x the Hopper kernel's when TMA can read A and B
+      (16-byte aligned rows, tf32 operands K-major), else the SM80 kernel's), "autotune"
+      (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
+      config), a ``gemm.hopper.HopperConfig`` or a ``gemm.tensorcore.TensorCoreConfig``. With
+      a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
+      config's dtype says which).
 
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
@@ -188,14 +202,23 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False
     return _matmul(A, B, out, alpha, beta, kernel, allow_tf32)
 
 
-def _tensorcore(A, B, out, alpha, beta, choice):
-    """The tensor-core call: ``choice`` is a TensorCoreConfig, "tensorcore" or "autotune".
-    Returns (out, plan) as gemm.tensorcore.launch_matmul."""
-    cfg = choice
-    if not isinstance(cfg, tensorcore.TensorCoreConfig):
+def _tensorcore(A, B, out, alpha, beta, choice, device):
+    """The tensor-core call on ``device``: ``choice`` is a TensorCoreConfig or HopperConfig,
+    or one of TENSORCORE_KERNELS. Returns (out, plan) as the kernels' launch_matmul."""
+    if choice == "hopper" or isinstance(choice, hopper.HopperConfig):
+        cfg = None if choice == "hopper" else choice
+        return hopper.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
+    cfg = choice if isinstance(choice, tensorcore.TensorCoreConfig) else None
+    if choice in ("tensorcore", "autotune"):
         cfg = autotune.lookup(autotune.problem_key(A, B, out, caller="matmul"))
         if cfg is None and choice == "autotune":
             cfg = autotune.tune(A, B, out)
+        if isinstance(cfg, hopper.HopperConfig) or (
+                cfg is None and not simulator_active() and hopper.hopper_supported(device)):
+            try:
+                return hopper.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
+            except hopper.TmaUnfit:         # rows TMA cannot read: the SM80 kernel's default
+                cfg = None
     # None: the kernel's default for the operands' type
     return tensorcore.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
 
@@ -212,7 +235,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
         raise ValueError(f"matmul: inner dimensions differ: A is {a.shape}, B is {b.shape}")
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
     if family == "tensorcore":
-        result, plan = _tensorcore(A, B, out, alpha, beta, choice)
+        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a.device)
         if out is not None and plan is not None and not allow_tf32:
             _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
         return result

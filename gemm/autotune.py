@@ -1,5 +1,7 @@
-"""Autotuning of the tensor-core kernel: a search over tile shape, warp layout and ring depth
-per problem, with an on-disk cache that :func:`gemm.matmul` reads.
+"""Autotuning of the tensor-core kernels: a search over tile shape, warp layout and ring depth
+(SM80's mma.sync kernel) and, on a GPU of compute capability 9.x, over the Hopper kernel's
+tile, ring depth, consumer warpgroups and delay_release, per problem, with an on-disk cache
+that :func:`gemm.matmul` reads.
 
 A *problem* is what decides which kernel is fastest: the device (name and compute
 capability), M, N, K, the operands' type ("bfloat16", "float16", or "tfloat32" for float32
@@ -20,6 +22,8 @@ and read as empty, so it never stops a matmul.
 
 >>> len(candidates("bfloat16")) <= 24
 True
+>>> [config_label(c) for c in hopper_candidates("bfloat16")[:2]]
+['hopper 128x256 c2 s3 d0', 'hopper 128x256 c2 s4 d0']
 """
 
 import json
@@ -36,7 +40,7 @@ from gemm._env import simulator_active
 from gemm.operands import current_stream, operand
 from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
-__all__ = ["candidates", "tune", "problem_key", "tuned_config", "lookup", "record",
+__all__ = ["candidates", "hopper_candidates", "compile_any", "tune", "problem_key", "tuned_config", "lookup", "record",
            "load_cache", "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
 
 CACHE_ENV = "GEMM_AUTOTUNE_CACHE"
@@ -56,6 +60,16 @@ _SMALL_TILES = ((64, 64, (2, 2)), (128, 64, (2, 2)), (64, 128, (2, 2)))
 _LARGE_DEPTHS = ((64, 3), (64, 4), (64, 5), (128, 3))
 _SMALL_DEPTHS = ((64, 4), (128, 3))
 _ELEMENT_BYTES = {"tfloat32": 4}        # in memory; 2 for bfloat16 and float16
+# The Hopper kernel's: (bM, bN, stages, consumers, delay_release, group_m, schedule). The
+# first is the default (benchmarks/RESULTS.md, "Hopper GEMM": 2 x 64 x 256 tiles, 3 slots,
+# best or tied at 4096^3 and 8192^3 for every dtype); then deeper rings, delay_release 1,
+# square tiles, one consumer and smaller tiles (more tiles for the 132 SMs of a small
+# problem), a wider launch-order group, and the pingpong schedule.
+_HOPPER = ((64, 256, 3, 2, 0, 8, "cooperative"), (64, 256, 4, 2, 0, 8, "cooperative"),
+           (64, 256, 4, 2, 1, 8, "cooperative"), (128, 128, 3, 2, 0, 8, "cooperative"),
+           (128, 128, 4, 2, 1, 8, "cooperative"), (128, 128, 4, 1, 1, 8, "cooperative"),
+           (128, 64, 5, 2, 1, 8, "cooperative"), (64, 128, 6, 2, 1, 8, "cooperative"),
+           (64, 256, 3, 2, 0, 16, "cooperative"), (128, 128, 4, 2, 1, 8, "pingpong"))
 SMEM_LIMIT = DYNAMIC_SHARED_LIMIT     # an H100's opt-in shared memory per block
 
 
@@ -63,11 +77,32 @@ class AutotuneCacheWarning(UserWarning):
     """The autotune cache could not be read or written; it is treated as empty."""
 
 
-def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
-    """The TensorCoreConfigs :func:`tune` tries for operands of ``dtype`` (22 at most; see the
-    comment on the search space above), leaving out those that are invalid for the dtype
-    (their construction raises ValueError) or need more than ``smem_limit`` bytes of shared
-    memory."""
+def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
+    """The HopperConfigs :func:`tune` tries on a 9.x GPU (see ``_HOPPER``)."""
+    from gemm.hopper import HopperConfig
+    out = []
+    for bm, bn, stages, consumers, delay, group, schedule in _HOPPER:
+        cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers,
+                           delay_release=delay, group_m=group, schedule=schedule, dtype=dtype)
+        if cfg.shared_bytes <= smem_limit:
+            out.append(cfg)
+    return out
+
+
+def compile_any(variant):
+    """Compile a tensor-core or Hopper variant (the compile function of spawned workers)."""
+    from gemm import hopper, tensorcore
+    if isinstance(variant, hopper.HopperVariant):
+        hopper.compile_variant(variant)
+    else:
+        tensorcore.compile_variant(variant)
+
+
+def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT, cc=(0, 0)):
+    """The configs :func:`tune` tries for operands of ``dtype``: TensorCoreConfigs (22 at most;
+    see the comment on the search space above), leaving out those that are invalid for the
+    dtype (their construction raises ValueError) or need more than ``smem_limit`` bytes of
+    shared memory, then on compute capability ``cc`` 9.x the :func:`hopper_candidates`."""
     from gemm import tensorcore as tc
     if dtype not in tc.DTYPES:
         raise ValueError(f"candidates: dtype must be one of {tc.DTYPES}, got {dtype!r}")
@@ -85,11 +120,19 @@ def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
                     continue
                 if cfg.shared_bytes <= smem_limit:
                     out.append(cfg)
+    if cc[0] == 9:
+        out += hopper_candidates(dtype, smem_limit)
     return out
 
 
 def config_label(cfg):
-    """A short name: ``128x128x32 w2x2 s4`` (block tile, warps, stages)."""
+    """A short name: ``128x128x32 w2x2 s4`` (block tile, warps, stages), or for the Hopper
+    kernel ``hopper 128x256 c2 s3 d0`` (block tile, consumers, stages, delay_release; then
+    ``g16`` for a group_m other than 8, ``pingpong`` for that schedule)."""
+    if hasattr(cfg, "consumers"):
+        return (f"hopper {cfg.tile_m}x{cfg.bN} c{cfg.consumers} s{cfg.stages} "
+                f"d{cfg.delay_release}" + (f" g{cfg.group_m}" if cfg.group_m != 8 else "")
+                + (" pingpong" if cfg.schedule == "pingpong" else ""))
     wm, wn = cfg.warps
     return f"{cfg.bM}x{cfg.bN}x{cfg.bK} w{wm}x{wn} s{cfg.stages}"
 
@@ -204,12 +247,12 @@ def load_cache(path=None):
 
 
 def _config_from(d):
-    """The TensorCoreConfig stored as ``d`` (lists back to tuples); None if it is not one
-    this version can build."""
-    from gemm import tensorcore as tc
+    """The TensorCoreConfig or HopperConfig (it has ``consumers``) stored as ``d`` (lists back
+    to tuples); None if it is not one this version can build."""
+    from gemm import hopper, tensorcore as tc
+    kind = hopper.HopperConfig if "consumers" in d else tc.TensorCoreConfig
     try:
-        return tc.TensorCoreConfig(**{k: tuple(v) if isinstance(v, list) else v
-                                      for k, v in d.items()})
+        return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
     except (TypeError, ValueError, AttributeError) as e:
         warnings.warn(f"autotune cache: cannot use stored config {d!r} ({e}); ignoring it",
                       AutotuneCacheWarning, stacklevel=3)
@@ -217,7 +260,7 @@ def _config_from(d):
 
 
 def lookup(key, path=None):
-    """The tuned TensorCoreConfig stored under ``key``, or None."""
+    """The tuned config (TensorCoreConfig or HopperConfig) stored under ``key``, or None."""
     entry = load_cache(path).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
         return None
@@ -225,7 +268,7 @@ def lookup(key, path=None):
 
 
 def tuned_config(A, B, out=None, out_dtype=None):
-    """The tuned TensorCoreConfig for this call from the cache, or None."""
+    """The tuned config for this call from the cache, or None."""
     return lookup(problem_key(A, B, out, out_dtype, caller="tuned_config"))
 
 
@@ -285,11 +328,11 @@ def _say(text):
 
 
 def _compile_all(variants, workers=None, progress=True, compile_fn=None):
-    """Compile ``variants`` in spawned processes (``compile_fn``, default
-    ``gemm.tensorcore.compile_variant``, must be importable by name). Returns {variant:
-    error text} for those that failed; the others are in the kernel cache (gemm.binary)."""
+    """Compile ``variants`` in spawned processes (``compile_fn``, default :func:`compile_any`,
+    must be importable by name). Returns {variant: error text} for those that failed; the
+    others are in the kernel cache (gemm.binary)."""
     if compile_fn is None:
-        from gemm.tensorcore import compile_variant as compile_fn
+        compile_fn = compile_any
     variants = list(variants)
     if not variants:
         return {}
@@ -313,8 +356,9 @@ def _measure(A, B, out, cfg, out_dtype, reps, warmup):
     call's plan (as gemm.matmul repeats a call), so the argument checks of a call are not
     timed: on small problems they would outweigh the kernel."""
     from numba import cuda
-    from gemm.tensorcore import launch_matmul
-    out, plan = launch_matmul(A, B, out, 1.0, 0.0, cfg, out_dtype, "tune")
+    from gemm import hopper, tensorcore
+    kernel = hopper if isinstance(cfg, hopper.HopperConfig) else tensorcore
+    out, plan = kernel.launch_matmul(A, B, out, 1.0, 0.0, cfg, out_dtype, "tune")
     ops = [operand(x, name, False, "tune") for x, name in ((A, "A"), (B, "B"), (out, "out"))]
     addresses = [op.ptr for op in ops]
     handle = current_stream(ops[0])      # the caller's stream (torch's or CuPy's current one)
@@ -351,18 +395,20 @@ def _scratch_like(out):
 
 def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, workers=None,
          progress=True):
-    """Find the fastest TensorCoreConfig for ``tensorcore_matmul(A, B, out)`` on these
-    operands, store it (and every timing) in the cache, and return it.
+    """Find the fastest config (TensorCoreConfig, or on a 9.x GPU possibly a HopperConfig) for
+    ``matmul(A, B, out)`` on these operands, store it (and every timing) in the cache, and
+    return it.
 
     ``configs``: the candidates (default :func:`candidates` for the operands' type and the
-    device's shared memory). Each is compiled in a spawned process (``workers`` at a time,
+    device's shared memory and compute capability; Hopper configs TMA cannot use for these
+    operands are skipped). Each is compiled in a spawned process (``workers`` at a time,
     default one per core), then timed here: ``warmup`` calls, then the median of ``reps``
     calls measured with CUDA events on the caller's stream. A candidate that fails to plan,
     compile or run is skipped and reported on stderr. ``out`` (or ``out_dtype`` when out is
     None) fixes the output's type and major; the timed calls write a scratch array, never
     ``out``. ``progress``: tqdm progress bars on stderr. Needs a GPU.
     """
-    from gemm import tensorcore as tc
+    from gemm import hopper, tensorcore as tc
     if simulator_active():
         raise RuntimeError("tune: needs a CUDA GPU; the numba CUDA simulator has nothing to "
                            "time")
@@ -371,11 +417,13 @@ def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, wor
             raise ValueError(f"tune: {name} must be an int >= {low}, got {v!r}")
     problem = _problem(A, B, out, out_dtype, "tune")
     if configs is None:
-        configs = candidates(problem.dtype, _device_info(problem.device)[2])
+        _, cc, smem = _device_info(problem.device)
+        configs = candidates(problem.dtype, smem, cc)
     configs = list(dict.fromkeys(configs))
     for c in configs:
-        if not isinstance(c, tc.TensorCoreConfig):
-            raise TypeError(f"tune: configs must be TensorCoreConfigs, got {c!r}")
+        if not isinstance(c, (tc.TensorCoreConfig, hopper.HopperConfig)):
+            raise TypeError(f"tune: configs must be TensorCoreConfigs or HopperConfigs, got "
+                            f"{c!r}")
     if not configs:
         raise ValueError(f"tune: no candidate configs for {problem.dtype}")
     scratch = None if out is None else _scratch_like(out)
@@ -384,7 +432,8 @@ def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, wor
     failed, planned = [], {}
     for cfg in configs:
         try:
-            planned[cfg] = tc.plan_call(A, B, scratch, config=cfg, out_dtype=out_dtype)
+            kernel = hopper if isinstance(cfg, hopper.HopperConfig) else tc
+            planned[cfg] = kernel.plan_call(A, B, scratch, config=cfg, out_dtype=out_dtype)
         except (TypeError, ValueError) as e:
             failed.append((cfg, f"{type(e).__name__}: {e}"))
     broken = _compile_all(dict.fromkeys(planned.values()), workers, progress)

@@ -5,7 +5,8 @@ A new kernel variant takes numba a few seconds to compile; its cubin is kept in
 millisecond. ``python -m gemm precompile`` fills that cache using every core, before tests or
 benchmarks that touch many variants: every SIMT variant, and on a GPU
 the tensor-core kernel in its default configuration for each operand type and pair of majors
-(with 16-byte-aligned operands, the usual case). Configurations found by ``python -m gemm
+(with 16-byte-aligned operands, the usual case), and on a GPU of compute capability 9.x the
+Hopper kernel's (:func:`hopper_variants`), which ``gemm.matmul`` runs there. Configurations found by ``python -m gemm
 tune`` were compiled while tuning.
 
 The workers are spawned, not forked: planning the tensor-core variants touches the GPU, and
@@ -14,7 +15,7 @@ a forked child of a process holding a CUDA context cannot use CUDA.
 
 from gemm._env import simulator_active
 
-__all__ = ["variants", "tensorcore_variants", "precompile"]
+__all__ = ["variants", "tensorcore_variants", "hopper_variants", "precompile"]
 
 
 def variants(names=None):
@@ -62,11 +63,31 @@ def tensorcore_variants(dtypes=None):
     return list(dict.fromkeys(out))
 
 
+def hopper_variants(dtypes=None):
+    """On a GPU of compute capability 9.x, the default :class:`gemm.hopper.HopperConfig` of
+    each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
+    one of the input type; [] elsewhere and in the simulator."""
+    if simulator_active():
+        return []
+    from gemm import hopper
+    if not hopper.hopper_supported():
+        return []
+    out = []
+    for dtype in dtypes or hopper.DTYPES:
+        cfg = hopper.HopperConfig(dtype=dtype)
+        tf32 = dtype == "tfloat32"
+        majors = [("K", "K")] if tf32 else [(a, b) for a in hopper.MAJORS for b in hopper.MAJORS]
+        for a, b in majors:
+            for out_dtype in ("float32",) if tf32 else ("float32", dtype):
+                out.append(hopper.HopperVariant(cfg, a, b, out_dtype))
+    return out
+
+
 def _compile(job):
     kind, variant = job
-    if kind == "tensorcore":
-        from gemm.tensorcore import compile_variant
-        compile_variant(variant)
+    if kind in ("tensorcore", "hopper"):
+        from gemm import hopper, tensorcore
+        (hopper if kind == "hopper" else tensorcore).compile_variant(variant)
         return job
     from gemm import api, simt
     name, a_unit, b_unit, va, vb = variant
@@ -77,10 +98,12 @@ def _compile(job):
 
 def precompile(names=None, workers=None, progress=True, tensorcore=True):
     """Compile every variant of the named SIMT kernels (all by default) and, when
-    ``tensorcore``, the :func:`tensorcore_variants`; returns how many."""
+    ``tensorcore``, the :func:`tensorcore_variants` and :func:`hopper_variants`; returns how
+    many."""
     todo = [("simt", v) for v in variants(names)]
     if tensorcore:
         todo += [("tensorcore", v) for v in tensorcore_variants()]
+        todo += [("hopper", v) for v in hopper_variants()]
     from gemm.autotune import _compile_all
     failed = _compile_all(todo, workers, progress, compile_fn=_compile)
     if failed:

@@ -243,46 +243,62 @@ def _tensorcore_operands(backend, m, n, k, dtype):
     return A, Bt.T, a64, bt64.T
 
 
-def _tensorcore_choice(backend, A, B, C, dtype):
-    """(matmul keywords, label) of the tensor-core call: matmul's own choice (the tuned
-    config, else the default); bf16 bits (no torch) need an explicit config."""
+def _hopper_device():
+    from gemm.hopper import hopper_supported
+    from numba import cuda
+    return hopper_supported(cuda.get_current_device().id)
+
+
+def _tensorcore_choices(backend, A, B, C, dtype):
+    """[(matmul keywords, label)] of the tensor-core calls to show: matmul's own choice (the
+    tuned config, else the device's default: the Hopper kernel on 9.x) and, on a 9.x GPU,
+    the SM80 mma.sync kernel beside it; bf16 bits (no torch) need explicit configs."""
+    from gemm.hopper import HopperConfig
     from gemm.tensorcore import TensorCoreConfig
-    default = TensorCoreConfig(dtype=dtype)
-    if dtype == "bfloat16" and backend.name != "torch":
-        return {"kernel": default}, f"default {autotune.config_label(default)} (bits)"
+    sm80 = TensorCoreConfig(dtype=dtype)
+    hopper = not simulator_active() and _hopper_device()
+    default = HopperConfig(dtype=dtype) if hopper else sm80
     kw = {"allow_tf32": True} if dtype == "tfloat32" else {}
-    tuned = autotune.tuned_config(A, B, C)
-    if tuned is not None:
-        return kw, f"tuned {autotune.config_label(tuned)}"
-    return kw, f"default {autotune.config_label(default)}"
+    if dtype == "bfloat16" and backend.name != "torch":
+        out = [({"kernel": default}, f"default {autotune.config_label(default)} (bits)")]
+    else:
+        tuned = autotune.tuned_config(A, B, C)
+        label = f"tuned {autotune.config_label(tuned)}" if tuned is not None else \
+            f"default {autotune.config_label(default)}"
+        out = [(kw, label)]
+    if hopper:
+        out.append((dict(kw, kernel=sm80), f"sm80 mma.sync {autotune.config_label(sm80)}"))
+    return out
 
 
 def _check_tensorcore(backend, dtype, m, n, k):
-    """One dtype: (operands, reference, bound, tol, row) with row = (dtype, label, ms or
-    None, err or None, ok); an exception of the kernel makes a failed row, not a crash."""
+    """One dtype: (operands, reference, bound, tol, rows) with a row = (dtype, label, ms or
+    None, err or None, ok) per call of :func:`_tensorcore_choices`; an exception of a
+    kernel makes a failed row, not a crash."""
     A, B, a64, b64 = _tensorcore_operands(backend, m, n, k, dtype)
     ref, bound = backend.reference64(a64, b64)
     tol = tensorcore_tol(dtype, k)
-    C = backend.empty_nan((m, n))
-    kw, label = _tensorcore_choice(backend, A, B, C, dtype)
-    fn = lambda: api.matmul(A, B, C, **kw)  # noqa: E731
-    try:
-        fn()
-        err = check64(backend, C, ref, bound, tol)
-        ms = None if simulator_active() else backend.time_ms(fn)
-        row = (dtype, label, ms, err, err <= 1)
-    except Exception as e:  # noqa: BLE001 - reported as a failed row
-        tqdm.write(f"{dtype} {label}: {type(e).__name__}: {e}")
-        row = (dtype, label, None, None, False)
-    return (A, B), (ref, bound, tol), row
+    rows = []
+    for kw, label in _tensorcore_choices(backend, A, B, backend.empty_nan((m, n)), dtype):
+        C = backend.empty_nan((m, n))
+        fn = lambda: api.matmul(A, B, C, **kw)  # noqa: E731
+        try:
+            fn()
+            err = check64(backend, C, ref, bound, tol)
+            ms = None if simulator_active() else backend.time_ms(fn)
+            rows.append((dtype, label, ms, err, err <= 1))
+        except Exception as e:  # noqa: BLE001 - reported as a failed row
+            tqdm.write(f"{dtype} {label}: {type(e).__name__}: {e}")
+            rows.append((dtype, label, None, None, False))
+    return (A, B), (ref, bound, tol), rows
 
 
 def _run_tensorcore(backend, m, n, k):
     """Rows of the tensor-core kernel and of cuBLAS on the same operands, per dtype."""
     rows = []
     for dtype in tqdm(TENSORCORE_DTYPES, desc="tensor-core kernels", unit="dtype"):
-        (A, B), (ref, bound, tol), row = _check_tensorcore(backend, dtype, m, n, k)
-        rows.append(row)
+        (A, B), (ref, bound, tol), kernel_rows = _check_tensorcore(backend, dtype, m, n, k)
+        rows += kernel_rows
         cublas = backend.cublas_typed(A, B, dtype)
         if cublas is None:
             continue
@@ -332,10 +348,10 @@ def _run_simulator(backend):
     print(f"Tensor-core kernel on {m}x{n}x{k} (A row-major, B K-major), checked against numpy "
           "float64 on the same rounded inputs.")
     for dtype in tqdm(TENSORCORE_DTYPES, desc="tensor-core (simulated)", unit="dtype"):
-        _, _, (dtype, label, _, err, passed) = _check_tensorcore(backend, dtype, m, n, k)
-        ok &= passed
-        text = f"{err:.3f}" if err is not None else "error"
-        tqdm.write(f"{dtype:>9} {label}: err/tol {text}  {'ok' if passed else 'WRONG'}")
+        for dtype, label, _, err, passed in _check_tensorcore(backend, dtype, m, n, k)[2]:
+            ok &= passed
+            text = f"{err:.3f}" if err is not None else "error"
+            tqdm.write(f"{dtype:>9} {label}: err/tol {text}  {'ok' if passed else 'WRONG'}")
     return 0 if ok else 1
 
 

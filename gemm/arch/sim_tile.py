@@ -24,7 +24,7 @@ from gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, check_op,
                                  shared_offset)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
-           "scaled_store_tile", "store_c_tile", "fill_tile"]
+           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "fill_tile"]
 
 _U32 = 0xFFFFFFFF
 
@@ -187,4 +187,34 @@ def store_c_tile(plan):
                 i = (int(base) + r * int(ldm) + c * int(ldn)) & _U32
                 v = al * np.float32(acc[reg])
                 C[i] = v + be * np.float32(C[i]) if be != 0 else v
+    return tile
+
+
+# out -> (f32 -> stored bits, stored bits -> f32)
+_OUT = {"float32": (np.float32, np.float32),
+        "bfloat16": (sim.cvt_rn_bf16_f32, sim.bf16_to_f32),
+        "float16": (sim.cvt_rn_f16_f32, sim.f16_to_f32)}
+
+
+@lru_cache(maxsize=None)
+def store_pairs_tile(out, plan, vector=False):
+    """Twin of ``gemm.arch.tile.store_pairs_tile`` (vector or not, the same elements)."""
+    if out not in _OUT:
+        raise ValueError(f"store_pairs_tile: out must be one of {sorted(_OUT)}, got {out!r}")
+    check_plan("store_pairs_tile", plan, ("uint", "uint", "uint"))
+    if vector and any(c % 2 for _, _, c in plan):
+        raise ValueError("store_pairs_tile: vector stores need even column offsets")
+    to_out, from_out = _OUT[out]
+
+    def tile(C, acc, alpha, beta, row0, col0, M, N, ldc):
+        al, be = np.float32(alpha), np.float32(beta)
+        for reg, r, c in plan:
+            for e in (0, 1):
+                row, col = int(row0) + r, int(col0) + c + e
+                if row < int(M) and col < int(N):
+                    i = (row * int(ldc) + col) & _U32
+                    v = al * np.float32(acc[reg + e])
+                    if be != 0:
+                        v = v + be * np.float32(from_out(C[i]))
+                    C[i] = to_out(v)
     return tile

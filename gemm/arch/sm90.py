@@ -1,6 +1,6 @@
 """Hopper (sm_90a) instructions as numba-cuda intrinsics: warpgroup MMA (wgmma) and the fences
 around it, mbarriers and TMA loads: the first pieces of the Hopper instruction layer (issue
-12); TMA stores, elect and setmaxnreg follow. They need ``compute_90a`` (numba-cuda compiles
+12); TMA stores follow. They need ``compute_90a`` (numba-cuda compiles
 for it on a 9.x device; ``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). No simulator twins
 yet: the simulator does not offer these names.
 
@@ -21,11 +21,21 @@ yet: the simulator does not offer these names.
   (a device array holding the 128-byte ``CUtensorMap``, read through its global address) at
   coordinates (c0, c1), contiguous dimension first, to element ``idx`` of ``smem``, completing
   its bytes on mbarrier ``bars[bar]``;
-- ``wgmma_tile(op, n, trans_a, trans_b)(acc, desc_a, desc_b, scale_d)``: one
+- ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``
+  (n a literal multiple of 8 in 24..256), executed by a whole warpgroup: the warp-specialized
+  kernel gives its producer's registers to the consumers (the kernel needs launch bounds);
+- ``elect_one()``: ``elect.sync`` over the full warp: True in exactly one lane;
+- ``shared_offset_of(smem, align)``: elements to skip from shared array ``smem`` so that its
+  shared address is a multiple of ``align`` bytes (swizzled stages need 1024);
+- ``wgmma_tile(op, n, trans_a, trans_b, first=0)(acc, desc_a, desc_b, scale_d)``: one
   ``wgmma.mma_async`` of shape m64n{n}k{16 or 8} (``op`` "bf16", "f16" or "tf32"), the
-  ``n // 2`` f32 accumulators of each thread in local array ``acc`` (read and written);
+  ``n // 2`` f32 accumulators of each thread at ``acc[first:]`` (read and written);
   ``scale_d`` 0 ignores ``acc`` (D = A B), else D = A B + D. ``trans_a`` / ``trans_b``: the
-  MN-major (transposed) forms, 16-bit types only.
+  MN-major (transposed) forms, 16-bit types only. Each descriptor reaches the instruction
+  as two 32-bit halves joined inside the asm (``mov.b64 d, {lo, hi}``): with the 64-bit
+  sums in the PTX, ptxas 13.0 was seen (H100, 2026-11-25) to drop the constant high word of
+  ``descriptor + constant`` in a loop it had unrolled, so that wgmma read a wrong swizzle;
+  kernels add run-time offsets to the low word only (:mod:`gemm.hopper_gen`).
 """
 
 from functools import lru_cache
@@ -35,13 +45,14 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (
-    F32, I64, VOID, TypingError, array_data, asm, check_array, check_int, fence_intrinsic,
-    shared_base, to_int, unpack, wait_group_intrinsic,
+    F32, I32, I64, VOID, TypingError, array_data, asm, check_array, check_int, fence_intrinsic,
+    literal_int, shared_base, to_int, unpack, wait_group_intrinsic,
 )
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
-           "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d"]
+           "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
+           "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of"]
 
 WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
 
@@ -67,37 +78,42 @@ wgmma_wait = wait_group_intrinsic(
 @intrinsic
 def smem_desc(typingctx, smem, bits):
     """A wgmma descriptor for shared array ``smem``: ``bits`` (uint64, the descriptor encoded
-    for address 0) plus the array's shared address >> 4."""
+    for address 0) plus the array's shared address >> 4 (the 14-bit start-address field: the
+    CTA's own window, without the cluster rank bits of a shared::cta address)."""
     check_array("smem_desc", "smem", smem)
     check_int("smem_desc", "bits", bits)
 
     def codegen(context, builder, sig, args):
         base, _ = shared_base(context, builder, sig.args[0], args[0])
-        addr = builder.lshr(builder.zext(base, I64), ir.Constant(I64, 4))
-        return builder.add(to_int(builder, sig.args[1], args[1], 64), addr)
+        addr = builder.and_(builder.lshr(base, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF))
+        return builder.add(to_int(builder, sig.args[1], args[1], 64), builder.zext(addr, I64))
     return types.uint64(smem, bits), codegen
 
 
 @lru_cache(maxsize=None)
-def wgmma_tile(op, n, trans_a=False, trans_b=False):
-    """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async."""
+def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
+    """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async on
+    accumulators ``acc[first .. first + n/2)``."""
     if op not in WGMMA_TYPES:
         raise ValueError(f"wgmma_tile: op must be one of {sorted(WGMMA_TYPES)}, got {op!r}")
     if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
         raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
     if op == "tf32" and (trans_a or trans_b):
         raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
+    if not (isinstance(first, int) and first >= 0):
+        raise ValueError(f"wgmma_tile: first must be a non-negative int, got {first!r}")
     nc = n // 2
     regs = ", ".join(f"${i}" for i in range(nc))
     trans = "" if op == "tf32" else f", {int(bool(trans_a))}, {int(bool(trans_b))}"
-    text = ("{ .reg .pred p; "
-            f"setp.ne.b32 p, ${nc + 2}, 0; "
+    text = ("{ .reg .pred p; .reg .b64 da, db; "
+            f"mov.b64 da, {{${nc}, ${nc + 1}}}; mov.b64 db, {{${nc + 2}, ${nc + 3}}}; "
+            f"setp.ne.b32 p, ${nc + 4}, 0; "
             f"wgmma.mma_async.sync.aligned.m64n{n}k{WGMMA_TYPES[op]}.f32.{op}.{op} "
-            f"{{{regs}}}, ${nc}, ${nc + 1}, p, 1, 1{trans}; }}")
-    constraints = ",".join(["=f"] * nc + ["l", "l", "r"] + [str(i) for i in range(nc)]
+            f"{{{regs}}}, da, db, p, 1, 1{trans}; }}")
+    constraints = ",".join(["=f"] * nc + ["r"] * 5 + [str(i) for i in range(nc)]
                            + ["~{memory}"])
     ret = ir.LiteralStructType([F32] * nc)
-    name = f"wgmma_tile_{op}_n{n}"
+    name = f"wgmma_tile_{op}_n{n}_{first}"
 
     def impl(typingctx, acc, desc_a, desc_b, scale_d):
         check_array(name, "acc", acc, itemsizes=(4,))
@@ -108,11 +124,15 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False):
 
         def codegen(context, builder, sig, args):
             data = array_data(context, builder, sig.args[0], args[0])
-            ptrs = [builder.gep(data, [ir.Constant(I64, i)]) for i in range(nc)]
-            da, db = (to_int(builder, t, a, 64) for t, a in zip(sig.args[1:3], args[1:3]))
+            ptrs = [builder.gep(data, [ir.Constant(I64, first + i)]) for i in range(nc)]
+            halves = []
+            for t, a in zip(sig.args[1:3], args[1:3]):
+                d = to_int(builder, t, a, 64)
+                halves += [builder.trunc(d, I32),
+                           builder.trunc(builder.lshr(d, ir.Constant(I64, 32)), I32)]
             sc = to_int(builder, sig.args[3], args[3], 32)
             out = asm(builder, ret, text, constraints,
-                      [da, db, sc] + [builder.load(p) for p in ptrs], side_effect=True)
+                      halves + [sc] + [builder.load(p) for p in ptrs], side_effect=True)
             for p, v in zip(ptrs, unpack(builder, out, nc)):
                 builder.store(v, p)
             return context.get_dummy_value()
@@ -223,3 +243,57 @@ def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
             [dst, tmap] + cs + [_bar(context, builder, sig, args, 5)], side_effect=True)
         return context.get_dummy_value()
     return types.none(smem, idx, tensor_map, c0, c1, bars, bar), codegen
+
+
+# --- warp specialization ------------------------------------------------------------------
+
+def _setmaxnreg(direction):
+    name = f"setmaxnreg_{direction}"
+
+    def impl(typingctx, n):
+        regs = literal_int(name, "n", n)
+        if not (24 <= regs <= 256 and regs % 8 == 0):
+            raise TypingError(f"{name}: n must be a multiple of 8 in 24..256, got {regs}")
+
+        def codegen(context, builder, sig, args):
+            asm(builder, VOID, f"setmaxnreg.{direction}.sync.aligned.u32 {regs};", "~{memory}",
+                [], side_effect=True)
+            return context.get_dummy_value()
+        return types.none(n), codegen
+    impl.__name__ = impl.__qualname__ = name
+    fn = intrinsic(impl)
+    fn.__doc__ = (f"``setmaxnreg.{direction}.sync.aligned.u32 n``: the warpgroup's registers per "
+                  f"thread {'raised' if direction == 'inc' else 'lowered'} to ``n``.")
+    return fn
+
+
+setmaxnreg_inc = _setmaxnreg("inc")
+setmaxnreg_dec = _setmaxnreg("dec")
+
+
+@intrinsic
+def elect_one(typingctx):
+    """``elect.sync`` over the whole warp: True in one lane (the same lane in every call)."""
+    text = "{ .reg .pred p; elect.sync _|p, 0xffffffff; selp.u32 $0, 1, 0, p; }"
+
+    def codegen(context, builder, sig, args):
+        r = asm(builder, ir.IntType(32), text, "=r", [], side_effect=True)
+        return builder.icmp_unsigned("!=", r, ir.Constant(ir.IntType(32), 0))
+    return types.boolean(), codegen
+
+
+@intrinsic
+def shared_offset_of(typingctx, smem, align):
+    """Elements to skip from shared array ``smem`` to the next multiple of ``align`` bytes
+    (a power of two) in the shared window (uint32)."""
+    check_array("shared_offset_of", "smem", smem)
+    check_int("shared_offset_of", "align", align)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        base, step = shared_base(context, builder, sig.args[0], args[0])
+        a = to_int(builder, sig.args[1], args[1], 32)
+        pad = builder.and_(builder.sub(ir.Constant(i32, 0), base),
+                           builder.sub(a, ir.Constant(i32, 1)))
+        return builder.udiv(pad, step)
+    return types.uint32(smem, align), codegen

@@ -1,0 +1,93 @@
+"""Small Hopper GEMMs (gemm.hopper) under compute-sanitizer: memcheck, racecheck, synccheck.
+
+Run on an H100/H200 host from the project root:
+
+    python3 benchmarks/sanitize_hopper.py [--tools memcheck racecheck synccheck]
+
+The cases (from benchmarks/hopper_check.py's operands and checks): bf16 with partial tiles in
+M, N and K for both B majors, a column-major out with beta != 0, a ring of 2 slots without
+delay_release and one consumer warpgroup, a pingpong ring of 2 slots with more tiles than
+blocks, tf32 with a bf16 out. This process compiles their
+variants first; then, per tool, it runs itself with ``--child`` under ``compute-sanitizer
+--tool TOOL``: the child runs and checks every case and exits non-zero on a wrong result.
+Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import hopper_check as hc  # noqa: E402
+
+TOOLS = ("memcheck", "racecheck", "synccheck")
+
+
+def cases():
+    base = dict(dtype="bfloat16", m=300, n=136, k=200, a_major="row", b_major="col",
+                out_dtype="float32", out_major="row", alpha=1.0, beta=0.0, spec="default")
+    return [base, dict(base, b_major="row", out_dtype="bfloat16"),
+            dict(base, out_major="col", alpha=0.5, beta=-1.0),
+            dict(base, spec="128x128:2:1:d0"),
+            dict(base, m=2000, n=1100, spec="128x128:2:2:p"),     # 144 tiles: turns taken
+            dict(base, dtype="tfloat32", m=77, n=64, k=100, out_dtype="bfloat16")]
+
+
+def child():
+    bad = 0
+    for case in cases():
+        ok, err, guard = hc.check(case)
+        print(f"{'ok ' if ok else 'BAD'} {case}: err {err:.3g} guard {guard}", flush=True)
+        bad += not ok
+    return 1 if bad else 0
+
+
+def summary(text):
+    return [line for line in text.splitlines()
+            if re.search(r"(ERROR|RACECHECK) SUMMARY", line)]
+
+
+def reports(text, limit=40):
+    """The sanitizer's report lines (what it found and where: no host stack frames), each
+    distinct one once."""
+    keep = [ln for ln in text.splitlines()
+            if ln.startswith("=========") and "Host Frame" not in ln and ln.strip("= ")]
+    return list(dict.fromkeys(keep))[:limit]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tools", nargs="+", default=list(TOOLS))
+    ap.add_argument("--child", action="store_true")
+    args = ap.parse_args(argv)
+    if args.child:
+        return child()
+    hc.compile_all(hc.variants_of(cases()), 8, print)
+    if child():
+        print("wrong results without the sanitizer")
+        return 1
+    tool_bin = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    failed = 0
+    for tool in args.tools:
+        # memcheck: device accesses only (the CUDA libraries' own probing of driver entry
+        # points returns errors that memcheck would report as API errors)
+        extra = ["--report-api-errors", "no"] if tool == "memcheck" else []
+        proc = subprocess.run([tool_bin, "--tool", tool, *extra, sys.executable, __file__,
+                               "--child"], capture_output=True, text=True)
+        lines = summary(proc.stdout + proc.stderr)
+        clean = bool(lines) and all(re.search(r"\b0 (errors|hazards)", ln) for ln in lines)
+        print(f"{tool}: rc {proc.returncode}; " + "; ".join(lines or ["no summary"]))
+        if not clean or proc.returncode:
+            failed += 1
+            print("\n".join(reports(proc.stdout + proc.stderr)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

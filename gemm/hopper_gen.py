@@ -1,0 +1,220 @@
+"""The Hopper GEMM generator: the kernel of a :class:`gemm.hopper.HopperVariant` (bf16 / f16 /
+tf32 in, f32 accumulate, f32 / bf16 / f16 out; the operands X (MM, K), Y (NN, K) and a
+row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipeline of
+:mod:`gemm.pipeline_sm90` from layoutalg's SM90 atoms:
+
+- shared memory: per ring slot, X's (consumers * bM, bK) block and Y's (bN, bK) block, each
+  ``tile_to_shape`` of CuTe's ``Layout_{K,MN}_SW128_Atom`` (128-byte K rows; bK = 64 bf16/f16
+  or 32 tf32 elements);
+- the loads: ``make_tma_copy`` of each block (boxes, their shared offsets and coordinates;
+  the tensor maps are made per call by gemm.hopper); out-of-bounds rows and K are zero;
+- the MMA: ``SM90_64xNx16_F32BF16BF16_SS(bN)`` (F16, or ``SM90_64xNx8_F32TF32TF32_SS``), one
+  wgmma per 64-row atom and instruction k-block; the descriptors are ``gmma_descriptor`` of
+  each slice of the stage layouts, encoded at generation (the slot's address is added at run
+  time; consumer ``c``'s rows are checked to be a constant step away);
+- the epilogue: the accumulator fragment read off the atom's ``layout_C`` (each thread's
+  column pairs at fixed offsets from its base), stored by ``store_pairs_tile`` straight from
+  registers: ``alpha * acc + beta * C`` converted to the output type, predicated at the
+  edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc allow;
+- the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.pipeline_sm90`:
+  "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn);
+- persistent blocks over the output tiles in grouped order: ``group_m`` tile rows of one
+  tile column, then the next column (the tiles running at once share X and Y panels in L2).
+"""
+
+from functools import lru_cache
+
+from layoutalg import tile_to_shape
+from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
+                            SM90_64xNx16_F32F16F16_SS)
+from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
+from layoutalg.atom.tma import make_tma_copy
+
+from .codegen import Source
+from .pipeline_sm90 import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
+                            emit_pipeline_warp_specialized)
+
+__all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
+
+BITS = {"bfloat16": 16, "float16": 16, "tfloat32": 32}
+WGMMA_OP = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "tf32"}
+_ATOM = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
+         "tfloat32": SM90_64xNx8_F32TF32TF32_SS}
+SWIZZLE = 128
+
+
+def stage_layout(major, rows, bk, bits):
+    """One operand's block of a ring slot: (rows, bk) tiled with the 128-byte-swizzle atom."""
+    return tile_to_shape(gmma_layout_atom(major, SWIZZLE, bits), (rows, bk))
+
+
+def tma_copy(major, rows, bk, bits):
+    """The TMA copy of a block (its box, swizzle and boxes; the global extents and strides
+    here are placeholders that gemm.hopper replaces per call)."""
+    strides = (bk, 1) if major == "K" else (1, rows)
+    return make_tma_copy((rows, bk), strides, stage_layout(major, rows, bk, bits), bits)
+
+
+class HopperPlan:
+    """Everything the kernel's code is generated from, read off layoutalg."""
+
+    def __init__(self, v):
+        cfg = self.cfg = v.config
+        self.v = v
+        bits = self.bits = BITS[cfg.dtype]
+        self.kinst = 256 // bits                       # k of one wgmma
+        self.kblocks = cfg.bK // self.kinst
+        self.m_atoms = cfg.bM // 64
+        self.rows = cfg.tile_m                          # X rows per slot
+        self.cooperative = cfg.schedule == "cooperative"
+        self.atom = _ATOM[cfg.dtype](cfg.bN, v.a_major, v.b_major)
+        lx = stage_layout(v.a_major, self.rows, cfg.bK, bits)
+        ly = stage_layout(v.b_major, cfg.bN, cfg.bK, bits)
+        self.copy_x = tma_copy(v.a_major, self.rows, cfg.bK, bits)
+        self.copy_y = tma_copy(v.b_major, cfg.bN, cfg.bK, bits)
+        shape = (64, self.kinst)
+
+        def desc(layout, major, mn_block, kb, sh):
+            return gmma_descriptor(layout, bits, major, k_block=kb, mn_block=mn_block,
+                                   shape=sh).encode()
+        # X: [a][kb] for consumer 0, and the step between consumers
+        self.desc_x = [[desc(lx, v.a_major, a, kb, shape) for kb in range(self.kblocks)]
+                       for a in range(self.m_atoms)]
+        self.desc_y = [desc(ly, v.b_major, 0, kb, (cfg.bN, self.kinst))
+                       for kb in range(self.kblocks)]
+        self.consumer_step = 0
+        if self.cooperative and cfg.consumers > 1:
+            self.consumer_step = (desc(lx, v.a_major, self.m_atoms, 0, shape)
+                                  - self.desc_x[0][0])
+        for c in range(cfg.consumers if self.cooperative else 1):
+            for a in range(self.m_atoms):
+                for kb in range(self.kblocks):
+                    got = desc(lx, v.a_major, c * self.m_atoms + a, kb, shape)
+                    if got != self.desc_x[a][kb] + c * self.consumer_step:
+                        raise AssertionError("consumer blocks are not a constant step apart")
+        self.store_plan, self.thread_base = self._fragment()
+
+    def _fragment(self):
+        """The epilogue plan ``(reg, r, c)`` per column pair and each thread's base (row,
+        column), from the atom's accumulator layout (thr, val) -> m + 64 n."""
+        lc, n = self.atom.layout_C, self.cfg.bN
+        base = []
+        for t in range(128):
+            off = lc(t, 0)
+            base.append((off % 64, off // 64))
+            w, lane = divmod(t, 32)
+            if base[-1] != (16 * w + lane // 4, 2 * (lane % 4)):
+                raise AssertionError("the wgmma accumulator base differs from the code's")
+        plan = []
+        for a in range(self.m_atoms):
+            for v in range(0, n // 2, 2):
+                deltas = {(lc(t, v) % 64 - base[t][0], lc(t, v) // 64 - base[t][1])
+                          for t in range(128)}
+                pair = {(lc(t, v + 1) - lc(t, v)) for t in range(128)}
+                if len(deltas) != 1 or pair != {64}:
+                    raise AssertionError("accumulator pairs are not at fixed thread offsets")
+                (r, c), = deltas
+                plan.append((a * n // 2 + v, 64 * a + r, c))
+        return tuple(plan), base
+
+    def specs(self):
+        """The pipeline's TMA inputs: X's block at (k * bK, tm * rows), Y's at
+        (k * bK, tn * bN), contiguous dimension first."""
+        cfg, v = self.cfg, self.v
+
+        def spec(name, copy, major, rows, tile):
+            boxes = tuple((b.smem_offset * self.bits // 8, *b.coords) for b in copy.boxes)
+
+            def index_map(coords, k):
+                mn = f"{coords[tile]} * U({rows})"
+                kk = f"{k} * U({cfg.bK})"
+                return (kk, mn) if major == "K" else (mn, kk)
+            return TmaSpec(name, copy.bytes, boxes, index_map)
+        return [spec("XM", self.copy_x, v.a_major, self.rows, 0),
+                spec("YM", self.copy_y, v.b_major, cfg.bN, 1)]
+
+
+@lru_cache(maxsize=None)
+def hopper_plan(v):
+    return HopperPlan(v)
+
+
+def _coords(group_m):
+    def coords(src, tile):
+        src(f"pg = U({group_m}) * tiles_n",
+            f"g0 = (tile // pg) * U({group_m})",
+            f"gs = min(tiles_m - g0, U({group_m}))",
+            "gr = tile - (tile // pg) * pg",
+            "tm = g0 + gr % gs", "tn = gr // gs")
+        return ("tm", "tn")
+    return coords
+
+
+def hopper_source(v):
+    """The kernel module's source for variant ``v``."""
+    p = hopper_plan(v)
+    cfg = v.config
+    src = Source()
+    nacc = p.m_atoms * cfg.bN // 2
+    trans = (v.a_major == "MN", v.b_major == "MN")
+    mma = [src.define(f"wgmma_tile({WGMMA_OP[cfg.dtype]!r}, {cfg.bN}, {trans[0]}, {trans[1]}, "
+                      f"{a * cfg.bN // 2})") for a in range(p.m_atoms)]
+    store = src.define(f"store_pairs_tile({v.out_dtype!r}, {p.store_plan!r}, {v.vec_c})")
+    src("import numpy as np",
+        "from numba import cuda, float32, uint8, uint64",
+        "from gemm.arch.sm90 import (" + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc",
+                                                                         "wgmma_tile")) + ")",
+        "from gemm.arch.tile import store_pairs_tile",
+        "U = np.uint32", "U64 = np.uint64", f"# {v}", "")
+
+    def desc(start, bits):
+        """A descriptor: the 32-bit run-time ``start`` added to the low word of ``bits``, its
+        high word a constant (see gemm.arch.sm90.wgmma_tile: no 64-bit sums)."""
+        return f"U64({bits >> 32 << 32}) | U64({start} + U({bits & 0xFFFFFFFF}))"
+
+    def body(src, step):
+        src(f"dx = d0 + (({step.slot} + U({step.offsets[0]})) >> U(4))"
+            + (f" + {step.wg} * U({p.consumer_step})" if p.consumer_step else ""),
+            f"dy = d0 + (({step.slot} + U({step.offsets[1]})) >> U(4))",
+            f"sc = U(0) if {step.first} else U(1)")
+        for kb in range(p.kblocks):
+            for a in range(p.m_atoms):
+                scale = "sc" if kb == 0 else "U(1)"
+                src(f"{mma[a]}(acc, {desc('dx', p.desc_x[a][kb])}, "
+                    f"{desc('dy', p.desc_y[kb])}, {scale})")
+
+    def setup(src, wg):
+        src(f"acc = cuda.local.array({nacc}, float32)",
+            "d0 = U(smem_desc(sm, U64(0)))",       # the array's start-address field
+            "row_t = " + (f"{wg} * U({cfg.bM}) + " if p.cooperative else "")
+            + "(t % U(128)) // U(32) * U(16) + lane // U(4)",
+            "col_t = U(2) * (lane % U(4))")
+
+    def after_tile(src, coords, steps):
+        tm, tn = coords
+        src(f"{store}(C, acc, alpha, beta, {tm} * U({p.rows}) + row_t, "
+            f"{tn} * U({cfg.bN}) + col_t, M, N, ldc)")
+
+    pipe = emit_pipeline_warp_specialized(
+        body, PersistentGrid("tiles_m * tiles_n", f"(K + U({cfg.bK - 1})) // U({cfg.bK})",
+                             _coords(cfg.group_m)),
+        p.specs(), max_concurrent_steps=cfg.stages, delay_release=cfg.delay_release,
+        num_compute_wgs=cfg.consumers, memory_registers=cfg.memory_registers,
+        compute_context=ComputeContext(setup=setup, after_tile=after_tile),
+        consumer_schedule=cfg.schedule)
+    with src.block("def kernel(XM, YM, C, M, N, K, ldc, alpha, beta):"):
+        src("sm = cuda.shared.array(0, uint8, alignment=1024)",
+            f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
+            f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})")
+        pipe.emit(src)
+    return src.text()
+
+
+def pipeline_of(v):
+    """The variant's pipeline (for its schedule and sizes), without writing code."""
+    p = hopper_plan(v)
+    cfg = v.config
+    return emit_pipeline_warp_specialized(
+        None, PersistentGrid("tiles", "steps"), p.specs(), max_concurrent_steps=cfg.stages,
+        delay_release=cfg.delay_release, num_compute_wgs=cfg.consumers,
+        memory_registers=cfg.memory_registers, consumer_schedule=cfg.schedule)

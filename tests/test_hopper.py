@@ -1,0 +1,168 @@
+"""The Hopper GEMM without a GPU: its configs, what the generator reads off layoutalg (wgmma
+descriptors, TMA boxes, the accumulator fragment), the kernel's PTX for sm_90a (wgmma, TMA,
+mbarriers, setmaxnreg; no local memory, no spills), and the paired-store epilogue tile."""
+
+import os
+
+import numpy as np
+import pytest
+
+from gemm.hopper import HopperConfig, HopperVariant
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(bM=96), "bM must be 64 or 128"),
+    (dict(bN=96), "bN must be a multiple of 64"),
+    (dict(bN=320), "bN must be a multiple of 64"),
+    (dict(bK=32), "bK must be 64"),
+    (dict(consumers=3), "consumers must be 1 or 2"),
+    (dict(stages=1), "stages must be in 2..8"),
+    (dict(delay_release=2), "delay_release"),
+    (dict(bM=128, bN=256), "256 accumulators"),
+    (dict(stages=6), "shared memory"),
+    (dict(memory_registers=20), "memory_registers"),
+    (dict(dtype="float32"), "dtype"),
+    (dict(schedule="stream-k"), "schedule"),
+])
+def test_bad_configs_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        HopperConfig(**kw)
+
+
+def test_config_defaults():
+    cfg = HopperConfig()
+    assert (cfg.tile_m, cfg.bN, cfg.bK, cfg.threads) == (128, 256, 64, 384)
+    assert HopperConfig(dtype="tfloat32").bK == 32
+    assert HopperConfig(consumers=1).memory_registers is None     # nothing to split
+    with pytest.raises(ValueError, match="K-major"):
+        HopperVariant(HopperConfig(dtype="tfloat32"), "K", "MN")
+
+
+def ptx_d_fragment(thread, i):
+    """Row and column of accumulator i of a warpgroup thread, from the PTX ISA's wgmma D
+    fragment (written out here independently of layoutalg)."""
+    w, lane = divmod(thread, 32)
+    g, t = divmod(lane, 4)
+    j, e = divmod(i, 4)
+    return 16 * w + g + 8 * (e // 2), 8 * j + 2 * t + e % 2
+
+
+@pytest.mark.parametrize("bm, bn", [(128, 128), (64, 256), (64, 64)])
+def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
+    from gemm.hopper_gen import hopper_plan
+    p = hopper_plan(HopperVariant(HopperConfig(bM=bm, bN=bn)))
+    for t in range(128):
+        row0, col0 = p.thread_base[t]
+        placed = {}
+        for reg, r, c in p.store_plan:
+            placed[reg] = (row0 + r, col0 + c)
+            placed[reg + 1] = (row0 + r, col0 + c + 1)
+        assert sorted(placed) == list(range(bm * bn // 128))
+        for reg, (row, col) in placed.items():
+            a, i = divmod(reg, bn // 2)
+            want_r, want_c = ptx_d_fragment(t, i)
+            assert (row, col) == (64 * a + want_r, want_c)
+
+
+@pytest.mark.parametrize("dtype, a_major, b_major", [
+    ("bfloat16", "K", "K"), ("bfloat16", "MN", "MN"), ("float16", "K", "MN"),
+    ("tfloat32", "K", "K")])
+def test_descriptors_and_boxes(dtype, a_major, b_major):
+    from layoutalg.atom.gmma import GmmaDescriptor
+    from gemm.hopper_gen import hopper_plan
+    cfg = HopperConfig(dtype=dtype)
+    p = hopper_plan(HopperVariant(cfg, a_major, b_major))
+    mode = 1 << 62                              # 128-byte swizzle
+    for d in [x for row in p.desc_x for x in row] + p.desc_y:
+        assert d & (3 << 62) == mode
+    # K-major: a k-block of the instruction is 32 bytes further (2 units of 16 bytes)
+    if a_major == "K":
+        assert [d - p.desc_x[0][0] for d in p.desc_x[0]] == [2 * i for i in range(p.kblocks)]
+        assert p.consumer_step == cfg.bM * 128 // 16       # the next consumer's rows
+    assert p.copy_x.bytes == cfg.tile_m * 128 and p.copy_y.bytes == cfg.bN * 128
+    assert p.copy_x.swizzle == p.copy_y.swizzle == 128
+    assert GmmaDescriptor(0, 16, 1024, 128).encode() & (3 << 62) == mode
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(schedule="pingpong", stages=2),
+                                dict(consumers=1, delay_release=0)])
+def test_the_kernels_pipeline_schedule_is_right(kw):
+    from gemm.hopper_gen import pipeline_of
+    from gemm.pipeline_sm90 import check_schedule
+    p = pipeline_of(HopperVariant(HopperConfig(**kw)))
+    for tiles, steps in ((1, 1), (3, 5), (4, 2)):
+        check_schedule(p.schedule(tiles, steps), p, interleavings=20)
+
+
+needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulator")
+
+
+@needs_ptx
+@pytest.mark.parametrize("kw, n, k, regs, wait", [
+    (dict(), 256, 16, (40, 232), 0),
+    (dict(config=HopperConfig(bM=128, bN=128, stages=4, delay_release=1)), 128, 16, (40, 232),
+     1),
+    (dict(dtype="tfloat32", out_dtype="bfloat16"), 256, 8, (40, 232), 0),
+    (dict(config=HopperConfig(bM=64, bN=256, consumers=1, delay_release=1), a_major="MN",
+          b_major="MN", out_dtype="float16"), 256, 16, None, 1),
+    (dict(config=HopperConfig(bM=128, bN=128, schedule="pingpong", stages=6, delay_release=1),
+          dtype="float16"), 128, 16, (40, 232), 1),
+])
+def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.hopper import ptx
+    text = ptx(**kw)
+    assert ".target sm_90a" in text
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k{k}" in text
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier" in text
+    assert "mbarrier.try_wait.parity" in text and "mbarrier.arrive.expect_tx" in text
+    assert "elect.sync" in text and f"wgmma.wait_group.sync.aligned {wait}" in text
+    # each descriptor reaches wgmma as two 32-bit halves (gemm.arch.sm90.wgmma_tile)
+    assert "mov.b64 da, {" in text and "mov.b64 db, {" in text
+    if regs:
+        assert f"setmaxnreg.dec.sync.aligned.u32 {regs[0]}" in text
+        assert f"setmaxnreg.inc.sync.aligned.u32 {regs[1]}" in text
+    else:
+        assert "setmaxnreg" not in text
+    assert not local_memory_ops(text), local_memory_ops(text)[:5]
+    (usage,) = ptxas_usage(text, (9, 0, "a"))
+    assert usage.spills == 0 and usage.local == 0, usage
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_store_pairs_twin(vector):
+    from gemm.arch.sim_tile import store_pairs_tile       # pure numpy
+    plan = ((0, 0, 0), (2, 1, 2))
+    acc = np.float32([1, 2, 3, 4])
+    C = np.full(3 * 4, 10, np.float32)
+    store_pairs_tile("float32", plan, vector)(C, acc, 2.0, 0.5, 1, 1, 3, 4, 4)
+    # rows 1 and 2 (M = 3), columns 1..2 then 3..4 (N = 4: column 4 is outside)
+    want = np.full((3, 4), 10, np.float32)
+    want[1, 1:3] = [2 + 5, 4 + 5]
+    want[2, 3] = 6 + 5
+    np.testing.assert_array_equal(C.reshape(3, 4), want)
+
+
+def test_store_pairs_twin_rounds_to_bfloat16():
+    from gemm.arch.sim_tile import store_pairs_tile
+    C = np.zeros(2, np.uint16)
+    store_pairs_tile("bfloat16", ((0, 0, 0),))(C, np.float32([1 + 2 ** -9, -3]), 1.0, 0.0,
+                                               0, 0, 1, 2, 2)
+    assert C.tolist() == [0x3F80, 0xC040]      # 1 + 2^-9 rounds to 1 (even); -3 exact
+    with pytest.raises(ValueError, match="even column"):
+        store_pairs_tile("float32", ((0, 0, 1),), True)
+
+
+@needs_ptx
+def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
+    from gemm import hopper, precompile
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
+    got = precompile.hopper_variants()
+    assert len(got) == len(set(got)) == 8 + 8 + 1         # bf16, f16: 4 majors x 2 outs; tf32
+    assert all(v.config == HopperConfig(dtype=v.config.dtype) for v in got)
+    assert {(v.a_major, v.b_major, v.out_dtype) for v in got
+            if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
+    assert precompile.hopper_variants() == []

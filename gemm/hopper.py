@@ -34,7 +34,7 @@ from .codegen import kernel_module, module_name
 from .launch import Launcher
 from .operands import (check_same_device, check_spans, current_stream, kernel_buffer, operand,
                        output_operand)
-from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, _TYPED
+from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, operand_dtype
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant"]
@@ -287,7 +287,7 @@ class _Call:
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
-        dtype = _dtype(a, b, config, caller)
+        dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, stored = _out_dtype(out, out_dtype, caller)
         self.out, c = output_operand(caller, out, a, (m, n), False, dtype=stored or out_dtype,
                                      beta=beta)
@@ -330,26 +330,6 @@ class _Call:
         sms = _sm_count(c.device)
         self.grid = (max(1, min(tiles, sms)), 1, 1)
         self.stream_of = a
-
-
-def _dtype(a, b, config, caller):
-    typed = set()
-    for name, op in (("A", a), ("B", b)):
-        if op.dtype in _TYPED:
-            typed.add(_TYPED[op.dtype])
-        elif op.dtype not in RAW16:
-            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
-                            "float16, float32 (as tf32), or 16-bit integers holding "
-                            "bfloat16/float16 bits")
-    if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
-        raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
-    if typed:
-        return typed.pop()
-    dtype = (config or HopperConfig()).dtype
-    if dtype == "tfloat32":
-        raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
-                        "config.dtype is tfloat32")
-    return dtype
 
 
 def _out_dtype(out, out_dtype, caller):

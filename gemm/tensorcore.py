@@ -355,22 +355,29 @@ class _Call:
 
     @staticmethod
     def _dtype(a, b, config, caller):
-        typed = set()
-        for name, op in (("A", a), ("B", b)):
-            if op.dtype in _TYPED:
-                typed.add(_TYPED[op.dtype])
-            elif op.dtype not in RAW16:
-                raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
-                                "float16, float32 (as tf32), or 16-bit integers holding "
-                                "bfloat16/float16 bits")
-        if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
-            raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
-        if typed:
-            return typed.pop()
-        if config.dtype == "tfloat32":
-            raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
-                            "config.dtype is tfloat32")
-        return config.dtype
+        return operand_dtype(a, b, config.dtype, caller)
+
+
+def operand_dtype(a, b, raw16, caller):
+    """What the tensor cores compute operands ``a`` and ``b`` (gemm.operands) with:
+    "bfloat16", "float16" or "tfloat32" (float32), both the same; 16-bit integer operands hold
+    the bits of ``raw16`` (a config's dtype). TypeError otherwise."""
+    typed = set()
+    for name, op in (("A", a), ("B", b)):
+        if op.dtype in _TYPED:
+            typed.add(_TYPED[op.dtype])
+        elif op.dtype not in RAW16:
+            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
+                            "float16, float32 (as tf32), or 16-bit integers holding "
+                            "bfloat16/float16 bits")
+    if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
+        raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
+    if typed:
+        return typed.pop()
+    if raw16 == "tfloat32":
+        raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
+                        "config.dtype is tfloat32")
+    return raw16
 
 
 @lru_cache(maxsize=256)

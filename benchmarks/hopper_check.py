@@ -7,8 +7,9 @@ Run on an H100/H200 host from the project root (after the wheel line of
     python3 benchmarks/hopper_check.py [--json PATH] [--sizes N ...] [--configs SPEC ...]
         [--sections bf16 bf16_nn f16 tf32] [--no-correctness] [--no-timing] [--reps R]
 
-A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:p]`` (D delay_release, G group_m, R the
-producer's registers, 0 for no setmaxnreg, p the pingpong schedule), or ``default``.
+A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:p|:plain]`` (D delay_release, G group_m,
+R the producer's registers, 0 for no setmaxnreg, p the pingpong schedule, plain the plain
+pipeline with one warpgroup), or ``default``.
 
 1. Correctness (:func:`cases`): the seed's bf16 cubes, random odd shapes for every dtype x
    majors x out dtype, alpha/beta into row- and column-major outputs, K not a multiple of the
@@ -53,8 +54,8 @@ def parse_config(spec, dtype):
     bm, bn = (int(x) for x in parts[0].split("x"))
     kw = dict(bM=bm, bN=bn, stages=int(parts[1]), consumers=int(parts[2]), dtype=dtype)
     for p in parts[3:]:
-        if p == "p":
-            kw["schedule"] = "pingpong"
+        if p in ("p", "plain"):
+            kw["schedule"] = "pingpong" if p == "p" else "plain"
             continue
         key = {"d": "delay_release", "g": "group_m", "r": "memory_registers"}[p[0]]
         kw[key] = int(p[1:]) if not (p[0] == "r" and p[1:] == "0") else None
@@ -98,6 +99,11 @@ def cases(seed=None):
     add("bfloat16", 300, 260, 1000, bm="col", spec="64x128:6:2")
     add("bfloat16", 300, 260, 1000, bm="col", spec="128x128:4:2:r0")
     add("tfloat32", 300, 260, 1000, bm="col", spec="128x64:4:2")
+    # the plain pipeline (one warpgroup, no producer), one and two blocks per SM
+    for spec in ("128x128:3:1:plain", "128x128:4:1:d0:plain", "64x256:3:1:d0:plain"):
+        add("bfloat16", 300, 260, 1000, bm="col", spec=spec)
+    add("float16", 3000, 2100, 200, am="col", od="float16", spec="128x128:3:1:plain")
+    add("tfloat32", 333, 129, 104, bm="col", om="col", beta=0.5, spec="128x128:3:1:d0:plain")
     # pingpong: more tiles than an H100's 132 blocks, so that each consumer takes turns
     for spec in ("128x128:4:2:p", "64x256:5:2:d0:p", "128x128:2:2:p", "128x128:6:2:p"):
         add("bfloat16", 1500, 2100, 520, bm="col", spec=spec)

@@ -7,7 +7,7 @@ Run on an H100/H200 host from the project root:
 The cases (from benchmarks/hopper_check.py's operands and checks): bf16 with partial tiles in
 M, N and K for both B majors, a column-major out with beta != 0, a ring of 2 slots without
 delay_release and one consumer warpgroup, a pingpong ring of 2 slots with more tiles than
-blocks, tf32 with a bf16 out. This process compiles their
+blocks, the plain pipeline with two blocks per SM, tf32 with a bf16 out. This process compiles their
 variants first; then, per tool, it runs itself with ``--child`` under ``compute-sanitizer
 --tool TOOL``: the child runs and checks every case and exits non-zero on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
@@ -36,6 +36,7 @@ def cases():
             dict(base, out_major="col", alpha=0.5, beta=-1.0),
             dict(base, spec="128x128:2:1:d0"),
             dict(base, m=2000, n=1100, spec="128x128:2:2:p"),     # 144 tiles: turns taken
+            dict(base, m=2000, n=2100, spec="128x128:3:1:plain"),  # 272 tiles, 2 per SM
             dict(base, dtype="tfloat32", m=77, n=64, k=100, out_dtype="bfloat16")]
 
 

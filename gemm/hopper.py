@@ -40,6 +40,8 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant"]
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
+SCHEDULES = ("cooperative", "pingpong", "plain")
+SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 
 
@@ -59,7 +61,9 @@ class HopperConfig:
     (None: 128-byte K rows, 64 bf16/f16 or 32 tf32 elements), ``stages`` ring slots,
     ``consumers`` warpgroups, ``schedule`` how they share the block's tiles ("cooperative":
     a tile of consumers * bM x bN rows, each consumer bM of them; "pingpong": each consumer
-    its own bM x bN tiles in turn, one storing while the other multiplies), ``delay_release``
+    its own bM x bN tiles in turn, one storing while the other multiplies; "plain": no
+    producer, one warpgroup (consumers=1) loads and multiplies, Pallas' ``emit_pipeline``,
+    two blocks per SM where shared memory allows), ``delay_release``
     (1: a slot is released one step late, keeping one wgmma group in flight), ``group_m`` (tile
     rows a sweep covers before the next tile column), ``dtype``, ``memory_registers`` (the
     producer's registers after ``setmaxnreg``, the consumers taking the rest; None: no
@@ -112,9 +116,12 @@ class HopperConfig:
         if self.bM * self.bN // 128 > 128:
             raise ValueError(f"HopperConfig: bM x bN = {self.bM} x {self.bN} needs "
                              f"{self.bM * self.bN // 128} accumulators per thread; at most 128")
-        if self.schedule not in ("cooperative", "pingpong"):
-            raise ValueError(f"HopperConfig: schedule must be 'cooperative' or 'pingpong', got "
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"HopperConfig: schedule must be one of {SCHEDULES}, got "
                              f"{self.schedule!r}")
+        if self.schedule == "plain" and self.consumers != 1:
+            raise ValueError("HopperConfig: the plain schedule has one warpgroup that loads "
+                             f"and multiplies: consumers must be 1, got {self.consumers}")
         if self.consumers == 1:
             object.__setattr__(self, "memory_registers", None)
         if self.memory_registers is not None and self.memory_registers not in range(24, 257, 8):
@@ -131,7 +138,15 @@ class HopperConfig:
 
     @property
     def threads(self):
-        return 128 * (1 + self.consumers)
+        return 128 * (self.consumers + (self.schedule != "plain"))
+
+    @property
+    def blocks_per_sm(self):
+        """Blocks the persistent grid places on each SM: 1, or for the plain schedule 2
+        where two rings (and each block's 2 KiB of reserved and static shared memory) fit."""
+        if self.schedule != "plain":
+            return 1
+        return 2 if 2 * (self.shared_bytes + 2048) <= SM_SHARED else 1
 
     @property
     def tile_m(self):
@@ -192,9 +207,11 @@ def hopper_function(variant):
 
 @lru_cache(maxsize=None)
 def hopper_kernel(variant):
-    """The variant's numba ``cuda.jit`` kernel (one block per SM: its launch bounds)."""
+    """The variant's numba ``cuda.jit`` kernel (launch bounds: its threads and blocks per
+    SM)."""
     from numba import cuda
-    return cuda.jit(variant.signature, launch_bounds=(variant.config.threads, 1))(
+    cfg = variant.config
+    return cuda.jit(variant.signature, launch_bounds=(cfg.threads, cfg.blocks_per_sm))(
         hopper_function(variant))
 
 
@@ -205,7 +222,7 @@ def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="floa
     from numba import cuda
     v = _variant(config, dtype, a_major, b_major, out_dtype)
     text, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
-                               launch_bounds=(v.config.threads, 1))
+                               launch_bounds=(v.config.threads, v.config.blocks_per_sm))
     return text
 
 
@@ -328,7 +345,7 @@ class _Call:
         self.scalars = (mm, nn, k, ldc, float(alpha), float(beta))
         tiles = -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
         sms = _sm_count(c.device)
-        self.grid = (max(1, min(tiles, sms)), 1, 1)
+        self.grid = (max(1, min(tiles, sms * cfg.blocks_per_sm)), 1, 1)
         self.stream_of = a
 
 

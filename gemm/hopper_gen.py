@@ -17,7 +17,8 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
   registers: ``alpha * acc + beta * C`` converted to the output type, predicated at the
   edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc allow;
 - the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.pipeline_sm90`:
-  "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn);
+  "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn;
+  "plain" has no producer: one warpgroup loads and multiplies, ``emit_pipeline``);
 - persistent blocks over the output tiles in grouped order: ``group_m`` tile rows of one
   tile column, then the next column (the tiles running at once share X and Y panels in L2).
 """
@@ -32,7 +33,7 @@ from layoutalg.atom.tma import make_tma_copy
 
 from .codegen import Source
 from .pipeline_sm90 import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
-                            emit_pipeline_warp_specialized)
+                            emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
 
@@ -142,9 +143,9 @@ def hopper_plan(v):
 def _coords(group_m):
     def coords(src, tile):
         src(f"pg = U({group_m}) * tiles_n",
-            f"g0 = (tile // pg) * U({group_m})",
+            f"g0 = ({tile} // pg) * U({group_m})",
             f"gs = min(tiles_m - g0, U({group_m}))",
-            "gr = tile - (tile // pg) * pg",
+            f"gr = {tile} - ({tile} // pg) * pg",
             "tm = g0 + gr % gs", "tn = gr // gs")
         return ("tm", "tn")
     return coords
@@ -195,13 +196,9 @@ def hopper_source(v):
         src(f"{store}(C, acc, alpha, beta, {tm} * U({p.rows}) + row_t, "
             f"{tn} * U({cfg.bN}) + col_t, M, N, ldc)")
 
-    pipe = emit_pipeline_warp_specialized(
-        body, PersistentGrid("tiles_m * tiles_n", f"(K + U({cfg.bK - 1})) // U({cfg.bK})",
-                             _coords(cfg.group_m)),
-        p.specs(), max_concurrent_steps=cfg.stages, delay_release=cfg.delay_release,
-        num_compute_wgs=cfg.consumers, memory_registers=cfg.memory_registers,
-        compute_context=ComputeContext(setup=setup, after_tile=after_tile),
-        consumer_schedule=cfg.schedule)
+    pipe = _pipeline(v, body, PersistentGrid(
+        "tiles_m * tiles_n", f"(K + U({cfg.bK - 1})) // U({cfg.bK})", _coords(cfg.group_m)),
+        ComputeContext(setup=setup, after_tile=after_tile))
     with src.block("def kernel(XM, YM, C, M, N, K, ldc, alpha, beta):"):
         src("sm = cuda.shared.array(0, uint8, alignment=1024)",
             f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
@@ -210,11 +207,19 @@ def hopper_source(v):
     return src.text()
 
 
+def _pipeline(v, body, grid, context):
+    """The variant's pipeline: plain, or warp-specialized with its consumer schedule."""
+    p, cfg = hopper_plan(v), v.config
+    if cfg.schedule == "plain":
+        return emit_pipeline(body, grid, p.specs(), max_concurrent_steps=cfg.stages,
+                             delay_release=cfg.delay_release, compute_context=context)
+    return emit_pipeline_warp_specialized(
+        body, grid, p.specs(), max_concurrent_steps=cfg.stages,
+        delay_release=cfg.delay_release, num_compute_wgs=cfg.consumers,
+        memory_registers=cfg.memory_registers, compute_context=context,
+        consumer_schedule=cfg.schedule)
+
+
 def pipeline_of(v):
     """The variant's pipeline (for its schedule and sizes), without writing code."""
-    p = hopper_plan(v)
-    cfg = v.config
-    return emit_pipeline_warp_specialized(
-        None, PersistentGrid("tiles", "steps"), p.specs(), max_concurrent_steps=cfg.stages,
-        delay_release=cfg.delay_release, num_compute_wgs=cfg.consumers,
-        memory_registers=cfg.memory_registers, consumer_schedule=cfg.schedule)
+    return _pipeline(v, None, PersistentGrid("tiles", "steps"), None)

@@ -35,6 +35,11 @@ passed all its waits for the previous tile, and then signals ``order[c + 1]``. W
 consumer could wait for a slot's phase two fills ahead, and a parity wait cannot tell that
 phase from the one two before it: it would read a slot before its bytes land.
 
+The plain pipeline (:class:`WgmmaPipeline`, Pallas' ``emit_pipeline``) is the same ring
+without warp specialization: one warpgroup waits for a slot, multiplies, and after a
+``wgmma.wait_group`` and a block barrier its thread 0 refills the freed slot; it is what
+warp specialization is measured against (benchmarks/RESULTS.md).
+
 ``delay_release = 1`` (Pallas' meaning, the seed's wgmma pipeline) keeps one wgmma group in
 flight while the next step's loads are waited for: a slot is released only once the group
 that read it has completed. The same plan is data: :meth:`WarpSpecializedPipeline.schedule`
@@ -52,11 +57,13 @@ landed, and that nothing deadlocks.
 'ok: 8 steps, 2 cooperative consumers, 3 slots, delay_release 1, 200 interleavings'
 """
 
-import random
 from dataclasses import dataclass
 
+from .pipeline_sm90_model import check_schedule
+
 __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeline",
-           "emit_pipeline_warp_specialized", "check_schedule", "ARCH_IMPORTS_SM90"]
+           "emit_pipeline_warp_specialized", "WgmmaPipeline", "emit_pipeline",
+           "check_schedule", "ARCH_IMPORTS_SM90"]
 
 # The gemm.arch.sm90 names the emitted code calls; a kernel module imports them.
 ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
@@ -126,7 +133,60 @@ def _round_up(x, m):
     return -(-x // m) * m
 
 
-class WarpSpecializedPipeline:
+class _Ring:
+    """What both pipelines share: a ring of ``stages`` slots, each holding one step's TMA
+    inputs (each at a 1 KiB-aligned offset of the slot), the grid, the body and the compute
+    context; ``fn`` names the caller in errors."""
+
+    kind = None
+
+    def __init__(self, fn, body, grid, in_specs, out_specs, max_concurrent_steps,
+                 delay_release, compute_context):
+        if out_specs:
+            raise ValueError(f"{fn}: out_specs are not supported; write outputs in the "
+                             "compute_context's after_tile (epilogue)")
+        if not in_specs or not all(isinstance(s, TmaSpec) for s in in_specs):
+            raise ValueError(f"{fn}: in_specs must be TmaSpecs")
+        if not (isinstance(max_concurrent_steps, int) and max_concurrent_steps >= 2):
+            raise ValueError(f"{fn}: max_concurrent_steps must be an int >= 2, got "
+                             f"{max_concurrent_steps!r}")
+        if delay_release not in (0, 1):
+            raise ValueError(f"{fn}: delay_release must be 0 or 1 (wgmma groups kept in "
+                             f"flight), got {delay_release!r}")
+        self.body, self.grid, self.in_specs = body, grid, tuple(in_specs)
+        self.stages, self.delay = max_concurrent_steps, delay_release
+        self.context = compute_context or ComputeContext()
+        offsets, at = [], 0
+        for spec in self.in_specs:
+            offsets.append(at)
+            at += _round_up(spec.bytes, SLOT_ALIGN)
+        self.offsets, self.slot_bytes = tuple(offsets), at
+        self.step_bytes = sum(s.bytes for s in self.in_specs)
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory to launch with: the ring, plus room to align it."""
+        return self.stages * self.slot_bytes + SLOT_ALIGN
+
+    def _slot(self, src, it="it", s="s", ph="ph", slot="slot"):
+        """``s``, ``ph`` and ``slot``: the slot, phase parity and slot offset of step ``it``
+        of the block's sequence."""
+        S = self.stages
+        src(f"{s} = {it} % U({S})", f"{ph} = ({it} // U({S})) & U(1)",
+            f"{slot} = pad + {s} * U({self.slot_bytes})")
+
+    def _emit_load(self, src, smem, bars, coords, k, slot, s):
+        """Arrive on ``full[s]`` expecting the step's bytes, and issue its TMA loads (tile
+        ``coords``, step ``k``) into the slot at ``slot``."""
+        src(f"mbarrier_arrive_expect_tx({bars}, {s}, U({self.step_bytes}))")
+        for spec, off in zip(self.in_specs, self.offsets):
+            c0, c1 = spec.index_map(coords, k)
+            for at, d0, d1 in spec.boxes:
+                src(f"tma_load_2d({smem}, {slot} + U({off + at}), {spec.tensor_map}, "
+                    f"{c0} + U({d0}), {c1} + U({d1}), {bars}, {s})")
+
+
+class WarpSpecializedPipeline(_Ring):
     """See the module. ``memory_registers``: the producer's registers per thread after
     ``setmaxnreg.dec`` (None: no setmaxnreg); the consumers take what is left of the
     register file (``compute_registers``), rounded down to a multiple of 8, at most 240."""
@@ -134,48 +194,32 @@ class WarpSpecializedPipeline:
     def __init__(self, body, grid, in_specs, out_specs=(), max_concurrent_steps=2,
                  delay_release=0, num_compute_wgs=1, memory_registers=40,
                  compute_context=None, consumer_schedule="cooperative"):
-        if out_specs:
-            raise ValueError("emit_pipeline_warp_specialized: out_specs are not supported; "
-                             "write outputs in the compute_context's after_tile (epilogue)")
-        if not in_specs or not all(isinstance(s, TmaSpec) for s in in_specs):
-            raise ValueError("emit_pipeline_warp_specialized: in_specs must be TmaSpecs")
-        if not (isinstance(max_concurrent_steps, int) and max_concurrent_steps >= 2):
-            raise ValueError("emit_pipeline_warp_specialized: max_concurrent_steps must be an "
-                             f"int >= 2, got {max_concurrent_steps!r}")
-        if delay_release not in (0, 1):
-            raise ValueError("emit_pipeline_warp_specialized: delay_release must be 0 or 1 "
-                             f"(wgmma groups kept in flight), got {delay_release!r}")
+        fn = "emit_pipeline_warp_specialized"
+        super().__init__(fn, body, grid, in_specs, out_specs, max_concurrent_steps,
+                         delay_release, compute_context)
         if num_compute_wgs not in (1, 2, 3):
-            raise ValueError("emit_pipeline_warp_specialized: num_compute_wgs must be 1, 2 or "
-                             f"3, got {num_compute_wgs!r}")
+            raise ValueError(f"{fn}: num_compute_wgs must be 1, 2 or 3, got "
+                             f"{num_compute_wgs!r}")
         if consumer_schedule not in ("cooperative", "pingpong"):
-            raise ValueError("emit_pipeline_warp_specialized: consumer_schedule must be "
-                             f"'cooperative' or 'pingpong', got {consumer_schedule!r}")
+            raise ValueError(f"{fn}: consumer_schedule must be 'cooperative' or 'pingpong', "
+                             f"got {consumer_schedule!r}")
+        self.kind = consumer_schedule
         self.pingpong = consumer_schedule == "pingpong"
-        self.body, self.grid, self.in_specs = body, grid, tuple(in_specs)
-        self.stages, self.delay = max_concurrent_steps, delay_release
         self.consumers = num_compute_wgs
-        self.context = compute_context or ComputeContext()
         self.memory_registers = memory_registers
         if memory_registers is not None:
             if not (isinstance(memory_registers, int) and 24 <= memory_registers <= 256
                     and memory_registers % 8 == 0):
-                raise ValueError("emit_pipeline_warp_specialized: memory_registers must be a "
-                                 f"multiple of 8 in 24..256, got {memory_registers!r}")
+                raise ValueError(f"{fn}: memory_registers must be a multiple of 8 in "
+                                 f"24..256, got {memory_registers!r}")
             left = REGISTER_FILE // 128 - memory_registers
             self.compute_registers = min(240, left // self.consumers // 8 * 8)
             if self.compute_registers < self.launch_registers:
-                raise ValueError("emit_pipeline_warp_specialized: memory_registers="
-                                 f"{memory_registers} leaves the consumers fewer registers "
-                                 f"than the launch gives ({self.launch_registers})")
+                raise ValueError(f"{fn}: memory_registers={memory_registers} leaves the "
+                                 "consumers fewer registers than the launch gives "
+                                 f"({self.launch_registers})")
         else:
             self.compute_registers = None
-        offsets, at = [], 0
-        for spec in self.in_specs:
-            offsets.append(at)
-            at += _round_up(spec.bytes, SLOT_ALIGN)
-        self.offsets, self.slot_bytes = tuple(offsets), at
-        self.step_bytes = sum(s.bytes for s in self.in_specs)
 
     @property
     def readers(self):
@@ -190,11 +234,6 @@ class WarpSpecializedPipeline:
     def launch_registers(self):
         """Registers per thread a one-block-per-SM launch allows (ptxas rounds to 8)."""
         return min(255, REGISTER_FILE // self.threads) // 8 * 8
-
-    @property
-    def shared_bytes(self):
-        """Dynamic shared memory to launch with: the ring, plus room to align it."""
-        return self.stages * self.slot_bytes + SLOT_ALIGN
 
     # --- the plan, shared by the code and the schedule ------------------------------------
 
@@ -244,12 +283,6 @@ class WarpSpecializedPipeline:
         """full[stages], empty[stages], and order[consumers] when pingpong."""
         return 2 * self.stages + (self.consumers if self.pingpong else 0)
 
-    def _slot(self, src):
-        """``s`` and ``ph``: the slot and phase parity of sequence step ``it``."""
-        S = self.stages
-        src(f"s = it % U({S})", f"ph = (it // U({S})) & U(1)",
-            f"slot = pad + s * U({self.slot_bytes})")
-
     def _emit_producer(self, src, smem, bars):
         S = self.stages
         src("it = U(0)", "tile = bx")
@@ -258,13 +291,8 @@ class WarpSpecializedPipeline:
             src("k = U(0)")
             with src.block("while k < steps:"):
                 self._slot(src)
-                src(f"mbarrier_wait({bars}, U({S}) + s, ph ^ U(1))",
-                    f"mbarrier_arrive_expect_tx({bars}, s, U({self.step_bytes}))")
-                for spec, off in zip(self.in_specs, self.offsets):
-                    c0, c1 = spec.index_map(coords, "k")
-                    for at, d0, d1 in spec.boxes:
-                        src(f"tma_load_2d({smem}, slot + U({off + at}), {spec.tensor_map}, "
-                            f"{c0} + U({d0}), {c1} + U({d1}), {bars}, s)")
+                src(f"mbarrier_wait({bars}, U({S}) + s, ph ^ U(1))")
+                self._emit_load(src, smem, bars, coords, "k", "slot", "s")
                 src("it += U(1)", "k += U(1)")
             src("tile += gx")
 
@@ -389,151 +417,121 @@ def emit_pipeline_warp_specialized(body, grid, in_specs, out_specs=(), max_concu
                                    compute_context, consumer_schedule)
 
 
-# --- the model -----------------------------------------------------------------------------
+class WgmmaPipeline(_Ring):
+    """The plain (not warp-specialized) wgmma pipeline, Pallas' ``emit_pipeline``: one
+    warpgroup both loads and multiplies. Thread 0 fills the ring's ``stages`` slots ahead
+    (the first ``stages`` steps of the block's sequence); at each step every thread waits for
+    ``full[s]``, issues the body's wgmma group and waits until at most ``delay_release``
+    groups are pending; then the warpgroup synchronizes (every warp's group reading the freed
+    slot has completed) and thread 0 refills the freed slot (of this step with delay_release
+    0, of the one before with 1) with the step ``stages`` later. No empty barriers: one
+    warpgroup orders its own reads and writes. A tile's last step is waited for before the
+    epilogue (its accumulators must be complete)."""
 
-class _Barrier:
-    """An mbarrier: ``count`` arrivals (and the expected transaction bytes) complete a phase;
-    ``phase`` counts completed phases; a wait for parity P passes when the phase of parity P
-    has completed, i.e. ``phase & 1 != P``."""
+    kind = "plain"
+    consumers = 1
+    readers = 1
+    threads = 128
 
-    def __init__(self, count):
-        self.count, self.pending, self.tx, self.phase = count, count, 0, 0
+    def __init__(self, body, grid, in_specs, out_specs=(), max_concurrent_steps=2,
+                 delay_release=0, compute_context=None):
+        super().__init__("emit_pipeline", body, grid, in_specs, out_specs,
+                         max_concurrent_steps, delay_release, compute_context)
 
-    def arrive(self, tx=0):
-        self.pending -= 1
-        self.tx += tx
-        self._complete()
+    def emit(self, src, smem="sm", bars="bars"):
+        """Write the pipeline into ``src`` inside a kernel of 128 threads whose dynamic
+        shared array (bytes) is ``smem``; declares ``bars`` and ``t``, ``wg``, ``lane``,
+        ``cw`` (0: the consumer index the context sees)."""
+        S, ctx = self.stages, self.context
+        src(f"{bars} = cuda.shared.array({S}, uint64, alignment=8)",
+            "t = U(cuda.threadIdx.x)", "wg = U(0)", "cw = U(0)", "lane = t % U(32)",
+            f"pad = shared_offset_of({smem}, U({SLOT_ALIGN}))")
+        with src.block("if t == U(0):"):
+            with src.block(f"for i in range({S}):"):
+                src(f"mbarrier_init({bars}, U(i), U(1))")
+            src("fence_mbarrier_init()")
+        src("cuda.syncthreads()", "bx = U(cuda.blockIdx.x)", "gx = U(cuda.gridDim.x)",
+            f"tiles = {self.grid.tiles}", f"steps = {self.grid.steps}",
+            "total = U(0)")
+        with src.block("if bx < tiles:"):
+            src("total = (tiles - bx + gx - U(1)) // gx * steps")
+        if ctx.setup:
+            ctx.setup(src, "cw")
+        with src.block("if t == U(0):"):           # the first lap of the ring
+            src("g = U(0)")
+            with src.block(f"while g < total and g < U({S}):"):
+                self._emit_refill(src, smem, bars, "g")
+                src("g += U(1)")
+        src("it = U(0)", "tile = bx")
+        with src.block("while tile < tiles:"):
+            if ctx.before_tile:
+                ctx.before_tile(src, self.grid.emit_coords(src, "tile"))
+            src("k = U(0)")
+            with src.block("while k < steps:"):
+                self._slot(src)
+                src(f"mbarrier_wait({bars}, s, ph)", "wgmma_fence()")
+                self.body(src, Step("k", "slot", self.offsets, "k == U(0)", "cw"))
+                src("wgmma_commit()", f"wgmma_wait({self.delay})")
+                if self.delay:
+                    with src.block("if k > U(0):"):
+                        self._emit_free(src, smem, bars, "it - U(1)")
+                else:
+                    self._emit_free(src, smem, bars, "it")
+                src("it += U(1)", "k += U(1)")
+            if self.delay:
+                src("wgmma_wait(0)")
+                with src.block("if steps > U(0):"):
+                    self._emit_free(src, smem, bars, "it - U(1)")
+            coords = self.grid.emit_coords(src, "tile")
+            if ctx.after_tile:
+                ctx.after_tile(src, coords, "steps")
+            src("tile += gx")
 
-    def land(self, nbytes):
-        self.tx -= nbytes
-        self._complete()
+    def _emit_free(self, src, smem, bars, done):
+        """Step ``done``'s groups have completed in every warp: thread 0 refills its slot."""
+        src("cuda.syncthreads()")
+        with src.block(f"if t == U(0) and {done} + U({self.stages}) < total:"):
+            self._emit_refill(src, smem, bars, f"{done} + U({self.stages})")
 
-    def _complete(self):
-        if self.pending < 0 or self.tx < 0:
-            raise AssertionError("mbarrier: more arrivals or bytes than the phase expects")
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
+    def _emit_refill(self, src, smem, bars, g):
+        """Load step ``g`` of the block's sequence (tile ``g // steps`` of the block) into its
+        slot (the names bound here are the load's own: ``ls``, ``lslot``, ``lk``, and the
+        grid's coordinate names, rebound before the epilogue)."""
+        src(f"lt = bx + ({g}) // steps * gx", f"lk = ({g}) % steps")
+        coords = self.grid.emit_coords(src, "lt")
+        self._slot(src, it=f"({g})", s="ls", ph="lph", slot="lslot")
+        self._emit_load(src, smem, bars, coords, "lk", "lslot", "ls")
 
-    def passes(self, parity):
-        return (self.phase & 1) != parity
+    def schedule(self, tiles, steps):
+        """The warpgroup's events (role 0; no producer role) for a block running ``tiles``
+        tiles of ``steps`` steps; ``release`` marks the synchronization after which the
+        slot is no longer read (see :func:`check_schedule`)."""
+        S, total = self.stages, tiles * steps
+        ev = [("load", g, g % S) for g in range(min(S, total))]
+
+        def free(i):
+            ev.append(("release", i, i % S))
+            if i + S < total:
+                ev.append(("load", i + S, (i + S) % S))
+        for tile in range(tiles):
+            for k in range(steps):
+                i = tile * steps + k
+                ev += [("wait", "full", i % S, (i // S) & 1), ("mma", i, i % S),
+                       ("wgmma_wait", self.delay)]
+                if not self.delay:
+                    free(i)
+                elif k > 0:
+                    free(i - 1)
+            if self.delay and steps:
+                ev.append(("wgmma_wait", 0))
+                free(tile * steps + steps - 1)
+        return {"producer": [], 0: ev}
 
 
-def check_schedule(schedule, pipeline, interleavings=200, seed=0):
-    """Run ``schedule`` (from :meth:`WarpSpecializedPipeline.schedule`) against the model
-    under ``interleavings`` random orders of the roles and of TMA and wgmma completions (the
-    first two eager: producer first, consumers first). AssertionError naming the first
-    violation: a slot refilled while a consumer has not released it or a wgmma may still read
-    it, a step read before its bytes landed or with another step's data, a release before the
-    group reading the slot completed, a deadlock, a step not read or not released by every
-    consumer."""
-    S, consumers = pipeline.stages, pipeline.consumers
-    loads = [e for e in schedule["producer"] if e[0] == "load"]
-    total = len(loads)
-    readers = {}                        # step -> the consumers that read it
-    for c in range(consumers):
-        for e in schedule[c]:
-            if e[0] == "mma":
-                readers.setdefault(e[1], set()).add(c)
-    for run in range(interleavings):
-        _run_once(schedule, S, consumers, pipeline.readers, readers, total,
-                  random.Random(seed + run), run)
-    kind = "pingpong" if pipeline.pingpong else "cooperative"
-    return (f"ok: {total} steps, {consumers} {kind} consumers, {S} slots, delay_release "
-            f"{pipeline.delay}, {interleavings} interleavings")
-
-
-def _run_once(schedule, S, consumers, per_slot, step_readers, total, rng, run):
-    bars = {"full": [_Barrier(1) for _ in range(S)],
-            "empty": [_Barrier(4 * per_slot) for _ in range(S)],
-            "order": [_Barrier(4) for _ in range(consumers)]}
-    full, empty = bars["full"], bars["empty"]
-    held = [None] * S                   # the step whose data a slot holds (None: not landed)
-    readers = [set() for _ in range(S)]   # consumers that may still read the slot
-    in_flight = {c: [] for c in range(consumers)}   # per consumer: (step, slot) of groups
-    dma = []                            # TMA loads issued, not landed: (step, slot)
-    pc = {role: 0 for role in schedule}
-    read = {c: [] for c in range(consumers)}
-    roles = list(schedule)
-
-    def fail(what):
-        raise AssertionError(f"interleaving {run}: {what}")
-
-    def step(role):
-        """Try the role's next event; False if it must wait."""
-        ev = schedule[role][pc[role]]
-        kind = ev[0]
-        if kind == "wait":
-            if not bars[ev[1]][ev[2]].passes(ev[3]):
-                return False
-        elif kind == "arrive":
-            for _ in range(4):          # one arrival per warp
-                bars[ev[1]][ev[2]].arrive()
-        elif kind == "load":
-            _, i, s = ev
-            if readers[s]:
-                fail(f"step {i} refills slot {s} while consumers {sorted(readers[s])} may "
-                     "still read it")
-            if any(s == sl for groups in in_flight.values() for _, sl in groups):
-                fail(f"step {i} refills slot {s} while a wgmma group reads it")
-            held[s] = None
-            readers[s] = set(step_readers.get(i, ()))
-            full[s].arrive(tx=1)
-            dma.append((i, s))
-        elif kind == "mma":
-            _, i, s = ev
-            if held[s] != i:
-                fail(f"consumer {role} reads step {i} from slot {s} holding {held[s]}")
-            in_flight[role].append((i, s))
-            read[role].append(i)
-        elif kind == "wgmma_wait":
-            groups = in_flight[role]
-            del groups[:max(0, len(groups) - ev[1])]
-        elif kind == "release":
-            _, i, s = ev
-            if any(sl == s for _, sl in in_flight[role]):
-                fail(f"consumer {role} releases slot {s} (step {i}) while its wgmma reads it")
-            if role not in readers[s]:
-                fail(f"consumer {role} releases slot {s} (step {i}) twice")
-            readers[s].discard(role)
-            for _ in range(4):          # one arrival per warp
-                empty[s].arrive()
-        pc[role] += 1
-        return True
-
-    policy = run % 3        # 0: producer eager, 1: consumers eager, 2: random
-    while True:
-        live = [r for r in roles if pc[r] < len(schedule[r])]
-        if not live and not dma:
-            break
-        progressed = False
-        # asynchronous completions: TMA bytes land, wgmma groups finish (at random times)
-        if dma and (policy == 2 and rng.random() < 0.5 or policy != 2 and rng.random() < 0.3):
-            i, s = dma.pop(0)
-            held[s] = i
-            full[s].land(1)
-            progressed = True
-        order = (sorted(live, key=lambda r: r != "producer") if policy == 0 else
-                 sorted(live, key=lambda r: r == "producer") if policy == 1 else
-                 rng.sample(live, len(live)))
-        for role in order:
-            if step(role):
-                progressed = True
-                break
-        if not progressed and dma:
-            i, s = dma.pop(0)
-            held[s] = i
-            full[s].land(1)
-            progressed = True
-        if not progressed:
-            fail(f"deadlock: roles at {dict(pc)}")
-    for s, who in enumerate(readers):
-        if who:
-            fail(f"slot {s} is never released by consumers {sorted(who)}")
-    for c in range(consumers):
-        mine = sorted(i for i, who in step_readers.items() if c in who)
-        if read[c] != mine:
-            fail(f"consumer {c} read steps {read[c]}, not {mine} in order")
-    if sorted(step_readers) != list(range(total)) or any(
-            len(who) != per_slot for who in step_readers.values()):
-        fail(f"the steps are not each read by {per_slot} consumer(s): {step_readers}")
+def emit_pipeline(body, grid, in_specs, out_specs=(), max_concurrent_steps=2, delay_release=0,
+                  compute_context=None):
+    """A :class:`WgmmaPipeline` (Pallas' ``emit_pipeline`` arguments): one warpgroup loading
+    and multiplying; ``emit(src)`` inside a kernel of 128 threads, ``schedule(tiles, steps)``
+    for its events."""
+    return WgmmaPipeline(body, grid, in_specs, out_specs, max_concurrent_steps, delay_release,
+                         compute_context)

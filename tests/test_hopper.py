@@ -25,6 +25,7 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
     (dict(memory_registers=20), "memory_registers"),
     (dict(dtype="float32"), "dtype"),
     (dict(schedule="stream-k"), "schedule"),
+    (dict(schedule="plain", consumers=2), "consumers must be 1"),
 ])
 def test_bad_configs_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -87,7 +88,8 @@ def test_descriptors_and_boxes(dtype, a_major, b_major):
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(schedule="pingpong", stages=2),
-                                dict(consumers=1, delay_release=0)])
+                                dict(consumers=1, delay_release=0),
+                                dict(consumers=1, schedule="plain", delay_release=1)])
 def test_the_kernels_pipeline_schedule_is_right(kw):
     from gemm.hopper_gen import pipeline_of
     from gemm.pipeline_sm90 import check_schedule
@@ -109,6 +111,8 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
           b_major="MN", out_dtype="float16"), 256, 16, None, 1),
     (dict(config=HopperConfig(bM=128, bN=128, schedule="pingpong", stages=6, delay_release=1),
           dtype="float16"), 128, 16, (40, 232), 1),
+    (dict(config=HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain",
+                              delay_release=1), out_dtype="bfloat16"), 128, 16, None, 1),
 ])
 def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     from gemm.arch.inspect import local_memory_ops, ptxas_usage
@@ -118,7 +122,9 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k{k}" in text
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier" in text
     assert "mbarrier.try_wait.parity" in text and "mbarrier.arrive.expect_tx" in text
-    assert "elect.sync" in text and f"wgmma.wait_group.sync.aligned {wait}" in text
+    plain = kw.get("config") and kw["config"].schedule == "plain"
+    assert ("elect.sync" in text) != plain          # the plain pipeline has no producer
+    assert f"wgmma.wait_group.sync.aligned {wait}" in text
     # each descriptor reaches wgmma as two 32-bit halves (gemm.arch.sm90.wgmma_tile)
     assert "mov.b64 da, {" in text and "mov.b64 db, {" in text
     if regs:
@@ -166,3 +172,10 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
     assert precompile.hopper_variants() == []
+
+
+def test_the_plain_schedule_runs_two_blocks_per_sm_where_they_fit():
+    small = HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain")
+    big = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain")
+    assert (small.threads, small.blocks_per_sm, big.blocks_per_sm) == (128, 2, 1)
+    assert HopperConfig().blocks_per_sm == 1

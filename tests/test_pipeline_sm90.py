@@ -1,11 +1,12 @@
-"""The warp-specialized pipeline's schedule (gemm.pipeline_sm90) against its model of
-mbarriers, TMA and wgmma groups: right for every ring depth, delay_release, consumer count
-and step count, and each kind of broken schedule is caught."""
+"""The warp-specialized and the plain wgmma pipelines' schedules (gemm.pipeline_sm90) against
+the model of mbarriers, TMA and wgmma groups: right for every ring depth, delay_release,
+consumer count and step count, and each kind of broken schedule is caught."""
 
 import pytest
 
 from gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
-                                check_schedule, emit_pipeline_warp_specialized)
+                                check_schedule, emit_pipeline, emit_pipeline_warp_specialized)
+from gemm.codegen import Source
 
 SPEC = TmaSpec("m", 4096, ((0, 0, 0),), lambda coords, k: ("k", "m"))
 
@@ -104,3 +105,41 @@ def test_bad_arguments_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
         emit_pipeline_warp_specialized(lambda src, step: None, PersistentGrid("T", "K"),
                                        [SPEC], **args)
+
+
+def plain(stages=3, delay=1):
+    return emit_pipeline(lambda src, step: src("body()"), PersistentGrid("T", "K"), [SPEC],
+                         max_concurrent_steps=stages, delay_release=delay)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4, 6])
+@pytest.mark.parametrize("delay", [0, 1])
+def test_plain_schedule_is_right(stages, delay):
+    p = plain(stages, delay)
+    for tiles, steps in ((1, 1), (1, stages - 1), (2, stages), (3, 2 * stages + 1), (2, 0)):
+        got = check_schedule(p.schedule(tiles, steps), p, interleavings=12)
+        assert got.startswith(f"ok: {tiles * steps} steps, 1 plain consumers")
+
+
+def test_plain_refill_before_the_wgmma_wait_is_caught():
+    p = plain(3, 1)
+
+    def early(ev):          # each refill moved before the wgmma_wait (and sync) ahead of it
+        for i in range(2, len(ev)):
+            if ev[i][0] == "load" and ev[i - 1][0] == "release" and ev[i - 2][0] == "wgmma_wait":
+                ev[i - 2], ev[i - 1], ev[i] = ev[i], ev[i - 2], ev[i - 1]
+        return ev
+    with pytest.raises(AssertionError, match="refills slot"):
+        check_schedule(_mutated(p, 0, early), p, interleavings=6)
+
+
+def test_plain_code_refills_after_the_sync():
+    src = Source()
+    plain(3, 1).emit(src)
+    text = src.text()
+    assert "setmaxnreg" not in text and "mbarrier_arrive(" not in text      # no empty barriers
+    body = text[text.index("body()"):]
+    wait, sync, load = (body.index(x) for x in ("wgmma_wait(1)", "cuda.syncthreads()",
+                                                "tma_load_2d("))
+    assert wait < sync < load
+    assert plain(3, 1).threads == 128 and plain(3, 1).kind == "plain"

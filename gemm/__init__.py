@@ -7,6 +7,12 @@ twins for numba's CUDA simulator; the kernels above it are generated from layout
 Importing ``gemm`` itself is light: numba is imported only by the submodules that need it.
 """
 
+import importlib.util as _util
+
+if _util.find_spec("numba") is None or _util.find_spec("numba_cuda") is None:
+    raise ImportError("gemm (the kernels) needs numba-cuda, sympy and tqdm: "
+                      "pip install 'layoutalg[gemm]'; the algebra alone is layoutalg")
+
 __all__ = ["matmul", "KERNELS", "SimtConfig"]
 
 

@@ -5,6 +5,8 @@
 ((2,2),3):((24,2),8)
 """
 
+__version__ = "0.1.0"
+
 from .errors import LayoutError
 from .int_tuple import (
     ceil_div, compatible, congruent, crd2crd, crd2idx, idx2crd, prefix_product, product,

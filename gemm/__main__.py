@@ -2,11 +2,12 @@
 
 With a GPU: each SIMT kernel at a default size (4096^3), checked element by element against
 cuBLAS (through torch or CuPy when installed, else numpy float64 on the host), and the
-tensor-core kernel for bf16, f16 and tf32 (float32 inputs), checked against float64 on the same
-inputs beside cuBLAS on the same operands; all timed and printed as tables of TFLOP/s and the
-ratio to cuBLAS measured in the same run. Without one: the same kernels in numba's CUDA
-simulator on small problems with partial tiles, checked against numpy; the output says it is
-the simulator.
+tensor-core kernels for bf16, f16 and tf32 (float32 inputs): the one ``gemm.matmul`` picks
+(on compute capability 9.x the Hopper wgmma kernel) and the SM80 mma.sync kernel, checked
+against float64 on the same inputs beside cuBLAS on the same operands; all timed and
+printed as tables of TFLOP/s and the ratio to cuBLAS measured in the same run. Without one:
+the same kernels in numba's CUDA simulator on small problems with partial tiles, checked
+against numpy; the output says it is the simulator.
 
 ``python -m gemm bench --sizes 1024 2048 4096`` times the SIMT kernels and cuBLAS at each size
 and writes JSON and a PNG plot (matplotlib). ``python -m gemm tune --sizes 4096 8192 --dtype
@@ -30,8 +31,24 @@ def _gpu_present():
                           capture_output=True).returncode == 0
 
 
+EXAMPLES = """examples:
+  python -m gemm                                 check and time every kernel
+  python -m gemm run --size 8192                 the same at 8192^3 (GPU)
+  python -m gemm precompile                      compile every kernel variant ahead of time
+  python -m gemm tune --sizes 4096 8192 --dtype bfloat16
+  python -m gemm bench --sizes 1024 2048 4096 --json out.json --plot out.png
+"""
+
+
+def _plain(text):
+    """reStructuredText's literals as plain text, for the terminal."""
+    return text.replace("``", "")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gemm", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gemm", description=_plain(__doc__),
+                                     epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="check and time every kernel (the default)")
     run.add_argument("--size", type=int, default=4096, help="M = N = K on a GPU")

@@ -19,8 +19,8 @@ TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mm
 from gemm import autotune, hopper, simt, tensorcore
 from gemm._env import simulator_active
 from gemm.launch import Launcher
-from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
-                           operand, output_operand)
+from gemm.operands import (check_same_device, check_spans, check_stream, kernel_buffer, new_like,
+                           operand, output_operand, stream_handle)
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 
@@ -165,19 +165,25 @@ def _torch_key(x, ptr):
     return x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15
 
 
-def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False):
+def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False,
+           out_dtype=None, stream=None):
     """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``.
 
     A and B are CUDA arrays (numba device arrays, CuPy arrays, torch tensors) of one type, each
     row- or column-major (a transposed view is fine). ``out`` (M, N) on the same device, any
-    strides with one unit stride; when None a new row-major float32 array of A's kind is made
-    and ``beta`` must be 0. Returns ``out``.
+    strides with one unit stride; when None a new row-major array of A's kind is made, of
+    ``out_dtype`` (default as ``torch.mm``: the inputs' type; float32 for raw 16-bit integer
+    operands), and ``beta`` must be 0. An empty M or N gives an empty result, K = 0 gives
+    ``beta * out`` (zeros when beta is 0), without a kernel. ``stream``: a torch, CuPy or
+    numba stream or a raw handle (default: the caller's current stream for A's kind, numba's
+    default stream for numba arrays). Returns ``out``.
 
     - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
       ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"). With ``allow_tf32=True``
       and no SIMT kernel named, they run on the tensor cores as tf32 (10-bit mantissa).
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
-      f32 accumulate; ``out`` float32, bfloat16 or float16. ``kernel``: None or "tensorcore"
+      f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
+      f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
       (the config tuned for this problem, see ``python -m gemm tune``, else the device's
       default: on compute capability 9.x the Hopper kernel's when TMA can read A and B
       (16-byte aligned rows, tf32 operands K-major), else the SM80 kernel's), "autotune"
@@ -189,7 +195,7 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
     if (type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor
-            and not allow_tf32):
+            and not allow_tf32 and out_dtype is None):
         ptrs = A.data_ptr(), B.data_ptr(), out.data_ptr()
         key = (kernel, _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]), _torch_key(out, ptrs[2]))
         try:
@@ -197,48 +203,97 @@ def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False
         except TypeError:           # an unhashable kernel: _matmul says what is wrong
             plan = None
         if plan is not None:
-            plan(ptrs, _torch_stream(key[1][3]), alpha, beta)
+            plan(ptrs, _torch_stream(key[1][3]) if stream is None
+                 else stream_handle(stream, None), alpha, beta)
             return out
-    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32)
+    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream)
 
 
-def _tensorcore(A, B, out, alpha, beta, choice, device):
+def _tensorcore(A, B, out, alpha, beta, choice, device, out_dtype, stream):
     """The tensor-core call on ``device``: ``choice`` is a TensorCoreConfig or HopperConfig,
     or one of TENSORCORE_KERNELS. Returns (out, plan) as the kernels' launch_matmul."""
+    args = (A, B, out, alpha, beta)
     if choice == "hopper" or isinstance(choice, hopper.HopperConfig):
         cfg = None if choice == "hopper" else choice
-        return hopper.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
+        return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
     cfg = choice if isinstance(choice, tensorcore.TensorCoreConfig) else None
     if choice in ("tensorcore", "autotune"):
-        cfg = autotune.lookup(autotune.problem_key(A, B, out, caller="matmul"))
+        cfg = autotune.lookup(autotune.problem_key(A, B, out, out_dtype, caller="matmul"))
         if cfg is None and choice == "autotune":
-            cfg = autotune.tune(A, B, out)
+            cfg = autotune.tune(A, B, out, out_dtype=out_dtype)
         if isinstance(cfg, hopper.HopperConfig) or (
                 cfg is None and not simulator_active() and hopper.hopper_supported(device)):
             try:
-                return hopper.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
+                return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
             except hopper.TmaUnfit:         # rows TMA cannot read: the SM80 kernel's default
                 cfg = None
     # None: the kernel's default for the operands' type
-    return tensorcore.launch_matmul(A, B, out, alpha, beta, cfg, None, "matmul")
+    return tensorcore.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
 
 
-def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
+def _result_dtype(family, a_dtype, out, out_dtype, sim):
+    """The out's dtype: ``out``'s when given (the kernels check ``out_dtype`` against it),
+    else ``out_dtype``, else torch.mm's rule (the inputs' type; float32 for float32, tf32
+    and raw 16-bit integer operands)."""
+    if out is not None:
+        return out_dtype
+    if out_dtype is None:
+        return a_dtype if a_dtype in _TENSORCORE_INPUTS else "float32"
+    allowed = ("float32",) if family == "simt" else tensorcore.OUT_DTYPES
+    if out_dtype not in allowed:
+        raise TypeError(f"matmul: out_dtype={out_dtype!r}; this kernel writes "
+                        f"{', '.join(allowed)}")
+    return out_dtype
+
+
+def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
+    """matmul with M, N or K zero: an empty out, or ``beta * out`` (zeros for beta 0, as
+    BLAS: out is not read) when K is 0. No kernel runs."""
+    if out is None:
+        if beta != 0:
+            raise ValueError("matmul: beta != 0 needs an `out` to accumulate into")
+        out = new_like(a, shape, out_dtype)
+    c = operand(out, "out", sim, allow_empty=True)
+    if c.shape != tuple(shape):
+        raise ValueError(f"matmul: out has shape {c.shape}, expected {tuple(shape)}")
+    if k or 0 in shape:
+        return out
+    if c.kind == "torch":
+        out.zero_() if beta == 0 else out.mul_(beta)
+    elif c.kind == "cupy":
+        out.fill(0) if beta == 0 else out.__imul__(beta)
+    else:                       # numba (or simulator) arrays: through the host
+        host = out.copy_to_host()
+        host[...] = 0 if beta == 0 else host * beta
+        out.copy_to_device(host)
+    return out
+
+
+def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None):
     """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
     the fast path's key (so a later call of the same kind keeps this call's kernel and
     config, the tuned one included)."""
     _family(kernel)                 # a bad kernel is reported before the operands' faults
+    check_stream(stream)
     sim = simulator_active()
-    a, b = operand(A, "A", sim), operand(B, "B", sim)
+    a, b = operand(A, "A", sim, allow_empty=True), operand(B, "B", sim, allow_empty=True)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"matmul: inner dimensions differ: A is {a.shape}, B is {b.shape}")
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
+    od = _result_dtype(family, a.dtype, out, out_dtype, sim)
+    if 0 in (m, n, k):
+        return _empty_result(A, a, out, (m, n), od or operand(out, "out", sim,
+                                                                allow_empty=True).dtype,
+                             beta, k, sim)
     if family == "tensorcore":
-        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a.device)
-        if out is not None and plan is not None and not allow_tf32:
+        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a.device, od, stream)
+        if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
             _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
         return result
+    if od not in (None, "float32"):
+        raise TypeError(f"matmul: float32 operands on the SIMT kernels give a float32 out, "
+                        f"not {od}")
     out, c = output_operand("matmul", out, a, (m, n), sim, beta=beta)
     named = (("A", a), ("B", b), ("out", c))
     check_same_device("matmul", named)
@@ -250,7 +305,8 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False):
     grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, 1)
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
     scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta)
-    plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else current_stream(a), buffers, scalars)
+    plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else stream_handle(stream, a),
+                  buffers, scalars)
     if not sim:
         _keep_plan(kernel, (a, b, c), plan)
     return out

@@ -32,7 +32,7 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (check_same_device, check_spans, current_stream, kernel_buffer, operand,
+from .operands import (check_same_device, check_spans, kernel_buffer, operand, stream_handle,
                        output_operand)
 from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, operand_dtype
 
@@ -380,17 +380,18 @@ def plan_call(A, B, out=None, *, config=None, out_dtype=None):
     return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
 
 
-def hopper_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None):
+def hopper_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None,
+                  stream=None):
     """``out = alpha * A @ B + beta * out`` with the Hopper kernel (compute capability 9.x).
 
     Arguments as :func:`gemm.tensorcore.tensorcore_matmul`; ``config`` a
     :class:`HopperConfig` (None: the default; its dtype is replaced by the operands'). TMA's
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     """
-    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul")[0]
+    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream)[0]
 
 
-def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller):
+def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
     beta)`` launches again on operands at the same addresses (the tensor maps hold them)."""
     call = _Call(A, B, out, alpha, beta, config, out_dtype, caller)
@@ -403,7 +404,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller):
         return [_device_map(copy, ptr, dims, strides, vt)
                 for (copy, dims, strides, vt), ptr in zip(specs, (x, y))]
     m = maps(call.ops[0].ptr, call.ops[1].ptr)
-    bound = launch(call.grid, (v.config.threads, 1, 1), current_stream(call.stream_of),
+    bound = launch(call.grid, (v.config.threads, 1, 1),
+                   stream_handle(stream, call.stream_of, caller),
                    [(m[0], 16), (m[1], 16), kernel_buffer(call.c, cd)], call.scalars,
                    v.config.shared_bytes)
     swapped = call.swapped

@@ -40,6 +40,8 @@ class Operand:
 def _normal_strides(shape, strides, name):
     """Strides with one unit stride, choosing it for size-1 modes; ValueError if impossible."""
     (r, c), (sr, sc) = shape, strides
+    if r == 0 or c == 0:            # nothing to address: nominally row-major
+        return max(c, 1), 1
     if r == 1:
         sr = c if sc == 1 else 1
     if c == 1:
@@ -80,23 +82,24 @@ def _device_of(x, kind):
     return cuda.get_current_device().id
 
 
-def operand(x, name, simulator=None, caller="matmul"):
-    """Describe argument ``x``; errors name ``caller`` and the argument ``name``."""
+def operand(x, name, simulator=None, caller="matmul", allow_empty=False):
+    """Describe argument ``x``; errors name ``caller`` and the argument ``name``. A matrix
+    with a zero extent is refused unless ``allow_empty`` (no kernel runs on it)."""
     try:
-        return _describe(x, name, simulator)
+        return _describe(x, name, simulator, allow_empty)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{caller}: {e}") from None
 
 
-def _describe(x, name, simulator):
+def _describe(x, name, simulator, allow_empty=False):
     mod = type(x).__module__
     if mod.startswith("torch"):
-        return _torch_operand(x, name)
+        return _torch_operand(x, name, allow_empty)
     kind = "cupy" if mod.startswith("cupy") else "numba"
     if simulator_active() if simulator is None else simulator:
         if hasattr(x, "copy_to_host"):
             host = x._ary if hasattr(x, "_ary") else np.asarray(x)
-            _check_2d(host.shape, name)
+            _check_2d(host.shape, name, allow_empty)
             isz = host.dtype.itemsize
             strides = tuple(s // isz for s in host.strides)
             return Operand(x, "sim", host.__array_interface__["data"][0], host.shape,
@@ -107,7 +110,7 @@ def _describe(x, name, simulator):
     if not hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"{name} is a {type(x).__name__}, not a CUDA array")
     shape, strides, dtype, ptr = _from_cai(x, name)
-    _check_2d(shape, name)
+    _check_2d(shape, name, allow_empty)
     return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype,
                    _device_of(x, kind))
 
@@ -115,13 +118,13 @@ def _describe(x, name, simulator):
 _torch_dtypes = {}
 
 
-def _torch_operand(x, name):
+def _torch_operand(x, name, allow_empty=False):
     """Read a tensor's fields directly (its ``__cuda_array_interface__`` is slow to build)."""
     device = x.get_device()
     if device < 0:
         _device_of(x, "torch")
     shape = tuple(x.shape)
-    _check_2d(shape, name)
+    _check_2d(shape, name, allow_empty)
     dtype = _torch_dtypes.get(x.dtype)
     if dtype is None:
         dtype = _torch_dtypes[x.dtype] = str(x.dtype)[6:]    # torch.float32 -> float32
@@ -129,10 +132,10 @@ def _torch_operand(x, name):
                    dtype, device)
 
 
-def _check_2d(shape, name):
+def _check_2d(shape, name, allow_empty=False):
     if len(shape) != 2:
         raise ValueError(f"{name} must be a 2-D matrix, not of shape {tuple(shape)}")
-    if 0 in shape:
+    if 0 in shape and not allow_empty:
         raise ValueError(f"{name} is empty (shape {tuple(shape)}); every extent must "
                          "be >= 1")
 
@@ -194,6 +197,38 @@ def kernel_buffer(op, dtype=None):
         view = np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
         return view.view(dtype) if dtype else view
     return op.ptr, op.span
+
+
+def stream_handle(stream, op, caller="matmul"):
+    """The raw CUDA stream handle to launch on: ``stream`` (a torch.cuda.Stream, a CuPy
+    stream, a numba stream, or a raw handle as an int), or when None the caller's current
+    stream for the operand's kind (:func:`current_stream`)."""
+    if stream is None:
+        return current_stream(op)
+    check_stream(stream, caller)
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):             # torch, CuPy
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    handle = stream.handle                           # numba: a CUstream or a c_void_p
+    return int(getattr(handle, "value", handle) or 0)
+
+
+def check_stream(stream, caller="matmul"):
+    """TypeError unless ``stream`` is None, a non-negative int, or a stream object (torch's
+    ``cuda_stream``, CuPy's ``ptr``, numba's ``handle``)."""
+    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool)
+                          and stream >= 0):
+        return
+    if isinstance(getattr(stream, "cuda_stream", None), int) or isinstance(
+            getattr(stream, "ptr", None), int):
+        return
+    if type(stream).__module__.startswith("numba"):  # numba's (and the simulator's) streams
+        return
+    raise TypeError(f"{caller}: stream must be a torch, CuPy or numba stream or a raw handle "
+                    f"(a non-negative int), not {stream!r}")
 
 
 def current_stream(op):

@@ -24,7 +24,7 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
 from .binary import compiled_binary, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (check_same_device, check_spans, current_stream, kernel_buffer, operand,
+from .operands import (check_same_device, check_spans, kernel_buffer, operand, stream_handle,
                        output_operand)
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
@@ -393,7 +393,8 @@ def plan_call(A, B, out=None, *, config=None, out_dtype=None):
     return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
 
 
-def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None):
+def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None,
+                      stream=None):
     """``out = alpha * A @ B + beta * out`` on the tensor cores.
 
     ``A`` (M, K) and ``B`` (K, N): CUDA arrays (numba device arrays, CuPy arrays, torch
@@ -404,12 +405,12 @@ def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_d
     row-major one of ``out_dtype`` (default float32; ``beta`` must then be 0). ``config``: a
     :class:`TensorCoreConfig` (None: ``TensorCoreConfig(dtype=<the operands' type>)``,
     256x128 tiles of 128-byte K rows, 4x2 warps, 3 stages; a config's dtype is replaced by
-    the operands'). Returns ``out``.
+    the operands'). ``stream``: as :func:`gemm.matmul`'s. Returns ``out``.
     """
-    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul")[0]
+    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "tensorcore_matmul", stream)[0]
 
 
-def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller):
+def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None):
     """:func:`tensorcore_matmul` for callers that repeat a call: returns ``(out, plan)``, where
     ``plan(addresses, stream, alpha, beta)`` launches the same kernel again on operands of the
     same shapes, strides, types and 16-byte alignment at the device ``addresses`` of A, B and
@@ -421,7 +422,7 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller):
     ab = np.float32 if v.config.dtype == "tfloat32" else np.uint16
     cd = np.float32 if v.out_dtype == "float32" else np.uint16
     bound = launch(call.grid, (v.config.threads, 1, 1),
-                   0 if call.sim else current_stream(call.stream_of),
+                   0 if call.sim else stream_handle(stream, call.stream_of, caller),
                    (kernel_buffer(x, ab), kernel_buffer(y, ab), kernel_buffer(c, cd)),
                    call.scalars, v.config.shared_bytes)
     if bound is None:

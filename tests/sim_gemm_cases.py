@@ -56,15 +56,39 @@ def errors():
         "beta without out": lambda: gemm.matmul(d(f32), d(f32.T.copy()), beta=1.0),
         "out shape": lambda: gemm.matmul(d(f32), d(f32.T.copy()), d(np.ones((3, 3), np.float32))),
         "unknown kernel": lambda: gemm.matmul(d(f32), d(f32.T.copy()), kernel="fastest"),
-        "empty": lambda: gemm.matmul(d(np.ones((4, 0), np.float32)), d(np.ones((0, 4), np.float32))),
+        "out_dtype on SIMT": lambda: gemm.matmul(d(f32), d(f32.T.copy()), out_dtype="float16"),
+        "bad stream": lambda: gemm.matmul(d(f32), d(f32.T.copy()), stream="s"),
     }
     return outcomes(cases)
 
 
+def empty():
+    """torch.mm's rules for empty extents and the out's type: {case: what came back}."""
+    d = cuda.to_device
+    got = {}
+    r = gemm.matmul(d(np.ones((0, 3), np.float32)), d(np.ones((3, 4), np.float32)))
+    got["M=0 shape"] = list(r.shape)
+    r = gemm.matmul(d(np.ones((2, 3), np.float32)), d(np.ones((3, 0), np.float32)))
+    got["N=0 shape"] = list(r.shape)
+    r = gemm.matmul(d(np.ones((2, 0), np.float32)), d(np.ones((0, 3), np.float32)))
+    got["K=0 no out"] = r.copy_to_host().tolist()
+    out = d(np.full((2, 3), np.nan, np.float32))
+    gemm.matmul(d(np.ones((2, 0), np.float32)), d(np.ones((0, 3), np.float32)), out, alpha=3.0)
+    got["K=0 beta 0 over NaN"] = out.copy_to_host().tolist()
+    out = d(np.arange(6, dtype=np.float32).reshape(2, 3))
+    gemm.matmul(d(np.ones((2, 0), np.float32)), d(np.ones((0, 3), np.float32)), out, beta=-2.0)
+    got["K=0 beta -2"] = out.copy_to_host().tolist()
+    h16 = np.ones((2, 3), np.float16)
+    got["f16 default out"] = str(gemm.matmul(d(h16), d(h16.T.copy())).dtype)
+    got["f16 out_dtype f32"] = str(gemm.matmul(d(h16), d(h16.T.copy()),
+                                               out_dtype="float32").dtype)
+    return got
+
+
 def main(which):
     results = {}
-    if which == "errors":
-        print(json.dumps(errors()))
+    if which in ("errors", "empty"):
+        print(json.dumps(errors() if which == "errors" else empty()))
         return
     if which == "default":
         # The seed's 128x128x8 tiles with 256 threads, one partial block each.

@@ -398,7 +398,7 @@ def _simulated_cases():
     b32 = rng.standard_normal((3, 7)).astype(np.float32)
     seen = []
 
-    def stand_in(A, B, out, alpha, beta, config, out_dtype, caller):
+    def stand_in(A, B, out, alpha, beta, config, out_dtype, caller, stream=None):
         seen.append([str(A.dtype), str(config)])
         return out, None
 
@@ -418,7 +418,9 @@ def _simulated_cases():
         A, d(bt.T.copy()), d(np.zeros((n, m), np.float32)).T)
     results["key tf32"] = autotune.problem_key(d(rng.standard_normal((m, k)).astype(np.float32)),
                                                d(rng.standard_normal((k, n)).astype(np.float32)))
-    autotune.record(autotune.problem_key(A, B), SIM_TUNED, [(SIM_TUNED, 1.0)])
+    # matmul's key: its out is float16 (the inputs' type, as torch.mm)
+    autotune.record(autotune.problem_key(A, B, out_dtype="float16"), SIM_TUNED,
+                    [(SIM_TUNED, 1.0)])
     for kernel, name in ((None, "None"), ("tensorcore", "'tensorcore'"),
                          ("autotune", "'autotune'")):
         gemm.matmul(A, B, kernel=kernel)
@@ -429,7 +431,7 @@ def _simulated_cases():
     def fake_tune(A, B, out=None, **kw):
         tunes.append(1)
         cfg = TensorCoreConfig(stages=2)
-        autotune.record(autotune.problem_key(A, B, out), cfg, [(cfg, 1.0)])
+        autotune.record(autotune.problem_key(A, B, out, kw.get("out_dtype")), cfg, [(cfg, 1.0)])
         return cfg
 
     A2 = d(rng.standard_normal((8, k)).astype(np.float16))

@@ -126,3 +126,44 @@ def test_compute_sanitizer_clean(tool):
                            "-c", script], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout
+
+
+def test_torch_mm_semantics_out_type_empty_and_streams():
+    """The result's type follows torch.mm, empty extents give empty results or beta * out,
+    and a stream of each array kind is honoured (the work is on it, then synchronised)."""
+    from numba import cuda
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    a = torch.randn(300, 136, device="cuda", generator=g).bfloat16()
+    b = torch.randn(136, 200, device="cuda", generator=g).bfloat16()
+    ref = a.double() @ b.double()
+    c = gemm.matmul(a, b)
+    assert c.dtype == torch.bfloat16 and c.shape == (300, 200)
+    assert ((c.double() - ref).abs() <= 2e-2 * (a.double().abs() @ b.double().abs())).all()
+    c32 = gemm.matmul(a, b, out_dtype="float32")
+    assert c32.dtype == torch.float32
+    assert ((c32.double() - ref).abs() <= 1e-3 * (a.double().abs() @ b.double().abs())).all()
+    assert gemm.matmul(a[:0], b).shape == (0, 200) and gemm.matmul(a, b[:, :0]).shape == (300, 0)
+    out = torch.full((300, 200), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemm.matmul(a[:, :0], b[:0], out)
+    assert (out == 0).all()
+    out = torch.randn(300, 200, device="cuda", generator=g)
+    before = out.clone()
+    gemm.matmul(a[:, :0].float(), b[:0].float(), out, beta=0.5)
+    assert torch.equal(out, before * 0.5)
+    s = torch.cuda.Stream()
+    poisoned = torch.full((300, 200), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    gemm.matmul(a, b, poisoned, stream=s)
+    s.synchronize()
+    assert torch.allclose(poisoned, c32)
+    cupy = pytest.importorskip("cupy")
+    x = cupy.asarray(np.ones((40, 24), np.float32))
+    cs = cupy.cuda.Stream()
+    got = gemm.matmul(x, x.T, stream=cs)
+    cs.synchronize()
+    assert (cupy.asnumpy(got) == 24).all()
+    ns = cuda.stream()
+    y = cuda.to_device(np.ones((40, 24), np.float32))
+    got = gemm.matmul(y, cuda.to_device(np.ones((24, 8), np.float32)), stream=ns)
+    ns.synchronize()
+    assert (got.copy_to_host() == 24).all()

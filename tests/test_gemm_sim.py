@@ -39,7 +39,8 @@ EXPECTED_ERRORS = {
     "beta without out": ("ValueError", "beta"),
     "out shape": ("ValueError", "out has shape"),
     "unknown kernel": ("ValueError", "unknown kernel"),
-    "empty": ("ValueError", "empty"),
+    "out_dtype on SIMT": ("TypeError", "writes float32"),
+    "bad stream": ("TypeError", "stream must be"),
 }
 
 
@@ -48,3 +49,12 @@ def test_bad_input_gets_a_clear_error():
     for name, (etype, words) in EXPECTED_ERRORS.items():
         assert got[name][0] == etype, (name, got[name])
         assert words in got[name][1], (name, got[name])
+
+
+def test_empty_extents_and_the_out_type_follow_torch_mm():
+    got = simulate("empty")
+    assert got["M=0 shape"] == [0, 4] and got["N=0 shape"] == [2, 0]
+    assert got["K=0 no out"] == [[0.0] * 3] * 2
+    assert got["K=0 beta 0 over NaN"] == [[0.0] * 3] * 2          # BLAS: out is not read
+    assert got["K=0 beta -2"] == [[0.0, -2.0, -4.0], [-6.0, -8.0, -10.0]]
+    assert got["f16 default out"] == "float16" and got["f16 out_dtype f32"] == "float32"

@@ -53,6 +53,15 @@ def _norm_stride(d, whole):
     return d
 
 
+def _check_coordinate(c, L):
+    """A coordinate's leaves are ints, sympy expressions or None (slicing): LayoutError for
+    anything else (a float, a bool, a string) instead of arithmetic on it."""
+    bad = [x for x in leaves(c) if not (x is None or is_int(x) or _is_sympy(x))]
+    if bad:
+        raise LayoutError(f"coordinate {fmt(c)} of {L}: {bad[0]!r} is not an integer "
+                          "(coordinates are ints, sympy integers or None)")
+
+
 class Layout:
     """An immutable, hashable pair (shape, stride) of congruent IntTuples.
 
@@ -127,6 +136,7 @@ class Layout:
                 total = total + (c % s) * d
                 c //= s
             return total + c * flat[-1][1]
+        _check_coordinate(c, self)
         if has_none(c):
             return slice_and_offset(c, self)[0]
         if not weakly_congruent(c, self.shape):
@@ -365,25 +375,42 @@ def slice_and_offset(crd, L):
     return sub, crd2idx(fill_none(crd), L.shape, L.stride)
 
 
-def format_layout(L):
-    """The text grid of a rank-1 or rank-2 layout: rows are mode 0, columns mode 1."""
+def format_layout(L, max_rows=64, max_cols=64):
+    """The text grid of a rank-1 or rank-2 layout: rows are mode 0, columns mode 1. A grid of
+    more than ``max_rows`` rows or ``max_cols`` columns shows its first ones and a ``...``
+    row or column (None: no limit), so that a 512 x 512 layout prints a page, not megabytes."""
+    if L.rank not in (1, 2):
+        raise LayoutError(f"print_layout needs a rank-1 or rank-2 layout, not rank {L.rank}")
+    if not is_int(L.size):
+        raise LayoutError(f"print_layout needs integer extents to draw a grid; {L} has "
+                          "symbolic ones (substitute them first)")
     if L.rank == 1:
         rows, cols, at = 1, L.size, lambda i, j: L(j)
-    elif L.rank == 2:
-        rows, cols, at = size(L[0]), size(L[1]), lambda i, j: L(i, j)
     else:
-        raise LayoutError(f"print_layout needs a rank-1 or rank-2 layout, not rank {L.rank}")
-    cells = [[str(at(i, j)) for j in range(cols)] for i in range(rows)]
+        rows, cols, at = size(L[0]), size(L[1]), lambda i, j: L(i, j)
+    for name, limit in (("max_rows", max_rows), ("max_cols", max_cols)):
+        if limit is not None and not (is_int(limit) and limit >= 1):
+            raise ValueError(f"format_layout: {name} must be a positive int or None, got "
+                             f"{limit!r}")
+    shown_r = rows if max_rows is None else min(rows, max_rows)
+    shown_c = cols if max_cols is None else min(cols, max_cols)
+    more_c = shown_c < cols
+    cells = [[str(at(i, j)) for j in range(shown_c)] + ["..."] * more_c
+             for i in range(shown_r)]
     w = max(len(c) for row in cells for c in row)
     lw = len(str(rows - 1))
-    rule = " " * (lw + 1) + "+" + "+".join("-" * (w + 2) for _ in range(cols)) + "+"
-    lines = [str(L), " " * (lw + 2) + " ".join(f"{j:>{w + 1}} " for j in range(cols)), rule]
+    heads = [f"{j:>{w + 1}} " for j in range(shown_c)] + [f"{'...':>{w + 1}} "] * more_c
+    rule = " " * (lw + 1) + "+" + "+".join("-" * (w + 2) for _ in heads) + "+"
+    lines = [str(L), " " * (lw + 2) + " ".join(heads), rule]
     for i, row in enumerate(cells):
         lines.append(f"{i:>{lw}} |" + "|".join(f" {c:>{w}} " for c in row) + "|")
         lines.append(rule)
+    if shown_r < rows or more_c:
+        lines.append(f"... showing {shown_r} of {rows} rows, {shown_c} of {cols} columns "
+                     "(format_layout(L, max_rows=None, max_cols=None) shows all)")
     return "\n".join(lines)
 
 
-def print_layout(L):
-    """Print a rank-1 or rank-2 layout as a grid of its offsets."""
-    print(format_layout(L))
+def print_layout(L, max_rows=64, max_cols=64):
+    """Print a rank-1 or rank-2 layout as a grid of its offsets (see :func:`format_layout`)."""
+    print(format_layout(L, max_rows, max_cols))

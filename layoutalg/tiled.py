@@ -38,7 +38,7 @@ from .algebra import (
 from .atom.copy import CopyAtom, UniversalCopy
 from .atom.mma import MMAAtom
 from .errors import LayoutError
-from .int_tuple import fmt, is_int, leaves
+from .int_tuple import _is_sympy, fmt, is_int, leaves
 from .layout import Layout, _modes, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
 from .tensor import (
@@ -67,6 +67,20 @@ def _zip2(L):
 
 
 # --- copies -------------------------------------------------------------------------------
+def _thread_index(thr_idx, size, what):
+    """``thr_idx`` if it names one of ``size`` threads (a sympy expression is taken as is);
+    LayoutError otherwise (an out-of-range index would alias another thread's partition)."""
+    if _is_sympy(thr_idx):
+        return thr_idx
+    if not is_int(thr_idx):
+        raise LayoutError(f"{what}: the thread index must be an int or a sympy expression, "
+                          f"got {thr_idx!r}")
+    if not 0 <= thr_idx < size:
+        raise LayoutError(f"{what}: thread index {thr_idx} is outside [0, {size}): the tiled "
+                          f"operation has {size} threads")
+    return thr_idx
+
+
 class TiledCopy:
     """A copy atom tiled over a TV layout (thread, value) -> index in a ``tile_size`` tile.
 
@@ -104,8 +118,8 @@ class TiledCopy:
         return self.layout_tv[1].size
 
     def get_slice(self, thr_idx):
-        """Thread ``thr_idx``'s view (an int or a sympy expression)."""
-        return ThrCopy(self, thr_idx)
+        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a sympy expression)."""
+        return ThrCopy(self, _thread_index(thr_idx, self.size, "TiledCopy.get_slice"))
 
     get_thread_slice = get_slice
 
@@ -363,7 +377,8 @@ class TiledMMA:
         return self.thr_layout_vmnk.size
 
     def get_slice(self, thr_idx):
-        return ThrMMA(self, thr_idx)
+        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a sympy expression)."""
+        return ThrMMA(self, _thread_index(thr_idx, self.size, "TiledMMA.get_slice"))
 
     get_thread_slice = get_slice
 

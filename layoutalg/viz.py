@@ -88,10 +88,12 @@ def _grid(L):
     if L.rank == 1:
         mode = L.shape[0] if isinstance(L.shape, tuple) else L.shape
         _check_static(L)
+        _check_cells(1, product(mode), "a picture of a layout")
         return 1, product(mode), lambda i, j: L(j), 0, _period(mode)
     if L.rank == 2:
         _check_static(L)
         m, n = L.shape
+        _check_cells(product(m), product(n), "a picture of a layout")
         return product(m), product(n), lambda i, j: L(i, j), _period(m), _period(n)
     raise LayoutError(f"a picture needs a rank-1 or rank-2 layout, not rank {L.rank}: {L}")
 
@@ -99,6 +101,15 @@ def _grid(L):
 def _check_static(L):
     if not is_int(L.size):
         raise LayoutError(f"a picture needs integer shapes: {L}")
+
+
+MAX_CELLS = 65536           # a 256 x 256 grid: pictures beyond are megabytes of SVG
+
+
+def _check_cells(rows, cols, what):
+    if rows * cols > MAX_CELLS:
+        raise LayoutError(f"{what} of {rows} x {cols} cells is more than {MAX_CELLS}: draw a "
+                          "slice or a tile of it (e.g. layout[...] or logical_divide)")
 
 
 def _period(mode):
@@ -346,11 +357,11 @@ def _tile_dims(tile, what):
     tile = tuple(tile) if isinstance(tile, (tuple, list)) else (tile,)
     if not all(is_int(x) and x > 0 for x in tile):
         raise ValueError(f"{what}: tile {tile!r} is not a shape of positive integers")
-    if len(tile) == 1:
-        return 1, tile[0]
-    if len(tile) == 2:
-        return tile
-    raise LayoutError(f"{what}: a picture needs a rank-1 or rank-2 tile, not {tile!r}")
+    if len(tile) not in (1, 2):
+        raise LayoutError(f"{what}: a picture needs a rank-1 or rank-2 tile, not {tile!r}")
+    rows, cols = (1, tile[0]) if len(tile) == 1 else tile
+    _check_cells(rows, cols, what)
+    return rows, cols
 
 
 def tv_owners(layout_tv, tile):

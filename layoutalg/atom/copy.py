@@ -23,6 +23,7 @@ import numpy as np
 
 from ..algebra import upcast
 from ..errors import LayoutError
+from ..int_tuple import is_int
 from ..layout import Layout
 
 __all__ = [
@@ -118,39 +119,73 @@ def _vector(name, kind, bits, value_type, args):
     return CopyAtom(name, kind, bits, Layout(1, 0), one, one, one, bits, bits, vb, args=args)
 
 
+def _size(fn, nbytes, bits, default=None):
+    """The copy's size in bytes from exactly one of ``nbytes`` and ``bits`` (CuTe sizes its
+    copy atoms by their value type's bits, the PTX ISA its cp.async by bytes: both are
+    taken, by name)."""
+    if nbytes is None and bits is None:
+        if default is None:
+            raise TypeError(f"{fn}: give the copy's size as nbytes= or bits=")
+        return default
+    if nbytes is not None and bits is not None:
+        raise TypeError(f"{fn}: give nbytes={nbytes!r} or bits={bits!r}, not both")
+    if bits is not None:
+        if not (is_int(bits) and bits > 0 and bits % 8 == 0):
+            raise ValueError(f"{fn}: bits={bits!r} is not a positive multiple of 8")
+        return bits // 8
+    if not (is_int(nbytes) and nbytes > 0):
+        raise ValueError(f"{fn}: nbytes={nbytes!r} is not a positive int")
+    return nbytes
+
+
 @_register
-def UniversalCopy(bits, value_type=None):
-    """One thread moves ``bits`` bits (8, 16, 32, 64 or 128) with a plain load and store.
+def UniversalCopy(bits=None, value_type=None, *, nbytes=None):
+    """One thread moves ``bits`` bits (8, 16, 32, 64 or 128; or ``nbytes=`` 1 to 16) with a
+    plain load and store.
 
     ``value_type`` (default: one value of ``bits`` bits) is the element type moved, so a
     128-bit copy of float32 moves 4 values per thread.
 
     >>> UniversalCopy(64, value_type=np.float32).num_values_src
     2
+    >>> UniversalCopy(nbytes=16).bits
+    128
     """
+    bits = 8 * _size("UniversalCopy", nbytes, bits)
     if bits not in (8, 16, 32, 64, 128):
-        raise ValueError(f"UniversalCopy({bits!r}): bits must be 8, 16, 32, 64 or 128")
+        raise ValueError(f"UniversalCopy: {bits} bits; a thread copies 8, 16, 32, 64 or 128 "
+                         "bits (1, 2, 4, 8 or 16 bytes)")
     return _vector("UniversalCopy", "universal", bits, value_type, (bits,))
 
 
 @_register
-def SM80_CP_ASYNC_CACHEALWAYS(nbytes, value_type=None):
+def SM80_CP_ASYNC_CACHEALWAYS(nbytes=None, value_type=None, *, bits=None):
     """``cp.async.ca.shared.global [dst], [src], nbytes`` for 4, 8 or 16 bytes (PTX ISA
-    9.7.9.25.3 "cp.async"): one thread copies global to shared memory asynchronously,
-    caching at all levels. The source and destination must be ``nbytes``-aligned."""
+    9.7.9.25.3 "cp.async"; or ``bits=`` 32, 64, 128): one thread copies global to shared
+    memory asynchronously, caching at all levels. The source and destination must be
+    ``nbytes``-aligned.
+
+    >>> SM80_CP_ASYNC_CACHEALWAYS(bits=64).bits == SM80_CP_ASYNC_CACHEALWAYS(8).bits == 64
+    True
+    """
+    nbytes = _size("SM80_CP_ASYNC_CACHEALWAYS", nbytes, bits)
     if nbytes not in (4, 8, 16):
-        raise ValueError(f"SM80_CP_ASYNC_CACHEALWAYS({nbytes!r}): cp.async.ca copies 4, 8 or "
-                         "16 bytes")
+        hint = f" (bits={nbytes}?)" if nbytes in (32, 64, 128) else ""
+        raise ValueError(f"SM80_CP_ASYNC_CACHEALWAYS: {nbytes} bytes{hint}; cp.async.ca copies "
+                         "4, 8 or 16 bytes")
     return _vector("SM80_CP_ASYNC_CACHEALWAYS", "cp.async.ca", 8 * nbytes, value_type, (nbytes,))
 
 
 @_register
-def SM80_CP_ASYNC_CACHEGLOBAL(nbytes=16, value_type=None):
+def SM80_CP_ASYNC_CACHEGLOBAL(nbytes=None, value_type=None, *, bits=None):
     """``cp.async.cg.shared.global [dst], [src], 16`` (PTX ISA 9.7.9.25.3 "cp.async"): caches
-    in L2 only. The PTX ISA allows only 16 bytes with ``.cg``; other sizes raise ValueError.
-    (MoYe.jl's CACHEGLOBAL atom silently issues ``.ca``; this one is ``kind="cp.async.cg"``.)"""
+    in L2 only. The PTX ISA allows only 16 bytes (128 bits) with ``.cg``; other sizes raise
+    ValueError. (MoYe.jl's CACHEGLOBAL atom silently issues ``.ca``; this one is
+    ``kind="cp.async.cg"``.)"""
+    nbytes = _size("SM80_CP_ASYNC_CACHEGLOBAL", nbytes, bits, default=16)
     if nbytes != 16:
-        raise ValueError(f"SM80_CP_ASYNC_CACHEGLOBAL({nbytes!r}): cp.async.cg copies 16 bytes only")
+        raise ValueError(f"SM80_CP_ASYNC_CACHEGLOBAL: {nbytes} bytes; cp.async.cg copies 16 "
+                         "bytes only")
     return _vector("SM80_CP_ASYNC_CACHEGLOBAL", "cp.async.cg", 128, value_type, (nbytes,))
 
 

@@ -1,0 +1,74 @@
+"""gemm.torch: gemm.matmul as torch.ops.layoutalg.matmul (torch.library): its fake
+implementation (shapes and types for torch.compile), its checks, and on a GPU its values,
+gradients and a torch.compile without graph breaks against torch.mm. Skipped, with the
+reason, where torch is not installed."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="gemm.torch needs torch (not installed here)")
+import gemm.torch as gt  # noqa: E402
+
+
+def _meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, device="meta", dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype, out_dtype, want", [
+    (torch.bfloat16, None, torch.bfloat16), (torch.float16, torch.float32, torch.float32),
+    (torch.float32, None, torch.float32)])
+def test_fake_implementation_gives_shape_and_type(dtype, out_dtype, want):
+    y = gt.matmul(_meta(70, 33, dtype=dtype), _meta(33, 20, dtype=dtype), out_dtype)
+    assert tuple(y.shape) == (70, 20) and y.dtype == want and y.device.type == "meta"
+
+
+@pytest.mark.parametrize("a, b, kw, error, match", [
+    (_meta(4, 3), _meta(4, 3), {}, ValueError, "inner dimensions"),
+    (_meta(2, 4, 3), _meta(3, 2), {}, ValueError, "2-D"),
+    (_meta(4, 3), _meta(3, 2), dict(out_dtype=torch.int32), TypeError, "out_dtype"),
+])
+def test_fake_implementation_checks(a, b, kw, error, match):
+    with pytest.raises(error, match=match):
+        gt.matmul(a, b, **kw)
+
+
+gpu = pytest.mark.gpu
+
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_values_gradients_and_compile_against_torch_mm(dtype):
+    _cuda()
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(__import__("os").urandom(3),
+                                                                   "little"))
+    a = torch.randn(77, 130, device="cuda", generator=g).to(dtype).requires_grad_()
+    b = torch.randn(130, 65, device="cuda", generator=g).to(dtype).requires_grad_()
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    y = gt.matmul(a, b)
+    ref = a.detach().double() @ b.detach().double()
+    bound = a.detach().double().abs() @ b.detach().double().abs()
+    assert y.dtype == dtype and ((y.double() - ref).abs() <= tol * bound).all()
+    w = torch.randn(77, 65, device="cuda", generator=g)
+    (y.float() * w).sum().backward()
+    ga = w.double() @ b.detach().double().T           # d(sum(w * (a @ b)))/da
+    gb = a.detach().double().T @ w.double()
+    assert ((a.grad.double() - ga).abs() <= tol * (w.abs().double()
+                                                   @ b.detach().double().abs().T)).all()
+    assert ((b.grad.double() - gb).abs() <= tol * (a.detach().double().abs().T
+                                                   @ w.abs().double())).all()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, z: gt.matmul(x, z) * 2, fullgraph=True)
+    got = compiled(a.detach(), b.detach())
+    assert torch.equal(got, gt.matmul(a.detach(), b.detach()) * 2)
+
+
+@gpu
+def test_opcheck():
+    _cuda()
+    a = torch.randn(40, 24, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(24, 16, device="cuda", dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.layoutalg.matmul.default, (a, b, None))

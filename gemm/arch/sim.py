@@ -180,26 +180,36 @@ def _lane_context(op):
     return thread, manager, warp, lane, state
 
 
-def _started_threads(manager):
-    """The threads the simulator's ``BlockManager.run`` has started so far (its local set
-    ``threads``, which keeps exited threads too), or None where that cannot be found."""
+def _manager_sets(manager):
+    """The simulator's ``BlockManager.run`` locals ``threads`` (every thread started so far,
+    exited ones too) and ``blockedthreads`` (those it saw at syncthreads), or None where they
+    cannot be found."""
     for frame in sys._current_frames().values():
         while frame is not None:
             if frame.f_code.co_name == "run" and frame.f_locals.get("self") is manager:
                 threads = frame.f_locals.get("threads")
-                return set(threads) if isinstance(threads, set) else None
+                blocked = frame.f_locals.get("blockedthreads")
+                if isinstance(threads, set) and isinstance(blocked, set):
+                    return set(threads), set(blocked)
+                return None
             frame = frame.f_back
     return None
 
 
 def _stuck_lanes(manager, warp, arrived, waited):
     """Lanes of ``warp`` that have not arrived and never will: those that have exited and those
-    waiting at syncthreads (which cannot complete while this lane waits here)."""
-    started = _started_threads(manager)
+    waiting at syncthreads (which cannot complete while this lane waits here). While the
+    manager is releasing a syncthreads (some thread it saw blocked is unblocked already, the
+    rest not yet), no lane counts as stuck: under load that release can take seconds."""
+    sets = _manager_sets(manager)
     assume_gone = False
-    if started is None:   # unknown simulator internals: the live threads and a long timeout
+    if sets is None:   # unknown simulator internals: the live threads and a long timeout
         started = {t for t in threading.enumerate() if getattr(t, "_manager", None) is manager}
         assume_gone = waited >= _GONE_AFTER_S
+    else:
+        started, seen_blocked = sets
+        if any(not t.syncthreads_blocked for t in seen_blocked):
+            return []
     by_lane = {t.thread_id % WARP: t for t in started if t.thread_id // WARP == warp}
     stuck = []
     for lane in range(WARP):
@@ -244,7 +254,8 @@ def _warp_collective(op, payload, compute):
                     raise RuntimeError(f"{op}: the simulated kernel was aborted")
                 state.cond.wait(0.05)
                 waited += 0.05
-                if waited >= _STUCK_AFTER_S:
+                # woken by the last lane, the others may be gone already: not stuck
+                if waited >= _STUCK_AFTER_S and state.generation == generation:
                     stuck = _stuck_lanes(manager, warp, state.arrived, waited)
                     if stuck:
                         raise RuntimeError(f"{op} is warp-collective but lanes {stuck} of warp "

@@ -7,12 +7,16 @@ from layoutalg import (
     flat_product, logical_divide, logical_product, make_layout, make_ordered_layout,
     raked_product, tile_to_shape, tiled_divide, tiled_product, zipped_divide, zipped_product,
 )
-from layoutalg.int_tuple import compatible, leaves, product
+from layoutalg.int_tuple import product
 
-from strategies import (
-    compact_layouts, flat_digits, injective_layouts, layout_and_block, layout_and_mode_tiler,
-    offsets, product_pairs,
+from layoutalg.testing import (
+    check_blocked_product, check_flat_divide, check_flat_product, check_logical_divide,
+    check_logical_product, check_raked_product, check_tiled_divide, check_tiled_product,
+    check_zipped_divide, check_zipped_product, compact_layouts, injective_layouts,
+    layout_and_block, layout_and_mode_tiler, offsets, product_pairs,
 )
+
+from oracles import flat_digits
 
 SETTINGS = settings(max_examples=120, deadline=None)
 
@@ -29,13 +33,8 @@ def test_logical_divide_definition(pair):
     result at (i, j) is A at the j-th repetition of the i-th element of the tile."""
     A, B = pair
     D = logical_divide(A, B)
-    Bstar = complement(B, A.size)
-    assert D == composition(A, make_layout(B, Bstar))
-    assert D.rank == 2
-    assert compatible(B.shape, D[0].shape) and compatible(Bstar.shape, D[1].shape)
-    for j in range(Bstar.size):
-        for i in range(B.size):
-            assert D(i, j) == A(B(i) + Bstar(j))
+    check_logical_divide(A, B, D)
+    assert D == composition(A, make_layout(B, complement(B, A.size)))
     # the tiles partition A's domain when B's size divides A's
     if A.size % B.size == 0:
         assert D.size == A.size and sorted(offsets(D)) == sorted(offsets(A))
@@ -54,11 +53,10 @@ def test_divides_by_a_layout_are_regroupings_of_logical_divide(pair):
     """With a Layout tiler, logical_divide is already (tile, rest): zipped_divide is the same
     layout, tiled_divide unpacks the rest, flat_divide unpacks both."""
     A, B = pair
-    LD = logical_divide(A, B)
-    assert zipped_divide(A, B) == LD
-    modes = lambda L: [L[i] for i in range(L.rank)]
-    assert modes(tiled_divide(A, B)) == [LD[0]] + modes(LD[1])
-    assert modes(flat_divide(A, B)) == modes(LD[0]) + modes(LD[1])
+    assert zipped_divide(A, B) == logical_divide(A, B)
+    check_zipped_divide(A, B, zipped_divide(A, B))
+    check_tiled_divide(A, B, tiled_divide(A, B))
+    check_flat_divide(A, B, flat_divide(A, B))
 
 
 @SETTINGS
@@ -66,30 +64,14 @@ def test_divides_by_a_layout_are_regroupings_of_logical_divide(pair):
 def test_by_mode_divides_are_regroupings_of_logical_divide(pair):
     A, tiler = pair
     LD = logical_divide(A, tiler)
-    Z, T, F = zipped_divide(A, tiler), tiled_divide(A, tiler), flat_divide(A, tiler)
-    n = len(tiler)
-    tiles, rests = [], []
-    for i in range(A.rank):
-        if i >= n:
-            rests.append(LD[i])
-        elif tiler[i] is None:
-            tiles.append(LD[i])
-            rests.append(Layout(1, 0))
-        else:
-            tiles.append(LD[i][0])
-            rests.append(LD[i][1])
-            assert LD[i][0] == composition(A[i], tiler[i])      # mode i's tile
-            assert LD[i] == logical_divide(A[i], Layout(tiler[i]))
-    assert [Z[0][k] for k in range(n)] == tiles
-    assert [Z[1][k] for k in range(len(rests))] == rests
-    assert T[0] == Z[0] and [T[1 + k] for k in range(len(rests))] == rests
-    assert [F[k] for k in range(n)] == tiles
-    assert [F[n + k] for k in range(len(rests))] == rests
-    # the same multiset of (shape, stride) leaves, so the same offsets
-    leaves_of = lambda L: sorted(zip(leaves(L.shape), leaves(L.stride)))
-    assert leaves_of(Z) == leaves_of(T) == leaves_of(F) == sorted(
-        leaves_of(LD) + [(1, 0)] * sum(1 for t in tiler if t is None))
-    assert sorted(offsets(Z)) == sorted(offsets(LD))
+    check_logical_divide(A, tiler, LD)
+    for i, t in enumerate(tiler):
+        if t is not None:
+            assert LD[i][0] == composition(A[i], t)             # mode i's tile
+            assert LD[i] == logical_divide(A[i], Layout(t))
+    check_zipped_divide(A, tiler, zipped_divide(A, tiler))
+    check_tiled_divide(A, tiler, tiled_divide(A, tiler))
+    check_flat_divide(A, tiler, flat_divide(A, tiler))
 
 
 def test_zipped_divide_of_cute_docs_2d_example():
@@ -113,51 +95,39 @@ def test_zipped_divide_of_cute_docs_2d_example():
 def test_logical_product_mode_0_is_a_and_copies_are_disjoint(pair):
     A, B = pair
     P = logical_product(A, B)
-    assert P[0] == A
-    assert compatible(B.shape, P[1].shape)
+    check_logical_product(A, B, P)
+    # A is a bijection onto [0, size(A)) and B injective: copy j of A fills the offsets from
+    # size(A) * B(j) on, its own
     assert all(P(i, j) == A(i) + A.size * B(j) for i in range(A.size) for j in range(B.size))
-    assert all(P[1](j) == composition(complement(A, A.size * B.cosize), B)(j)
-               for j in range(B.size))
-    # each copy of A lands on offsets of its own: no two copies of B's distinct points overlap
-    blocks = {}
-    for j in range(B.size):
-        key = B(j)
-        block = frozenset(P(i, j) for i in range(A.size))
-        assert blocks.setdefault(key, block) == block
-    seen = set()
-    for block in blocks.values():
-        assert not (block & seen)
-        seen |= block
 
 
 @SETTINGS
 @given(compact_layouts(max_size=32, max_leaves=3), compact_layouts(max_size=32, max_leaves=3))
 def test_products_of_bijections_cover(A, B):
     """A bijection onto [0, m) times a bijection onto [0, n) is a bijection onto [0, m*n)."""
-    P = logical_product(A, B)
-    assert sorted(offsets(P)) == list(range(A.size * B.size))
-    for f in (zipped_product, tiled_product, flat_product):
-        assert sorted(offsets(f(A, B))) == list(range(A.size * B.size))
+    for f, check in ((logical_product, check_logical_product),
+                     (zipped_product, check_zipped_product),
+                     (tiled_product, check_tiled_product), (flat_product, check_flat_product)):
+        P = f(A, B)
+        check(A, B, P)
+        assert sorted(offsets(P)) == list(range(A.size * B.size))
 
 
 @SETTINGS
 @given(product_pairs())
 def test_blocked_and_raked_products_permute_the_same_offsets(pair):
     A, B = pair
-    r = max(A.rank, B.rank)
-    P = logical_product(append(A, n=r), append(B, n=r))
     blocked, raked = blocked_product(A, B), raked_product(A, B)
-    assert blocked.rank == raked.rank == r
-    for i in range(r):
-        assert blocked[i] == make_layout(P[0][i], P[1][i])
-        assert raked[i] == make_layout(P[1][i], P[0][i])
-    assert sorted(offsets(blocked)) == sorted(offsets(raked)) == sorted(offsets(P))
+    check_blocked_product(A, B, blocked)
+    check_raked_product(A, B, raked)
+    assert sorted(offsets(blocked)) == sorted(offsets(raked))
 
 
 def test_logical_product_with_int_is_a_product():
     A = Layout((2, 2), (1, 2))
     P = logical_product(A, 3)
-    assert P[0] == A and P.size == 12
+    check_logical_product(A, 3, P)
+    assert P.size == 12
     assert sorted(offsets(P)) == list(range(12))
 
 
@@ -169,6 +139,10 @@ def test_by_mode_products_are_regroupings():
     assert Z == make_layout(make_layout(A[0], A[1]), make_layout(Layout(4, 2), Layout(5, 3)))
     assert [m.size for m in T] == [6, 4, 5] and T[0] == Z[0]
     assert [m.size for m in F] == [2, 3, 4, 5] and F[2] == Layout(4, 2)
+    check_logical_product(A, (4, 5), LP)
+    check_zipped_product(A, (4, 5), Z)
+    check_tiled_product(A, (4, 5), T)
+    check_flat_product(A, (4, 5), F)
 
 
 @settings(max_examples=200, deadline=None)
@@ -185,9 +159,7 @@ def test_logical_product_of_any_pair_is_right_or_raises(A, B):
         except LayoutError:
             return
         raise AssertionError("logical_product raised but A* o B exists")
-    Astar = complement(A, A.size * B.cosize)
-    assert P[0] == A
-    assert all(P[1](j) == Astar(B(j)) for j in range(B.size))
+    check_logical_product(A, B, P)
 
 
 # --- tile_to_shape ------------------------------------------------------------------------

@@ -11,7 +11,9 @@ from layoutalg import (
 )
 from layoutalg.int_tuple import leaves
 
-from strategies import flat_digits, layouts, offsets, shapes
+from layoutalg.testing import layouts, offsets, shapes
+
+from oracles import flat_digits
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

@@ -9,12 +9,15 @@ from layoutalg import (
     Layout, LayoutError, coalesce, complement, composition, filter, left_inverse, make_layout,
     nullspace, right_inverse,
 )
-from layoutalg.int_tuple import compatible, leaves
+from layoutalg.int_tuple import leaves
 
-from strategies import (
-    complement_exists, composable_pairs, compact_layouts, greedy_translates, injective_layouts,
-    layout_and_block, layout_and_mode_tiler, layouts, offsets, representable_compatible_with,
+from layoutalg.testing import (
+    check_coalesce, check_complement, check_composition, check_filter, check_left_inverse,
+    check_right_inverse, composable_pairs, compact_layouts, injective_layouts, layout_and_block,
+    layout_and_mode_tiler, layouts, offsets,
 )
+
+from oracles import complement_exists, greedy_translates, representable_compatible_with
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -27,40 +30,21 @@ def flat_modes(L):
 @SETTINGS
 @given(layouts())
 def test_coalesce_keeps_the_function_and_is_flat(L):
-    C = coalesce(L)
-    assert C.size == L.size
-    assert C.depth <= 1
-    assert offsets(C) == offsets(L)
-    modes = flat_modes(C)
-    assert all(s > 1 for s, _ in modes) or modes == [(1, 0)]
-    # nothing left to merge
-    assert all(d1 != s0 * d0 for (s0, d0), (_, d1) in zip(modes, modes[1:]))
+    check_coalesce(L, coalesce(L))
 
 
 @SETTINGS
 @given(layouts(max_depth=2), st.data())
 def test_coalesce_with_profile_keeps_the_rank_and_each_mode(L, data):
-    n = data.draw(st.integers(1, L.rank))
-    C = coalesce(L, (1,) * n)
-    assert C.rank == L.rank
-    for i in range(L.rank):
-        if i < n:
-            assert C[i].depth <= 1 and offsets(C[i]) == offsets(L[i])
-        else:
-            assert C[i] == L[i]
-    assert offsets(C) == offsets(L)
+    profile = (1,) * data.draw(st.integers(1, L.rank))
+    C = coalesce(L, profile)
+    check_coalesce(L, C, profile)
 
 
 @SETTINGS
 @given(layouts())
 def test_filter_keeps_the_offsets_without_broadcast_modes(L):
-    F = filter(L)
-    assert sorted(set(offsets(F))) == sorted(set(offsets(L)))
-    assert all(d != 0 for s, d in flat_modes(F)) or F == Layout(1, 0)
-    expected_size = 1
-    for s, d in flat_modes(L):
-        expected_size *= s if d != 0 else 1
-    assert F.size == expected_size
+    check_filter(L, filter(L))
 
 
 # --- composition --------------------------------------------------------------------------
@@ -93,7 +77,7 @@ def divisibility_fails(A, B):
     return False
 
 
-def check_composition(A, B):
+def compose_or_explain(A, B):
     """R == A o B satisfies the post-conditions, or it raises only where no layout can."""
     truth = lambda i: A(B(i))
     try:
@@ -107,8 +91,7 @@ def check_composition(A, B):
         else:
             assert divisibility_fails(A, B) or not representable, msg
         return None
-    assert compatible(B.shape, R.shape), (A, B, R)
-    assert all(R(i) == truth(i) for i in range(B.size)), (A, B, R)
+    check_composition(A, B, R)
     return R
 
 
@@ -117,7 +100,7 @@ def check_composition(A, B):
 @example((Layout((6, 2), (1, 7)), Layout((3, 2), (2, 3))))     # cutlass issue 2955
 @example((Layout((4, 3), (3, 1)), Layout(3, 2)))
 def test_composition_is_a_o_b_or_raises_with_reason(pair):
-    check_composition(*pair)
+    compose_or_explain(*pair)
 
 
 @settings(max_examples=300, deadline=None)
@@ -146,7 +129,7 @@ def test_composition_fast_paths_agree_with_the_checked_walk(pair):
 @given(layout_and_block())
 def test_composition_with_a_block_always_succeeds(pair):
     A, B = pair
-    assert check_composition(A, B) is not None
+    assert compose_or_explain(A, B) is not None
 
 
 def test_cutlass_2955_has_no_correct_layout_and_raises():
@@ -175,15 +158,7 @@ def test_stride_divisibility_case_is_not_a_layout_and_raises():
 @given(layout_and_mode_tiler())
 def test_composition_by_mode(pair):
     A, tiler = pair
-    R = composition(A, tiler)
-    assert R.rank == A.rank
-    for i in range(A.rank):
-        t = tiler[i] if i < len(tiler) else None
-        if t is None:
-            assert R[i] == A[i]
-        else:
-            assert R[i].size == t
-            assert all(R[i](k) == A[i](k) for k in range(t))
+    check_composition(A, tiler, composition(A, tiler))
 
 
 # --- complement ---------------------------------------------------------------------------
@@ -206,14 +181,8 @@ def test_complement_post_conditions_or_no_complement(L, cotarget):
         assert "not injective" in str(e) or "no complement" in str(e)
         return
     assert exists, (L, cotarget, R)
-    r = offsets(R)
-    assert all(x < y for x, y in zip(r, r[1:]))                 # ordered
-    assert set(r) & set(distinct) == {0}                         # disjoint
-    both = [a + b for b in r for a in distinct]
-    assert len(both) == len(set(both))                           # (L, R) injective
-    assert set(range(cotarget)) <= set(both)                     # covers the cotarget
-    assert set(both) == set(range(len(both)))                    # and nothing past its span
-    assert r == greedy_translates(distinct, len(both))          # the forced translates
+    check_complement(L, cotarget, R)        # ordered, (L, R) a bijection onto a cover
+    assert offsets(R) == greedy_translates(distinct, len(distinct) * R.size)   # forced
 
 
 def _product(xs):
@@ -227,28 +196,22 @@ def _product(xs):
 @SETTINGS
 @given(layouts())
 def test_right_inverse(L):
-    R = right_inverse(L)
-    assert all(L(R(i)) == i for i in range(R.size))
-    image = set(offsets(L))
-    # R covers the contiguous run of offsets it claims, and stops where L's run stops when
-    # L is a bijection onto [0, size)
-    if image == set(range(L.size)):
-        assert R.size == L.size
+    check_right_inverse(L, right_inverse(L))
 
 
 @SETTINGS
 @given(compact_layouts())
 def test_right_inverse_of_a_bijection_is_its_inverse(L):
     R = right_inverse(L)
+    check_right_inverse(L, R)
+    check_left_inverse(L, R)
     assert R.size == L.size
-    assert all(R(L(i)) == i and L(R(i)) == i for i in range(L.size))
 
 
 @SETTINGS
 @given(injective_layouts())
 def test_left_inverse(L):
-    R = left_inverse(L)
-    assert all(R(L(i)) == i for i in range(L.size))
+    check_left_inverse(L, left_inverse(L))
 
 
 @SETTINGS
@@ -262,7 +225,7 @@ def test_left_inverse_exists_exactly_with_a_complement(L):
         assert "complement" in str(e) or "injective" in str(e)
         return
     assert len(distinct) == L.size
-    assert all(R(L(i)) == i for i in range(L.size))
+    check_left_inverse(L, R)
 
 
 def test_left_inverse_of_2_2_2_3_raises():

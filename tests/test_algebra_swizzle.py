@@ -10,9 +10,12 @@ from layoutalg import (
 )
 from layoutalg.int_tuple import leaves
 
-from strategies import (
-    compact_layouts, layout_and_block, layouts, offsets, swizzle_reference, swizzles,
+from layoutalg.testing import (
+    check_composition, check_logical_divide, compact_layouts, layout_and_block, layouts,
+    offsets, swizzles,
 )
+
+from oracles import swizzle_reference
 
 SETTINGS = settings(max_examples=100, deadline=None)
 
@@ -69,9 +72,9 @@ def test_composed_layout_in_composition_and_divides(data):
     off = data.draw(st.integers(0, 3)) * sw.domain_size
     C = ComposedLayout(sw, off, inner)
     _, B = data.draw(layout_and_block(st.just(inner)))
-    R = composition(C, B)
-    assert all(R(i) == C(B(i)) for i in range(B.size))
+    check_composition(C, B, composition(C, B))
     D = logical_divide(C, B)
+    check_logical_divide(C, B, D)
     plain = logical_divide(inner, B)
     assert all(D(i) == sw(off + plain(i)) for i in range(plain.size))
     Z = zipped_divide(C, B)

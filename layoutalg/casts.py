@@ -8,8 +8,8 @@
 
 from .core import _int_strides, _pairs_layout, coalesce, composition, right_inverse
 from .errors import LayoutError
-from .int_tuple import _div_int
-from .layout import Layout, _flat, _make
+from .int_tuple import _div_int, is_int
+from .layout import Layout, _as_layout, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
 
 __all__ = ["max_common_vector", "max_common_layout", "upcast", "downcast", "recast"]
@@ -24,7 +24,18 @@ def _swizzle_run(L):
     return run if L.offset % run == 0 else 1
 
 
-def _common(a, b):
+def _positive_int(n, what, name):
+    """The count or width ``n`` of the public function ``what``: a positive int."""
+    if not is_int(n):
+        raise TypeError(f"{what}: {name} must be a positive int, not {n!r}")
+    if n <= 0:
+        raise LayoutError(f"{what}: {name} = {n} is not positive")
+    return n
+
+
+def _common(a, b, what):
+    a = _as_layout(a, what, shapes=False, composed=True)
+    b = _as_layout(b, what, shapes=False, composed=True)
     runs = [r for r in (_swizzle_run(a), _swizzle_run(b)) if r is not None]
     a = a.inner if isinstance(a, ComposedLayout) else a
     b = b.inner if isinstance(b, ComposedLayout) else b
@@ -53,12 +64,12 @@ def max_common_vector(a, b):
     >>> max_common_vector(Layout((4, 8)), Layout((2, 2, 8), (1, 2, 4)))
     32
     """
-    return _common(a, b)[0]
+    return _common(a, b, "max_common_vector")[0]
 
 
 def max_common_layout(a, b):
     """The layout (into the coordinates of ``b``) of the common contiguous offsets."""
-    n, inv_b = _common(a, b)
+    n, inv_b = _common(a, b, "max_common_layout")
     if n == 1:
         return _make(1, 0)
     return composition(inv_b, Layout(n))
@@ -75,6 +86,8 @@ def upcast(L, n):
     """
     if isinstance(L, ComposedLayout):
         raise LayoutError("upcast of a composed layout is not supported; upcast its parts")
+    L = _as_layout(L, "upcast", shapes=False)
+    _positive_int(n, "upcast", "n")
     _int_strides(L, "upcast")
 
     def go(s, d):
@@ -103,6 +116,8 @@ def downcast(L, n):
     """
     if isinstance(L, ComposedLayout):
         raise LayoutError("downcast of a composed layout is not supported; downcast its parts")
+    L = _as_layout(L, "downcast", shapes=False)
+    _positive_int(n, "downcast", "n")
     _int_strides(L, "downcast")
     flat = _flat(L)
     units = [k for k, (s, d) in enumerate(flat) if abs(d) == 1]
@@ -126,7 +141,15 @@ def downcast(L, n):
 
 
 def recast(L, old_bits, new_bits):
-    """``L`` over elements of ``old_bits`` re-expressed over elements of ``new_bits``."""
+    """``L`` over elements of ``old_bits`` re-expressed over elements of ``new_bits``.
+
+    >>> print(recast(Layout((8, 4), (1, 8)), 16, 32))
+    (4,4):(1,4)
+    """
+    if not isinstance(L, ComposedLayout):
+        L = _as_layout(L, "recast", shapes=False)
+    _positive_int(old_bits, "recast", "old_bits")
+    _positive_int(new_bits, "recast", "new_bits")
     if new_bits == old_bits:
         return L
     if new_bits > old_bits:

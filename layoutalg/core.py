@@ -13,10 +13,10 @@ from functools import lru_cache
 
 from .errors import LayoutError
 from .int_tuple import (
-    _is_sympy, _Undecided, divides, equal, fmt, is_int, is_nonnegative, is_positive_extent,
-    is_zero, less, less_equal, prefix_product, product,
+    _is_sympy, _prefix_product, _product, _Undecided, check_int_tuple, divides, equal, fmt,
+    is_int, is_nonnegative, is_positive_extent, is_zero, less, less_equal,
 )
-from .layout import Layout, _concat, _flat, _make
+from .layout import Layout, _as_layout, _concat, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
 
 __all__ = [
@@ -75,16 +75,6 @@ def _all_int(pairs):
     return True
 
 
-def _as_layout(x, what):
-    if isinstance(x, (Layout, ComposedLayout)):
-        return x
-    if type(x) is int and x > 0:
-        return _make(x, 1, ((x, 1),))
-    if is_int(x):
-        return Layout(x)
-    raise TypeError(f"{what}: expected a layout, an int or a tuple of tilers, not {x!r}")
-
-
 def _int_strides(L, what):
     for s, d in _flat(L):
         if type(d) is not int and not is_int(d):
@@ -124,8 +114,17 @@ def _sorted_by_stride(modes, what):
 
 
 def check_tiler(B, what):
-    """A tiler is a Layout, a ComposedLayout, an int, None, or a tuple of tilers."""
-    if B is None or isinstance(B, (Layout, ComposedLayout)) or is_int(B):
+    """A tiler is a Layout, a ComposedLayout, a positive int, None, or a tuple of tilers."""
+    if type(B) is tuple:
+        for b in B:
+            if type(b) is not int or b <= 0:
+                check_tiler(b, what)
+        return
+    if B is None or isinstance(B, (Layout, ComposedLayout)):
+        return
+    if is_int(B):
+        if B <= 0:
+            raise LayoutError(f"{what}: the tile extent {B} is not positive")
         return
     if isinstance(B, tuple):
         for b in B:
@@ -170,6 +169,8 @@ def coalesce(L, profile=None):
         return L.with_inner(coalesce(L.inner, profile))
     if not isinstance(L, Layout):
         raise TypeError(f"coalesce: expected a layout, not {L!r}")
+    if profile is not None:
+        check_int_tuple(profile, "coalesce", "profile")
     if isinstance(profile, tuple):
         if len(profile) > L.rank:
             raise LayoutError(f"coalesce: profile {fmt(profile)} has more modes than {L}")
@@ -214,11 +215,13 @@ def composition(A, B):
     if type(B) is Layout and type(A) is Layout:
         return _compose(A, B)
     if B is None:
+        if not isinstance(A, (Layout, ComposedLayout, Swizzle)):
+            raise TypeError(f"composition: expected a layout, not {A!r}")
         return A
     if isinstance(B, tuple):
         check_tiler(B, "composition")
         return _compose_by_mode(A, B)
-    B = _as_layout(B, "composition")
+    B = _as_layout(B, "composition", composed=True)
     if isinstance(B, ComposedLayout):
         raise LayoutError(f"composition with a swizzled right operand {B} is not supported")
     if isinstance(A, ComposedLayout):
@@ -476,7 +479,8 @@ def complement(L, cotarget=None):
         if type(cotarget) is not int and not is_int(cotarget):
             return _complement(L, cotarget)     # symbolic, and >= 1 (one past an offset)
     elif isinstance(cotarget, tuple):
-        cotarget = product(cotarget)
+        check_int_tuple(cotarget, "complement", "cotarget", "extent")
+        cotarget = _product(cotarget)
     if type(cotarget) is not int:
         if not is_positive_extent(cotarget):
             raise LayoutError(f"complement: cotarget {cotarget!r} must be a positive integer")
@@ -700,6 +704,6 @@ def nullspace(L):
     if not isinstance(L, Layout):
         raise TypeError(f"nullspace: expected a plain layout, not {L!r}")
     flat = _flat(L)
-    positions = prefix_product(tuple(s for s, _ in flat))
+    positions = _prefix_product(tuple(s for s, _ in flat))
     positions = positions if isinstance(positions, tuple) else (positions,)
     return _pairs_layout([(s, p) for (s, d), p in zip(flat, positions) if s > 1 and d == 0])

@@ -32,9 +32,10 @@ from .atom import (
     SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL, UniversalCopy, UniversalFMA,
     encode, type_bits,
 )
-from .errors import LayoutError
-from .int_tuple import crd2idx
-from .layout import Layout, _modes, slice_and_offset
+from .atom.mma import MMAAtom
+from .errors import LayoutError, LayoutIndexError
+from .int_tuple import _crd2idx, check_int_tuple, is_int
+from .layout import Layout, _as_layout, _modes, slice_and_offset
 from .tensor import ArrayEngine, Tensor, elem_less, layout_offsets, local_tile, make_identity_tensor, \
     make_tensor, _flat_index
 from .tiled import (
@@ -46,14 +47,35 @@ __all__ = ["RegisterFile", "run_copy", "run_mma", "predicate", "GemmConfig", "mo
            "sm80_config", "cpu_gemm"]
 
 
+_MAX_REGISTERS = 1 << 32      # all threads' registers together; more is a mistake
+
+
 class RegisterFile:
     """The same register tensor in every thread: ``data[t]`` is thread t's storage, indexed
     by ``layout`` from ``offset``. ``rf[crd]`` with None slices every thread's tensor alike;
     ``rf.thread(t)`` is thread t's :class:`Tensor` (a view)."""
 
     def __init__(self, layout, nthreads, dtype, data=None, offset=0):
+        layout = _as_layout(layout, "RegisterFile", shapes=False)
+        for name, v in (("nthreads", nthreads), ("offset", offset)):
+            if not is_int(v):
+                raise TypeError(f"RegisterFile: {name} must be an int, not {v!r}")
+        if nthreads <= 0 or offset < 0:
+            raise LayoutError(f"RegisterFile: {nthreads} threads at offset {offset}: the "
+                              f"threads must be positive and the offset >= 0")
+        if data is None:
+            cosize = layout.cosize
+            if not is_int(cosize):
+                raise LayoutError(f"RegisterFile: {layout} needs integer strides")
+            if nthreads * cosize > _MAX_REGISTERS:
+                raise LayoutError(f"RegisterFile: {nthreads} threads of {cosize} registers are "
+                                  f"more than the {_MAX_REGISTERS} registers it holds here")
+            data = np.zeros((nthreads, cosize), dtype)
+        elif not (isinstance(data, np.ndarray) and data.ndim == 2 and data.shape[0] == nthreads):
+            raise ValueError(f"RegisterFile: data must be a 2-D numpy array with a row for each "
+                             f"of the {nthreads} threads, not {data!r}")
         self.layout, self.offset = layout, offset
-        self.data = np.zeros((nthreads, layout.cosize), dtype) if data is None else data
+        self.data = data
 
     @classmethod
     def like(cls, fragment, nthreads):
@@ -133,8 +155,8 @@ def _check_bounds(storage, idx, mask, what):
         bad &= mask
     if bad.any():
         t = int(np.argwhere(bad)[0][0])
-        raise IndexError(f"{what}: thread {t} accesses an element outside the data "
-                         f"(an out-of-bounds coordinate that needs a predicate)")
+        raise LayoutIndexError(f"{what}: thread {t} accesses an element outside the data "
+                               f"(an out-of-bounds coordinate that needs a predicate)")
 
 
 def run_copy(tiled_copy, src, dst, pred=None, zfill=False):
@@ -293,7 +315,7 @@ def _thread_grid(tiled_mma):
     thr_of = np.full((AM, AN, NA), -1, dtype=np.int64)
     for t in range(tiled_mma.size):
         v, m, n, k = tiled_mma.thr_coord(t)
-        v, m, n = (crd2idx(c, L[i].shape) for i, c in enumerate((v, m, n)))
+        v, m, n = (_crd2idx(c, L[i].shape) for i, c in enumerate((v, m, n)))
         thr_of[m, n, v] = t
     if (thr_of < 0).any():
         raise LayoutError(f"thread layout {L} does not give every atom its threads")
@@ -354,14 +376,26 @@ def _auto_copy(thr, val, value_type, atom_kind, max_bits):
     return make
 
 
+def _tile_arg(tile, what):
+    """The block tile (bM, bN, bK) argument of a configuration: three positive ints."""
+    if not isinstance(tile, (tuple, list)) or len(tile) != 3:
+        raise TypeError(f"{what}: tile must be a tuple (bM, bN, bK), not {tile!r}")
+    check_int_tuple(tuple(tile), what, "tile", "extent")
+    return tuple(tile)
+
+
 def moye_config(pipeline="double_buffer", dtype=np.float32, tile=(128, 128, 8),
                 copy_threads=(32, 8), mma_threads=(16, 16)):
     """MoYe.jl's SIMT configurations: ``tile`` (bM, bN, bK), cp.async copies over
     ``copy_threads`` (up to 8 bytes per thread, narrowed where the layouts do not allow it),
     UniversalFMA over ``mma_threads``. ``"prefetch"``: shared tiles (bM, bK) padded to
     ``bM + 1``; ``"double_buffer"``: (bM, bK, 2) padded to ``bM + 2``."""
-    bM, bN, bK = tile
-    pad, stages = {"prefetch": (1, 1), "double_buffer": (2, 2)}[pipeline]
+    pipelines = {"prefetch": (1, 1), "double_buffer": (2, 2)}
+    if not isinstance(pipeline, str) or pipeline not in pipelines:
+        raise ValueError(f"moye_config: pipeline must be one of {sorted(pipelines)}, not "
+                         f"{pipeline!r}")
+    bM, bN, bK = _tile_arg(tile, "moye_config")
+    pad, stages = pipelines[pipeline]
 
     def smem(b):
         if stages == 1:
@@ -381,7 +415,12 @@ def sm80_config(atom, warps=(2, 2), tile=(64, 64, 32), a_major="K", b_major="K",
     tiles stored ``a_major``/``b_major`` ("K" or "M"/"N": the contiguous mode), 16-byte
     cp.async copies (narrowed where the layouts do not allow it) and ldmatrix to registers
     (``.trans`` for MN-major 16-bit tiles; plain 32-bit loads for tf32)."""
-    bM, bN, bK = tile
+    if not isinstance(atom, MMAAtom):
+        raise TypeError(f"sm80_config: expected an MMA atom, not {atom!r}")
+    bM, bN, bK = _tile_arg(tile, "sm80_config")
+    for name, major, mn in (("a_major", a_major, "M"), ("b_major", b_major, "N")):
+        if major not in ("K", mn, "MN"):
+            raise ValueError(f"sm80_config: {name} must be 'K', '{mn}' or 'MN', not {major!r}")
     mma = make_tiled_mma(atom, warps, permutation_mnk)
     in_type = atom.a_type
     vb = type_bits(in_type)
@@ -421,7 +460,14 @@ def cpu_gemm(A, B, config, C=None):
     the fragments), multiplied by ``run_mma`` into the accumulators, and finally the
     accumulators are stored by ``make_tiled_copy_C`` where inside ``M x N``.
     """
+    if not isinstance(config, GemmConfig):
+        raise TypeError(f"cpu_gemm: expected a GemmConfig (moye_config, sm80_config), not "
+                        f"{config!r}")
+    if C is not None and not isinstance(C, np.ndarray):
+        raise TypeError(f"cpu_gemm: C must be None or a numpy array, not {C!r}")
     A, B = np.asarray(A), np.asarray(B)
+    if A.dtype.kind not in "biuf" or B.dtype.kind not in "biuf":
+        raise TypeError(f"cpu_gemm: A and B must be numeric arrays, not {A.dtype} and {B.dtype}")
     if A.ndim != 2 or B.ndim != 2:
         raise ValueError("cpu_gemm: A and B must be 2-D")
     A = encode(A, config.mma.atom.a_type)      # numbers -> the atom's storage (bf16 bits ...)

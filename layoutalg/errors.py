@@ -7,3 +7,8 @@ class LayoutError(ValueError):
     The message names the violated condition (for example the "stride divisibility
     condition" of composition), so a caller never receives a silently wrong layout.
     """
+
+
+class LayoutIndexError(LayoutError, IndexError):
+    """A mode, an element or a thread outside its range: a LayoutError that is also an
+    IndexError, for code written against Python's sequence protocol."""

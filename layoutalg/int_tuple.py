@@ -40,6 +40,66 @@ def is_positive_extent(x):
             and getattr(x, "is_positive", None) is True)
 
 
+# --- checks of the arguments of the public functions ------------------------------------------
+# Each public function of IntTuples checks its arguments once, at its entry, and then runs its
+# unchecked twin (``_product`` for ``product``...), which the rest of the package calls on
+# values it has already checked (so the algebra's hot paths pay nothing).
+
+def _leaf_problem(x, kind):
+    """Why ``x`` is not a leaf of ``kind`` (None when it is one). Kinds: ``"extent"`` (an int
+    > 0, or a sympy expression declared integer and positive), ``"index"`` (an int >= 0 or a
+    sympy expression), ``"int"`` (an int or a sympy expression), ``"stride"`` (also a basis
+    stride of an identity layout), ``"coord"`` (an index or None, CuTe's ``_``), ``"leaf"`` (a
+    stride or None)."""
+    if x is None:
+        return None if kind == "coord" or kind == "leaf" else "None is not an integer"
+    if type(x) is int or is_int(x):
+        if kind == "extent" and x <= 0:
+            return f"the extent {x} is not positive"
+        if (kind == "index" or kind == "coord") and x < 0:
+            return f"{x} is negative"
+        return None
+    if _is_sympy(x):
+        if kind == "extent" and not is_positive_extent(x):
+            return (f"the symbolic extent {x} must be declared integer=True, positive=True")
+        return None
+    if (kind == "stride" or kind == "leaf") and getattr(x, "is_layout_stride", False):
+        return None
+    if isinstance(x, list):
+        return f"{x!r} is a list (IntTuples are tuples)"
+    return f"{x!r} is not an integer"
+
+
+def _first_problem(t, kind):
+    if type(t) is tuple:
+        for x in t:
+            if type(x) is int and x > 0:
+                continue
+            why = _first_problem(x, kind)
+            if why is not None:
+                return why
+        return None
+    return _leaf_problem(t, kind)
+
+
+def check_int_tuple(t, what, name, kind="int"):
+    """Check the IntTuple argument ``name`` of the public function ``what``: an int (not a
+    bool) or a sympy expression, or a nested tuple of them, each leaf of ``kind`` (see
+    ``_leaf_problem``). Raises TypeError for a leaf of the wrong type, LayoutError for a wrong
+    value (a non-positive extent), naming the function, the argument and the leaf."""
+    if type(t) is int and kind == "int":
+        return
+    why = _first_problem(t, kind)
+    if why is not None:
+        err = TypeError if "not an integer" in why or "a list" in why else LayoutError
+        raise err(f"{what}: {name} {t!r}: {why}")
+
+
+def _check_congruent(a, b, what, a_name, b_name):
+    if not _congruent(a, b):
+        raise LayoutError(f"{what}: {b_name} {fmt(b)} is not congruent with {a_name} {fmt(a)}")
+
+
 # --- facts the algebra needs, decided for ints and for sympy expressions ----------------------
 # An int answers at once; a sympy expression answers through its assumptions (``is_zero``,
 # ``is_positive``), and a question it cannot answer raises LayoutError naming the missing fact,
@@ -157,34 +217,55 @@ def flatten(t):
 
 
 def product(t):
-    """Product of all leaves (1 for the empty tuple)."""
+    """Product of all leaves (1 for the empty tuple).
+
+    >>> product((2, (3, 4))), product(())
+    (24, 1)
+    """
+    check_int_tuple(t, "product", "t")
+    return _product(t)
+
+
+def _product(t):
     if not isinstance(t, tuple):
         return t
     p = 1
     for x in t:
-        p *= product(x)
+        p *= _product(x)
     return p
 
 
 def prefix_product(t, init=1):
     """Exclusive prefix products, congruent with ``t``: ``prefix_product((2,(3,4))) == (1,(2,6))``."""
+    check_int_tuple(t, "prefix_product", "t")
+    check_int_tuple(init, "prefix_product", "init", "stride")
+    return _prefix_product(t, init)
+
+
+def _prefix_product(t, init=1):
     if not isinstance(t, tuple):
         return init
     out = []
     for x in t:
-        out.append(prefix_product(x, init))
-        init = init * product(x)
+        out.append(_prefix_product(x, init))
+        init = init * _product(x)
     return tuple(out)
 
 
 def suffix_product(t, init=1):
     """Exclusive suffix products (row-major strides): ``suffix_product((2,3,4)) == (12,4,1)``."""
+    check_int_tuple(t, "suffix_product", "t")
+    check_int_tuple(init, "suffix_product", "init", "stride")
+    return _suffix_product(t, init)
+
+
+def _suffix_product(t, init=1):
     if not isinstance(t, tuple):
         return init
     out = []
     for x in reversed(t):
-        out.append(suffix_product(x, init))
-        init = init * product(x)
+        out.append(_suffix_product(x, init))
+        init = init * _product(x)
     return tuple(reversed(out))
 
 
@@ -205,39 +286,52 @@ def shape_div(a, b):
     >>> shape_div((4, 3), 2), shape_div((4, 5, 6), 40), shape_div(2, 4)
     ((2, 3), (1, 1, 3), 1)
     """
+    check_int_tuple(a, "shape_div", "a", "extent")
+    check_int_tuple(b, "shape_div", "b", "extent")
+    return _shape_div(a, b)
+
+
+def _shape_div(a, b):
     if isinstance(a, tuple):
         if isinstance(b, tuple):
             if len(a) != len(b):
                 raise LayoutError(f"shape_div: ranks differ: {fmt(a)} / {fmt(b)}")
-            return tuple(shape_div(x, y) for x, y in zip(a, b))
+            return tuple(_shape_div(x, y) for x, y in zip(a, b))
         out = []
         for x in a:
-            out.append(shape_div(x, b))
-            b = _div_int(b, product(x), "shape divisibility condition") if b != 1 else 1
+            out.append(_shape_div(x, b))
+            b = _div_int(b, _product(x), "shape divisibility condition") if b != 1 else 1
         return tuple(out)
     if isinstance(b, tuple):
-        return shape_div(a, product(b))
+        return _shape_div(a, _product(b))
     return _div_int(a, b, "shape divisibility condition")
 
 
 def ceil_div(a, b):
     """Ceiling division; elementwise for congruent tuples, through the modes for tuple / int.
+    ``a``'s leaves are ints >= 0, ``b``'s extents (> 0).
 
     >>> ceil_div(10, 4), ceil_div((10, 7), (4, 2)), ceil_div((4, 6), 8)
     (3, (3, 4), (1, 3))
     """
+    check_int_tuple(a, "ceil_div", "a", "index")
+    check_int_tuple(b, "ceil_div", "b", "extent")
+    return _ceil_div(a, b)
+
+
+def _ceil_div(a, b):
     if isinstance(a, tuple):
         if isinstance(b, tuple):
             if len(a) != len(b):
                 raise LayoutError(f"ceil_div: ranks differ: {fmt(a)} / {fmt(b)}")
-            return tuple(ceil_div(x, y) for x, y in zip(a, b))
+            return tuple(_ceil_div(x, y) for x, y in zip(a, b))
         out = []
         for x in a:
-            out.append(ceil_div(x, b))
-            b = -(-b // product(x))
+            out.append(_ceil_div(x, b))
+            b = -(-b // _product(x)) if _product(x) else b
         return tuple(out)
     if isinstance(b, tuple):
-        b = product(b)
+        b = _product(b)
     return -(-a // b)
 
 
@@ -253,43 +347,90 @@ def tuple_max(t):
 
 
 def congruent(a, b):
-    """Same tree structure (profile)."""
+    """Same tree structure (profile).
+
+    >>> congruent((2, (3, 4)), (1, (2, 6))), congruent((2, 3), 6)
+    (True, False)
+    """
+    check_int_tuple(a, "congruent", "a", "leaf")
+    check_int_tuple(b, "congruent", "b", "leaf")
+    return _congruent(a, b)
+
+
+def _congruent(a, b):
     if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(congruent(x, y) for x, y in zip(a, b))
+        return (isinstance(b, tuple) and len(a) == len(b)
+                and all(_congruent(x, y) for x, y in zip(a, b)))
     return not isinstance(b, tuple)
 
 
 def weakly_congruent(a, b):
     """``a``'s profile is a coarsening of ``b``'s: an int in ``a`` may stand for any subtree."""
+    check_int_tuple(a, "weakly_congruent", "a", "leaf")
+    check_int_tuple(b, "weakly_congruent", "b", "leaf")
+    return _weakly_congruent(a, b)
+
+
+def _weakly_congruent(a, b):
     if not isinstance(a, tuple):
         return True
-    return isinstance(b, tuple) and len(a) == len(b) and all(weakly_congruent(x, y) for x, y in zip(a, b))
+    return (isinstance(b, tuple) and len(a) == len(b)
+            and all(_weakly_congruent(x, y) for x, y in zip(a, b)))
 
 
 def compatible(a, b):
     """Shape ``a`` is compatible with shape ``b``: equal sizes, and every coordinate of ``a``
     is a coordinate of ``b``."""
+    check_int_tuple(a, "compatible", "a", "extent")
+    check_int_tuple(b, "compatible", "b", "extent")
+    return _compatible(a, b)
+
+
+def _compatible(a, b):
     if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(compatible(x, y) for x, y in zip(a, b))
-    return a == product(b)
+        return (isinstance(b, tuple) and len(a) == len(b)
+                and all(_compatible(x, y) for x, y in zip(a, b)))
+    return a == _product(b)
+
+
+def _check_crd_args(what, crd, shape, stride, crd_name="crd"):
+    check_int_tuple(crd, what, crd_name, "index")
+    check_int_tuple(shape, what, "shape", "extent")
+    if stride is not None:
+        check_int_tuple(stride, what, "stride", "stride")
+        _check_congruent(shape, stride, what, "shape", "stride")
 
 
 def idx2crd(idx, shape, stride=None):
     """The natural (hierarchical) coordinate of ``idx`` in ``shape``, colexicographic.
 
-    With ``stride``, the coordinate ``(idx // stride) % shape`` leaf by leaf (CuTe's form).
-    A tuple ``idx`` is converted mode by mode.
+    With ``stride``, the coordinate ``(idx // stride) % shape`` leaf by leaf (CuTe's form;
+    an extent-1 leaf has the coordinate 0, and a stride-0 leaf of a larger extent has none:
+    LayoutError). A tuple ``idx`` is converted mode by mode.
+
+    >>> idx2crd(7, (2, (2, 3))), idx2crd(7, (2, 4), (4, 1))
+    ((1, (1, 1)), (1, 3))
     """
+    _check_crd_args("idx2crd", idx, shape, stride, "idx")
+    return _idx2crd(idx, shape, stride)
+
+
+def _idx2crd(idx, shape, stride=None):
     if isinstance(idx, tuple):
         if not isinstance(shape, tuple) or len(idx) != len(shape):
             raise LayoutError(f"idx2crd: coordinate {fmt(idx)} does not match shape {fmt(shape)}")
         if stride is None:
-            return tuple(idx2crd(i, s) for i, s in zip(idx, shape))
-        return tuple(idx2crd(i, s, d) for i, s, d in zip(idx, shape, stride))
+            return tuple(_idx2crd(i, s) for i, s in zip(idx, shape))
+        return tuple(_idx2crd(i, s, d) for i, s, d in zip(idx, shape, stride))
     if stride is None:
-        stride = prefix_product(shape)
+        stride = _prefix_product(shape)
     if isinstance(shape, tuple):
-        return tuple(idx2crd(idx, s, d) for s, d in zip(shape, stride))
+        return tuple(_idx2crd(idx, s, d) for s, d in zip(shape, stride))
+    if shape == 1:
+        return 0
+    if stride == 0:
+        raise LayoutError(f"idx2crd: the mode {shape}:0 repeats its index {shape} times, so "
+                          f"an index has no coordinate in it")
     return (idx // stride) % shape
 
 
@@ -299,14 +440,19 @@ def crd2idx(crd, shape, stride=None):
     An int coordinate into a tuple shape is split colexicographically; the last mode is
     unbounded, so indices past the size extend the layout along its last mode (CuTe).
     """
+    _check_crd_args("crd2idx", crd, shape, stride)
+    return _crd2idx(crd, shape, stride)
+
+
+def _crd2idx(crd, shape, stride=None):
     if stride is None:
-        stride = prefix_product(shape)
+        stride = _prefix_product(shape)
     if isinstance(crd, tuple):
         if not isinstance(shape, tuple) or len(crd) != len(shape):
             raise LayoutError(f"coordinate {fmt(crd)} does not match shape {fmt(shape)}")
         total = 0
         for c, s, d in zip(crd, shape, stride):
-            total = total + crd2idx(c, s, d)
+            total = total + _crd2idx(c, s, d)
         return total
     if not isinstance(shape, tuple):
         return crd * stride
@@ -314,17 +460,24 @@ def crd2idx(crd, shape, stride=None):
     last = len(shape) - 1
     for k, (s, d) in enumerate(zip(shape, stride)):
         if k == last:
-            total = total + crd2idx(crd, s, d)
+            total = total + _crd2idx(crd, s, d)
         else:
-            n = product(s)
-            total = total + crd2idx(crd % n, s, d)
+            n = _product(s)
+            total = total + _crd2idx(crd % n, s, d)
             crd //= n
     return total
 
 
 def crd2crd(crd, src_shape, dst_shape):
-    """Convert a coordinate of ``src_shape`` into the coordinate of the same index in ``dst_shape``."""
-    return idx2crd(crd2idx(crd, src_shape), dst_shape)
+    """Convert a coordinate of ``src_shape`` into the coordinate of the same index in ``dst_shape``.
+
+    >>> crd2crd((1, 2), (4, 8), (8, 4))
+    (1, 1)
+    """
+    check_int_tuple(crd, "crd2crd", "crd", "index")
+    check_int_tuple(src_shape, "crd2crd", "src_shape", "extent")
+    check_int_tuple(dst_shape, "crd2crd", "dst_shape", "extent")
+    return _idx2crd(_crd2idx(crd, src_shape), dst_shape)
 
 
 def has_none(crd):
@@ -340,6 +493,12 @@ def slice_(crd, t):
     >>> slice_((None, 2), (4, 8)), slice_(((None, 1), None), ((2, 3), 4)), slice_(None, (2, 3))
     ((4,), (2, 4), (2, 3))
     """
+    check_int_tuple(crd, "slice_", "crd", "coord")
+    check_int_tuple(t, "slice_", "t", "stride")
+    return _slice(crd, t)
+
+
+def _slice(crd, t):
     if crd is None:
         return t
     if isinstance(crd, tuple):

@@ -5,10 +5,13 @@
 ('(4,2):(2,1)', 3, 3, Layout((4,), (2,)))
 """
 
-from .errors import LayoutError
+import numbers
+
+from .errors import LayoutError, LayoutIndexError
 from .int_tuple import (
-    _is_sympy, congruent, crd2idx, fill_none, fmt, has_none, is_int, is_positive_extent, leaves,
-    less, prefix_product, product, slice_, suffix_product, weakly_congruent,
+    _congruent, _crd2idx, _is_sympy, _prefix_product, _product, _slice, _suffix_product,
+    _weakly_congruent, check_int_tuple, fill_none, fmt, has_none, is_int, is_positive_extent,
+    leaves, less,
 )
 
 __all__ = [
@@ -53,13 +56,56 @@ def _norm_stride(d, whole):
     return d
 
 
-def _check_coordinate(c, L):
-    """A coordinate's leaves are ints, sympy expressions or None (slicing): LayoutError for
-    anything else (a float, a bool, a string) instead of arithmetic on it."""
-    bad = [x for x in leaves(c) if not (x is None or is_int(x) or _is_sympy(x))]
+def _bad_coordinate_leaf(c):
+    """``(x,)`` for the first leaf x of coordinate ``c`` that is not an int >= 0, a sympy
+    expression or None; None when every leaf is one."""
+    for x in (c if type(c) is tuple else (c,)):
+        t = type(x)
+        if t is int:
+            if x < 0:
+                return (x,)
+        elif t is tuple:
+            bad = _bad_coordinate_leaf(x)
+            if bad:
+                return bad
+        elif x is not None and not _is_sympy(x) and not (is_int(x) and x >= 0):
+            return (x,)
+    return None
+
+
+def _check_coordinate(c, L, what=None):
+    """A coordinate's leaves are ints >= 0, sympy expressions or None (slicing): LayoutError
+    for anything else (a float, a bool, a string, a negative int) instead of arithmetic on
+    it."""
+    bad = _bad_coordinate_leaf(c)
     if bad:
-        raise LayoutError(f"coordinate {fmt(c)} of {L}: {bad[0]!r} is not an integer "
-                          "(coordinates are ints, sympy integers or None)")
+        x = bad[0]
+        why = (f"{x} is negative" if is_int(x) else f"{x!r} is not an integer (coordinates are "
+               "ints, sympy integers or None)")
+        raise LayoutError(f"{what + ': ' if what else ''}coordinate {fmt(c)} of {L}: {why}")
+
+
+def _as_layout(x, what, shapes=True, composed=False):
+    """The layout argument ``x`` of the public function ``what``, checked once at its entry:
+    a Layout as it is, a ComposedLayout too where ``composed``, and where ``shapes`` (CuTe
+    accepts a shape there) a shape, a positive int or a tuple of extents, as its compact
+    layout (an int n is ``n:1``). TypeError for anything else, LayoutError for a shape with a
+    bad extent, both naming ``what``."""
+    if isinstance(x, Layout):
+        return x
+    if shapes:
+        if type(x) is int and x > 0:
+            return _make(x, 1, ((x, 1),))
+        if is_int(x) or isinstance(x, tuple) or _is_sympy(x):
+            try:
+                return Layout(x)
+            except LayoutError as e:
+                raise LayoutError(f"{what}: {e}") from None
+    if composed:
+        from .swizzle import ComposedLayout
+        if isinstance(x, ComposedLayout):
+            return x
+    raise TypeError(f"{what}: expected a layout{' or a shape' if shapes else ''}, not {x!r}")
 
 
 class Layout:
@@ -79,10 +125,10 @@ class Layout:
     def __init__(self, shape, stride=None):
         shp = _norm_shape(shape, shape)
         if stride is None:
-            std = prefix_product(shp)
+            std = _prefix_product(shp)
         else:
             std = _norm_stride(stride, stride)
-            if not congruent(shp, std):
+            if not _congruent(shp, std):
                 raise LayoutError(f"shape {fmt(shp)} and stride {fmt(std)} are not congruent")
         self._shape = shp
         self._stride = std
@@ -96,7 +142,7 @@ class Layout:
     @property
     def size(self):
         shp = self._shape
-        return shp if type(shp) is int else product(shp)
+        return shp if type(shp) is int else _product(shp)
 
     @property
     def cosize(self):
@@ -139,16 +185,19 @@ class Layout:
         _check_coordinate(c, self)
         if has_none(c):
             return slice_and_offset(c, self)[0]
-        if not weakly_congruent(c, self.shape):
+        if not _weakly_congruent(c, self.shape):
             raise LayoutError(f"coordinate {fmt(c)} does not fit shape {fmt(self.shape)}")
-        return crd2idx(c, self.shape, self.stride)
+        return _crd2idx(c, self.shape, self.stride)
 
     def __getitem__(self, i):
         if type(self._shape) is tuple:
-            return _make(self._shape[i], self._stride[i])
+            try:
+                return _make(self._shape[i], self._stride[i])
+            except IndexError:
+                raise LayoutIndexError(f"mode {i} of {self}: it has {self.rank} modes") from None
         if i in (0, -1):
             return self
-        raise IndexError(f"mode {i} of a rank-1 layout")
+        raise LayoutIndexError(f"mode {i!r} of a rank-1 layout")
 
     def __iter__(self):
         return (self[i] for i in range(self.rank))
@@ -245,7 +294,7 @@ def make_row_major(shp):
     (2,3,4):(12,4,1)
     """
     shp = _norm_shape(shp, shp)
-    return _make(shp, suffix_product(shp))
+    return _make(shp, _suffix_product(shp))
 
 
 def make_ordered_layout(shp, order=None):
@@ -256,7 +305,8 @@ def make_ordered_layout(shp, order=None):
     """
     shp = _norm_shape(shp, shp)
     if order is None:
-        return _make(shp, prefix_product(shp))
+        return _make(shp, _prefix_product(shp))
+    check_int_tuple(order, "make_ordered_layout", "order")
     if not isinstance(shp, tuple):
         shp, order = (shp,), (order,)
     if len(order) != len(shp):
@@ -264,38 +314,76 @@ def make_ordered_layout(shp, order=None):
     strides = [None] * len(shp)
     running = 1
     for i in sorted(range(len(shp)), key=lambda i: (order[i], i)):
-        strides[i] = prefix_product(shp[i], running)
-        running *= product(shp[i])
+        strides[i] = _prefix_product(shp[i], running)
+        running *= _product(shp[i])
     return _make(shp, tuple(strides))
 
 
 # --- module-level accessors (work on layouts and IntTuples alike) --------------------
+def _attribute(x, name, what):
+    """``x.name`` of a layout, a tensor or another object that has one; TypeError naming
+    ``what`` for a number, a string, a class, or an object without it."""
+    if isinstance(x, (type, str, bytes, numbers.Number)) or not hasattr(x, name):
+        raise TypeError(f"{what}: expected a layout or a tensor, not {x!r}")
+    return getattr(x, name)
+
+
+def _is_int_tuple(x):
+    return isinstance(x, (int, tuple)) or is_int(x) or _is_sympy(x)
+
+
 def size(x):
-    return x.size if hasattr(x, "size") and not isinstance(x, (int, tuple)) else product(x)
+    """The size of a layout or a tensor, or the product of a shape's extents.
+
+    >>> size(Layout((4, 8))), size((2, (3, 4)))
+    (32, 24)
+    """
+    if isinstance(x, Layout):
+        return x.size
+    if _is_int_tuple(x):
+        check_int_tuple(x, "size", "x", "extent")
+        return _product(x)
+    return _attribute(x, "size", "size")
 
 
 def cosize(L):
-    return L.cosize
+    """One past the largest offset of a layout (see :attr:`Layout.cosize`)."""
+    if isinstance(L, Layout):
+        return L.cosize
+    return _attribute(L, "cosize", "cosize")
 
 
 def rank(x):
-    if hasattr(x, "rank") and not isinstance(x, (int, tuple)):
+    """The number of top-level modes of a layout, a tensor or an IntTuple."""
+    if isinstance(x, Layout):
         return x.rank
-    return len(x) if isinstance(x, tuple) else 1
+    if _is_int_tuple(x):
+        check_int_tuple(x, "rank", "x", "leaf")
+        return len(x) if isinstance(x, tuple) else 1
+    return _attribute(x, "rank", "rank")
 
 
 def depth(x):
-    if hasattr(x, "depth") and not isinstance(x, (int, tuple)):
+    """The nesting depth of a layout's shape, a tensor's or an IntTuple (0 for an int)."""
+    if isinstance(x, Layout):
         return x.depth
-    return _depth(x)
+    if _is_int_tuple(x):
+        check_int_tuple(x, "depth", "x", "leaf")
+        return _depth(x)
+    return _attribute(x, "depth", "depth")
 
 
 def shape(x):
-    return x.shape
+    """The shape of a layout or a tensor."""
+    return _attribute(x, "shape", "shape")
 
 
 def stride(x):
-    return x.stride
+    """The stride of a layout or a tensor."""
+    if hasattr(x, "inner") and hasattr(x, "outer"):
+        raise TypeError(f"stride: the composed layout {x} has no stride (its outer function "
+                        f"applies after the inner layout's); use stride(L.inner)")
+    return _attribute(x, "stride", "stride")
 
 
 def flatten(x):
@@ -306,6 +394,9 @@ def flatten(x):
         return _make(leaves(x.shape), leaves(x.stride))
     if hasattr(x, "with_inner"):
         return x.with_inner(flatten(x.inner))
+    if not _is_int_tuple(x) and x is not None and not getattr(x, "is_layout_stride", False):
+        raise TypeError(f"flatten: expected a layout or an IntTuple, not {x!r}")
+    check_int_tuple(x, "flatten", "x", "leaf")
     return leaves(x) if isinstance(x, tuple) else x
 
 
@@ -322,42 +413,84 @@ def _concat(modes):
     return _make(tuple([m._shape for m in modes]), tuple([m._stride for m in modes]))
 
 
+_MAX_MODES = 1 << 16      # more modes than any layout has: a bigger count is a mistake
+
+
+def _mode_index(i, r, what, name, end=False):
+    """The mode index ``i`` (negative counts from the end, as in Python) of a rank-``r``
+    layout: an int in ``[0, r)``, or ``[0, r]`` for the end of a range."""
+    if not is_int(i):
+        raise TypeError(f"{what}: {name} must be an int, not {i!r}")
+    j = i + r if i < 0 else i
+    if not 0 <= j < r + end:
+        raise LayoutIndexError(f"{what}: {name} {i} is outside the {r} modes of the layout")
+    return int(j)
+
+
+def _mode_range(L, begin, end, what):
+    L = _as_layout(L, what, shapes=False)
+    r = L.rank
+    b = _mode_index(begin, r, what, "begin", True)
+    e = r if end is None else _mode_index(end, r, what, "end", True)
+    if b >= e:
+        raise LayoutError(f"{what}: the modes [{begin}, {end}) of {L} are empty (a layout "
+                          f"needs at least one mode)")
+    return _modes(L), b, e
+
+
 def group_modes(L, begin, end=None):
     """Modes ``[begin, end)`` of ``L`` grouped into one mode.
 
     >>> print(group_modes(Layout((2, 3, 4)), 0, 2))
     ((2,3),4):((1,2),6)
     """
-    m = _modes(L)
-    end = len(m) if end is None else end
+    m, begin, end = _mode_range(L, begin, end, "group_modes")
     grouped = m[:begin] + [_concat(m[begin:end])] + m[end:]
     return _concat(grouped)
 
 
 def select(L, *idx):
     """The layout of modes ``idx`` of ``L``, in that order."""
-    return _concat([L[i] for i in idx])
+    L = _as_layout(L, "select", shapes=False)
+    if not idx:
+        raise LayoutError("select: no modes given (a layout needs at least one mode)")
+    r = L.rank
+    return _concat([L[_mode_index(i, r, "select", "mode")] for i in idx])
 
 
 def take(L, begin, end=None):
     """The layout of modes ``[begin, end)`` of ``L``."""
+    m, begin, end = _mode_range(L, begin, end, "take")
+    return _concat(m[begin:end])
+
+
+def _padding(L, x, n, what):
+    """The modes of L and the mode list to add for append and prepend (checked)."""
+    L = _as_layout(L, what, shapes=False)
+    x = _make(1, 0) if x is None else _as_layout(x, what, shapes=False)
     m = _modes(L)
-    return _concat(m[begin:len(m) if end is None else end])
+    if n is None:
+        return m, [x]
+    if not is_int(n):
+        raise TypeError(f"{what}: n must be None or an int (the rank to reach), not {n!r}")
+    if n < 0:
+        raise LayoutError(f"{what}: n = {n} is not a rank (an int >= 0)")
+    if n > _MAX_MODES:
+        raise LayoutError(f"{what}: a rank of {n} is more than a layout holds here "
+                          f"(at most {_MAX_MODES} modes)")
+    return m, [x] * max(0, n - len(m))
 
 
 def append(L, x=None, n=None):
     """``L`` with mode ``x`` (default ``1:0``) appended once, or until its rank is ``n``."""
-    x = _make(1, 0) if x is None else x
-    m = _modes(L)
-    m.extend([x] * (1 if n is None else max(0, n - len(m))))
-    return _concat(m)
+    m, more = _padding(L, x, n, "append")
+    return _concat(m + more)
 
 
 def prepend(L, x=None, n=None):
     """``L`` with mode ``x`` (default ``1:0``) prepended once, or until its rank is ``n``."""
-    x = _make(1, 0) if x is None else x
-    m = _modes(L)
-    return _concat([x] * (1 if n is None else max(0, n - len(m))) + m)
+    m, more = _padding(L, x, n, "prepend")
+    return _concat(more + m)
 
 
 def slice_and_offset(crd, L):
@@ -367,18 +500,23 @@ def slice_and_offset(crd, L):
     >>> str(sub), off
     ('(4):(1)', 8)
     """
+    if type(L) is not Layout:
+        L = _as_layout(L, "slice_and_offset", shapes=False)
     if crd is None:
         return L, 0
-    if not weakly_congruent(crd, L.shape):
-        raise LayoutError(f"coordinate {fmt(crd)} does not fit shape {fmt(L.shape)}")
-    sub = _make(slice_(crd, L.shape), slice_(crd, L.stride))
-    return sub, crd2idx(fill_none(crd), L.shape, L.stride)
+    _check_coordinate(crd, L, "slice_and_offset")
+    if not _weakly_congruent(crd, L.shape):
+        raise LayoutError(f"slice_and_offset: coordinate {fmt(crd)} does not fit shape "
+                          f"{fmt(L.shape)}")
+    sub = _make(_slice(crd, L.shape), _slice(crd, L.stride))
+    return sub, _crd2idx(fill_none(crd), L.shape, L.stride)
 
 
 def format_layout(L, max_rows=64, max_cols=64):
     """The text grid of a rank-1 or rank-2 layout: rows are mode 0, columns mode 1. A grid of
     more than ``max_rows`` rows or ``max_cols`` columns shows its first ones and a ``...``
     row or column (None: no limit), so that a 512 x 512 layout prints a page, not megabytes."""
+    L = _as_layout(L, "format_layout", shapes=False, composed=True)
     if L.rank not in (1, 2):
         raise LayoutError(f"print_layout needs a rank-1 or rank-2 layout, not rank {L.rank}")
     if not is_int(L.size):
@@ -413,4 +551,5 @@ def format_layout(L, max_rows=64, max_cols=64):
 
 def print_layout(L, max_rows=64, max_cols=64):
     """Print a rank-1 or rank-2 layout as a grid of its offsets (see :func:`format_layout`)."""
-    print(format_layout(L, max_rows, max_cols))
+    print(format_layout(_as_layout(L, "print_layout", shapes=False, composed=True), max_rows,
+                        max_cols))

@@ -10,12 +10,12 @@ layout as another one says. The zipped, tiled and flat forms only regroup the mo
 """
 
 from .core import (
-    _algebra_strides, _as_layout, _complement, _compose, by_mode, cached, check_tiler,
-    coalesce, complement, composition,
+    _algebra_strides, _complement, _compose, by_mode, cached, check_tiler, coalesce, complement,
+    composition,
 )
 from .errors import LayoutError
-from .int_tuple import fmt, product
-from .layout import Layout, _concat, _make, append, make_ordered_layout
+from .int_tuple import _product, check_int_tuple, fmt
+from .layout import Layout, _as_layout, _concat, _make, append, make_ordered_layout
 from .swizzle import ComposedLayout
 
 __all__ = [
@@ -36,7 +36,13 @@ def _operands(A, B, what):
     if isinstance(B, tuple):
         check_tiler(B, what)
         return B
-    return B if B is None else _as_layout(B, what)
+    if B is None:
+        return B
+    B = _as_layout(B, what, composed=True)
+    if isinstance(B, ComposedLayout):
+        raise LayoutError(f"{what}: the swizzled layout {B} as the right operand is not "
+                          f"supported (its complement is not defined)")
+    return B
 
 
 # --- divides ------------------------------------------------------------------------------
@@ -227,10 +233,8 @@ def flat_product(A, B):
 
 
 def _rank_product(A, B, what):
-    """``logical_product`` of A and B padded to the same rank, and that rank."""
-    if isinstance(B, tuple):
-        B = Layout(B)
-    B = _as_layout(B, what)
+    """``logical_product`` of A and B padded to the same rank, and that rank (A and B checked
+    by ``_rank_operands``)."""
     r = max(A.rank, B.rank)
     return _logical_product(append(A, n=r), append(B, n=r)), r
 
@@ -241,7 +245,18 @@ def blocked_product(A, B):
     >>> print(blocked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
     ((3,2),(4,5)):((4,12),(1,24))
     """
-    return _blocked_product(A, B)
+    return _blocked_product(*_rank_operands(A, B, "blocked_product"))
+
+
+def _rank_operands(A, B, what):
+    """The operands of blocked_product and raked_product: A a layout, B a layout or a shape."""
+    if not isinstance(A, (Layout, ComposedLayout)):
+        raise TypeError(f"{what}: expected a layout, not {A!r}")
+    B = _as_layout(B, what, composed=True)
+    if isinstance(B, ComposedLayout):
+        raise LayoutError(f"{what}: the swizzled layout {B} as the right operand is not "
+                          f"supported (its complement is not defined)")
+    return A, B
 
 
 @cached
@@ -258,7 +273,7 @@ def raked_product(A, B):
     >>> print(raked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
     ((2,3),(5,4)):((12,4),(24,1))
     """
-    return _raked_product(A, B)
+    return _raked_product(*_rank_operands(A, B, "raked_product"))
 
 
 @cached
@@ -280,6 +295,9 @@ def tile_to_shape(block, trg_shape, order=None):
         return block.with_inner(tile_to_shape(block.inner, trg_shape, order))
     if not isinstance(block, Layout):
         raise TypeError(f"tile_to_shape: expected a layout, not {block!r}")
+    check_int_tuple(trg_shape, "tile_to_shape", "trg_shape", "extent")
+    if order is not None:
+        check_int_tuple(order, "tile_to_shape", "order")
     return _tile_to_shape(block, trg_shape, order)
 
 
@@ -292,9 +310,9 @@ def _tile_to_shape(block, trg_shape, order):
     reps = []
     for i, t in enumerate(trg):
         b = padded[i].size
-        if product(t) % b:
-            raise LayoutError(f"tile_to_shape: extent {product(t)} of mode {i} is not a "
+        if _product(t) % b:
+            raise LayoutError(f"tile_to_shape: extent {_product(t)} of mode {i} is not a "
                               f"multiple of the block's extent {b}")
-        reps.append(product(t) // b)
+        reps.append(_product(t) // b)
     tiled = _blocked_product(padded, make_ordered_layout(tuple(reps), order))
     return coalesce(tiled, tuple(1 for _ in trg))

@@ -34,6 +34,9 @@ class Swizzle:
         if abs(shift) < bits:
             raise LayoutError(f"Swizzle({bits}, {base}, {shift}): |shift| must be >= bits "
                               "(the XOR source and target bits would overlap)")
+        if bits + base + abs(shift) > 64:
+            raise LayoutError(f"Swizzle({bits}, {base}, {shift}): bits + base + |shift| must be "
+                              "at most 64 (the swizzle acts on the bits of an offset)")
         mask = (1 << bits) - 1
         object.__setattr__(self, "bits", int(bits))
         object.__setattr__(self, "base", int(base))

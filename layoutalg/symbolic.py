@@ -43,7 +43,7 @@ i0_0 + i0_1*x + 8*i1
 """
 
 from .errors import LayoutError
-from .int_tuple import _is_sympy, congruent, fmt, is_int, leaves
+from .int_tuple import _congruent, _is_sympy, fmt, is_int, leaves
 from .layout import Layout, _flat
 
 __all__ = [
@@ -191,6 +191,9 @@ def layout_expr(L, coords=None):
         coords = coord_symbols(L)
     if isinstance(coords, str):
         coords = sympy.Symbol(coords, integer=True, nonnegative=True)
+    if not (isinstance(coords, (tuple, list)) or is_int(coords) or _is_sympy(coords)):
+        raise TypeError(f"layout_expr: coords must be None, a coordinate, an index or a name, "
+                        f"not {coords!r}")
     if isinstance(coords, (tuple, list)):
         flat = _flat_coords(coords, L)
     else:                                       # one index over the whole layout
@@ -209,9 +212,14 @@ def _flat_coords(coords, L):
     n = len(_flat(L))
     shape = L.shape if isinstance(L.shape, tuple) else (L.shape,)
     c = tuple(coords)
-    if congruent(c, shape) or (len(c) == n and not any(isinstance(x, (tuple, list))
-                                                        for x in c)):
-        return list(leaves(c)) if congruent(c, shape) else list(c)
+    if _congruent(c, shape) or (len(c) == n and not any(isinstance(x, (tuple, list))
+                                                         for x in c)):
+        flat = list(leaves(c)) if _congruent(c, shape) else list(c)
+        for x in flat:
+            if not (is_int(x) or _is_sympy(x) or isinstance(x, str)):
+                raise TypeError(f"layout_expr: coordinate {x!r} is not an int, a sympy "
+                                f"expression or a name")
+        return flat
     raise LayoutError(f"layout_expr: coordinate {fmt(c)} neither matches shape "
                       f"{fmt(L.shape)} nor has one entry per leaf ({n})")
 
@@ -326,6 +334,7 @@ def same_function(A, B):
     """
     sympy = _sympy()
     for L in (A, B):
+        _check_layout(L, "same_function")
         if not is_int(L.size):
             raise LayoutError(f"same_function: {L} has the symbolic size {L.size}; substitute "
                               f"numbers for its extents first")

@@ -35,11 +35,13 @@ import numpy as np
 from .algebra import (
     coalesce, composition, flat_divide, logical_divide, tiled_divide, zipped_divide,
 )
-from .errors import LayoutError
+from .core import check_tiler
+from .errors import LayoutError, LayoutIndexError
 from .int_tuple import (
-    _is_sympy, ceil_div, crd2idx, fmt, has_none, idx2crd, is_int, leaves, prefix_product, product,
+    _ceil_div, _crd2idx, _idx2crd, _is_sympy, _prefix_product, _product, check_int_tuple, fmt,
+    has_none, is_int, leaves,
 )
-from .layout import Layout, _make, _modes, make_layout, slice_and_offset
+from .layout import Layout, _as_layout, _make, _modes, make_layout, slice_and_offset
 from .swizzle import ComposedLayout, Swizzle
 
 __all__ = [
@@ -182,7 +184,7 @@ def make_identity_layout(shape):
         return Layout(shape, E(0))
     if not isinstance(shape, tuple):
         raise ValueError(f"make_identity_layout: {shape!r} is not a shape")
-    stride = tuple(_scale(prefix_product(s), E(i)) for i, s in enumerate(shape))
+    stride = tuple(_scale(_prefix_product(s), E(i)) for i, s in enumerate(shape))
     return Layout(shape, stride)
 
 
@@ -245,6 +247,8 @@ class SwizzledEngine:
     __slots__ = ("base", "outer", "offset")
 
     def __init__(self, base, outer, offset=0):
+        if not isinstance(outer, (Swizzle, Layout)):
+            raise TypeError(f"SwizzledEngine: outer must be a Swizzle or a Layout, not {outer!r}")
         self.base, self.outer, self.offset = base, outer, offset
 
     def __add__(self, k):
@@ -273,13 +277,26 @@ class SwizzledAddress:
 def _element(engine, k):
     """The element (or for symbolic engines the address) at offset ``k`` from ``engine``."""
     if isinstance(engine, ArrayEngine):
-        return engine.array[engine.offset + k]
+        return engine.array[_array_index(engine, k)]
     if isinstance(engine, SwizzledEngine):
         pos = engine.offset + k
         if is_int(pos):
             return _element(engine.base, engine.outer(pos))
         return SwizzledAddress(engine.base, engine.outer, pos)
     return engine + k
+
+
+def _array_index(engine, k):
+    """The index into ``engine.array`` of offset ``k``: LayoutIndexError outside the array
+    (numpy would wrap a negative index around silently)."""
+    i = engine.offset + k
+    if not is_int(i):
+        raise TypeError(f"a numpy tensor needs integer offsets, not {k!r} (symbolic indices "
+                        "need a symbolic engine)")
+    if not 0 <= i < engine.array.size:
+        raise LayoutIndexError(f"tensor element at offset {i} is outside its array of "
+                               f"{engine.array.size} elements")
+    return i
 
 
 def _flat_index(engine, offsets):
@@ -300,7 +317,6 @@ def _apply_outer(outer, x):
 
 
 # --- vectorized layout evaluation ---------------------------------------------------------
-@lru_cache(maxsize=4096)
 def layout_offsets(L):
     """``[L(i) for i in range(size(L))]`` as an int64 numpy array (read-only, cached).
 
@@ -310,6 +326,13 @@ def layout_offsets(L):
     >>> layout_offsets(Layout((2, 3), (3, 1))).tolist()
     [0, 3, 1, 4, 2, 5]
     """
+    if type(L) is not Layout:
+        L = _as_layout(L, "layout_offsets", shapes=False, composed=True)
+    return _layout_offsets(L)
+
+
+@lru_cache(maxsize=4096)
+def _layout_offsets(L):
     if isinstance(L, ComposedLayout):
         out = _apply_outer(L.outer, L.offset + layout_offsets(L.inner))
     else:
@@ -325,7 +348,7 @@ def layout_offsets(L):
 
 
 def _int_offsets(shapes, strides):
-    n = product(shapes)
+    n = _product(shapes)
     idx = np.arange(n, dtype=np.int64)
     out = np.zeros(n, dtype=np.int64)
     for k, (s, d) in enumerate(zip(shapes, strides)):
@@ -374,6 +397,9 @@ class Tensor:
                 raise LayoutError("nested composed layouts are not supported in tensors")
         if not isinstance(layout, Layout):
             raise TypeError(f"Tensor: expected a layout, not {layout!r}")
+        if not hasattr(type(engine), "__add__") or isinstance(engine, (bool, str, bytes)):
+            raise TypeError(f"Tensor: the engine must be a numpy array or support engine + "
+                            f"offset, not {engine!r}")
         self.engine = engine
         self.layout = layout
 
@@ -410,14 +436,25 @@ class Tensor:
         return _element(self.engine, self.layout(crd))
 
     def __call__(self, *crd):
+        if not crd:
+            raise LayoutError("a tensor is called with an index or a coordinate")
         return self[crd[0] if len(crd) == 1 else crd]
+
+    def __iter__(self):
+        raise TypeError("a Tensor is not iterable: use t.values() for its elements, or "
+                        "t[crd] and t.mode(i)")
 
     def __setitem__(self, crd, value):
         if has_none(crd):
             self[crd].assign(value)
             return
         k = self.layout(crd)
+        if not is_int(k):
+            raise TypeError(f"a numpy tensor needs integer offsets, not {k!r}")
         arr, idx = _flat_index(self.engine, np.asarray([k], dtype=np.int64))
+        if not 0 <= idx[0] < arr.size:
+            raise LayoutIndexError(f"tensor element at offset {idx[0]} is outside its array "
+                                   f"of {arr.size} elements")
         arr[idx[0]] = value
 
     def offsets(self):
@@ -571,12 +608,18 @@ def dice(proj, x):
     """
     if proj is None:
         return x
+    if not isinstance(proj, (tuple, list)):
+        raise TypeError(f"dice: the projection must be a tuple, not {proj!r}")
     proj = tuple(proj)
     if isinstance(x, Layout):
-        keep = [x[i] for i, p in enumerate(proj) if p is not None]
         if len(proj) != x.rank:
             raise ValueError(f"dice: projection {proj} does not match the rank of {x}")
+        keep = [x[i] for i, p in enumerate(proj) if p is not None]
+        if not keep:
+            raise ValueError(f"dice: projection {proj} keeps no mode of {x}")
         return make_layout(*keep) if len(keep) > 1 else keep[0]
+    if not isinstance(x, (tuple, list)):
+        raise TypeError(f"dice: expected a tuple or a Layout, not {x!r}")
     x = tuple(x)
     if len(proj) != len(x):
         raise ValueError(f"dice: projection {proj} and {x} differ in length")
@@ -608,7 +651,7 @@ def _pad_to_tiler(tensor, tiler):
         if isinstance(modes[i].shape, tuple):
             raise LayoutError(f"mode {i} of {L} (extent {modes[i].size}) is nested and not "
                               f"a multiple of the tile extent {n}: cannot pad it")
-        modes[i] = _make(ceil_div(modes[i].size, n) * n, modes[i].stride)
+        modes[i] = _make(_ceil_div(modes[i].size, n) * n, modes[i].stride)
         changed = True
     if not changed:
         return tensor
@@ -621,6 +664,25 @@ def _as_tiler(tiler):
     if isinstance(tiler, (Layout, int)) or is_int(tiler):
         return (tiler,)
     return tuple(tiler)
+
+
+def _check_tensor(tensor, what):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, not {tensor!r}")
+
+
+def _thread_index(thr_idx, size, what):
+    """``thr_idx`` if it names one of ``size`` threads (a sympy expression is taken as is);
+    LayoutError otherwise (an out-of-range index would alias another thread's partition)."""
+    if _is_sympy(thr_idx):
+        return thr_idx
+    if not is_int(thr_idx):
+        raise LayoutError(f"{what}: the thread index must be an int or a sympy expression, "
+                          f"got {thr_idx!r}")
+    if not 0 <= thr_idx < size:
+        raise LayoutError(f"{what}: thread index {thr_idx} is outside [0, {size}): the tiled "
+                          f"operation has {size} threads")
+    return thr_idx
 
 
 def local_tile(tensor, tiler, coord, proj=None):
@@ -639,14 +701,29 @@ def local_tile(tensor, tiler, coord, proj=None):
     >>> t.shape, t[0, 3, 1]
     ((4, 4, 2), (4, 7))
     """
+    _check_tensor(tensor, "local_tile")
+    if not isinstance(tiler, (Layout, tuple, list)) and not is_int(tiler):
+        raise TypeError(f"local_tile: expected a tiler (a Layout, an int or a tuple of them), "
+                        f"not {tiler!r}")
     tiler = _as_tiler(tiler)
+    check_tiler(tiler, "local_tile")
+    if coord is not None and not isinstance(coord, (tuple, list)) and not is_int(coord) \
+            and not _is_sympy(coord):
+        raise TypeError(f"local_tile: expected a tile coordinate, not {coord!r}")
     coord = _as_tiler(coord) if coord is not None else (None,) * len(tiler)
+    check_int_tuple(coord, "local_tile", "coord", "coord")
     if proj is not None:
         tiler, coord = dice(proj, tiler), dice(proj, coord)
     if len(coord) > tensor.rank:
         raise LayoutError(f"local_tile: coordinate {coord} has more modes than {tensor.layout}")
     padded = _pad_to_tiler(tensor, tiler)
     Z = padded.zipped_divide(tiler)
+    for k, c in enumerate(coord):
+        if is_int(c) and k < len(tiler):
+            n = Z.layout[1][k].size
+            if is_int(n) and c >= n:
+                raise LayoutIndexError(f"local_tile: tile coordinate {c} of mode {k} is outside "
+                                       f"the {n} tiles of {tensor.layout} along it")
     rest = tuple(coord) + (None,) * (tensor.rank - len(coord))
     return Z[(tuple(None for _ in tiler), rest)]
 
@@ -662,16 +739,22 @@ def local_partition(tensor, thr_layout, idx, proj=None):
     >>> t.shape, t.values()
     ((2, 2), [(1, 1), (3, 1), (1, 4), (3, 4)])
     """
-    if isinstance(thr_layout, tuple):
-        thr_layout = Layout(thr_layout)
+    _check_tensor(tensor, "local_partition")
+    thr_layout = _as_layout(thr_layout, "local_partition")
     if proj is not None:
         thr_layout = dice(proj, thr_layout)
-    if not isinstance(thr_layout, Layout):
-        raise TypeError(f"local_partition: expected a thread layout, not {thr_layout!r}")
+    for s, d in zip(leaves(thr_layout.shape), leaves(thr_layout.stride)):
+        if not is_int(d):
+            raise LayoutError(f"local_partition: the thread layout {thr_layout} needs integer "
+                              f"strides")
+        if d == 0 and s != 1:
+            raise LayoutError(f"local_partition: the thread layout {thr_layout} repeats thread "
+                              f"indices (its mode {s}:0)")
+    idx = _thread_index(idx, thr_layout.size, "local_partition")
     modes = _modes(thr_layout)
-    hier = idx2crd(idx, thr_layout.shape, thr_layout.stride)
+    hier = _idx2crd(idx, thr_layout.shape, thr_layout.stride)
     hier = hier if isinstance(thr_layout.shape, tuple) else (hier,)
-    coord = tuple(crd2idx(c, m.shape) for c, m in zip(hier, modes))
+    coord = tuple(_crd2idx(c, m.shape) for c, m in zip(hier, modes))
     tiler = tuple(m.size for m in modes)
     padded = _pad_to_tiler(tensor, tiler)
     Z = padded.zipped_divide(tiler)

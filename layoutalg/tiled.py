@@ -38,12 +38,12 @@ from .algebra import (
 from .atom.copy import CopyAtom, UniversalCopy
 from .atom.mma import MMAAtom
 from .errors import LayoutError
-from .int_tuple import _is_sympy, fmt, is_int, leaves
-from .layout import Layout, _modes, append, make_layout, slice_and_offset
+from .int_tuple import _is_sympy, check_int_tuple, fmt, is_int, leaves
+from .layout import Layout, _as_layout, _flat, _modes, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
 from .tensor import (
-    ArithTuple, ArrayEngine, SwizzledEngine, Tensor, layout_offsets, make_fragment_like,
-    make_tensor,
+    ArithTuple, ArrayEngine, SwizzledEngine, Tensor, _check_tensor, _thread_index,
+    make_fragment_like, make_tensor,
 )
 
 __all__ = [
@@ -53,34 +53,12 @@ __all__ = [
 ]
 
 
-def _as_layout(x, what):
-    if isinstance(x, Layout):
-        return x
-    if is_int(x) or isinstance(x, tuple):
-        return Layout(x)
-    raise TypeError(f"{what}: expected a Layout or a shape, not {x!r}")
-
-
 def _zip2(L):
     """((a, b), (c, d)) -> ((a, c), (b, d))."""
     return make_layout(make_layout(L[0][0], L[1][0]), make_layout(L[0][1], L[1][1]))
 
 
 # --- copies -------------------------------------------------------------------------------
-def _thread_index(thr_idx, size, what):
-    """``thr_idx`` if it names one of ``size`` threads (a sympy expression is taken as is);
-    LayoutError otherwise (an out-of-range index would alias another thread's partition)."""
-    if _is_sympy(thr_idx):
-        return thr_idx
-    if not is_int(thr_idx):
-        raise LayoutError(f"{what}: the thread index must be an int or a sympy expression, "
-                          f"got {thr_idx!r}")
-    if not 0 <= thr_idx < size:
-        raise LayoutError(f"{what}: thread index {thr_idx} is outside [0, {size}): the tiled "
-                          f"operation has {size} threads")
-    return thr_idx
-
-
 class TiledCopy:
     """A copy atom tiled over a TV layout (thread, value) -> index in a ``tile_size`` tile.
 
@@ -90,6 +68,13 @@ class TiledCopy:
     def __init__(self, atom, layout_tv, tiler):
         if not isinstance(atom, CopyAtom):
             raise TypeError(f"TiledCopy: expected a CopyAtom, not {atom!r}")
+        layout_tv = _as_layout(layout_tv, "TiledCopy layout_tv", shapes=False)
+        if layout_tv.rank != 2:
+            raise LayoutError(f"TiledCopy: the TV layout {layout_tv} needs 2 modes (thread, "
+                              f"value)")
+        if not isinstance(tiler, (tuple, list)):
+            raise TypeError(f"TiledCopy: the tiler must be a tuple of extents, not {tiler!r}")
+        check_int_tuple(tuple(tiler), "TiledCopy", "tiler", "extent")
         self.atom = atom
         self.layout_tv = layout_tv
         self.tiler = tuple(tiler)
@@ -197,8 +182,10 @@ class ThrCopy:
     """One thread's view of a TiledCopy."""
 
     def __init__(self, tiled_copy, thr_idx):
+        if not isinstance(tiled_copy, TiledCopy):
+            raise TypeError(f"ThrCopy: expected a TiledCopy, not {tiled_copy!r}")
         self.tiled_copy = tiled_copy
-        self.thr_idx = thr_idx
+        self.thr_idx = _thread_index(thr_idx, tiled_copy.size, "ThrCopy")
 
     def _partition(self, tensor, side, check=True):
         if not isinstance(tensor, Tensor):
@@ -313,20 +300,28 @@ def make_tiled_copy(atom, thr_layout, val_layout=(1,)):
     return TiledCopy(atom, layout_tv, tiler)
 
 
+def _tiled_mma_arg(tiled_mma, what):
+    if not isinstance(tiled_mma, TiledMMA):
+        raise TypeError(f"{what}: expected a TiledMMA, not {tiled_mma!r}")
+    return tiled_mma.tile_size
+
+
 def make_tiled_copy_A(atom, tiled_mma):
     """The copy of A's tile that gives each thread exactly the values its MMA partition of A
     holds (TV layout = ``tiled_mma.layout_A_tv``)."""
-    M, N, K = tiled_mma.tile_size
+    M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_A")
     return TiledCopy(atom, tiled_mma.get_layoutA_TV(), (M, K))
 
 
 def make_tiled_copy_B(atom, tiled_mma):
-    M, N, K = tiled_mma.tile_size
+    """The copy of B's ``(N, K)`` tile in the values of the MMA's partition of B."""
+    M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_B")
     return TiledCopy(atom, tiled_mma.get_layoutB_TV(), (N, K))
 
 
 def make_tiled_copy_C(atom, tiled_mma):
-    M, N, K = tiled_mma.tile_size
+    """The copy of C's ``(M, N)`` tile in the values of the MMA's partition of C."""
+    M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_C")
     return TiledCopy(atom, tiled_mma.get_layoutC_TV(), (M, N))
 
 
@@ -352,6 +347,9 @@ class TiledMMA:
                               f"{self.atom_layout.size} atoms 0..{self.atom_layout.size - 1} "
                               f"one-to-one (thread layout {self.thr_layout_vmnk} is not a "
                               f"bijection onto 0..{self.thr_layout_vmnk.size - 1})")
+        if permutation_mnk is not None and not isinstance(permutation_mnk, (tuple, list)):
+            raise TypeError(f"make_tiled_mma: permutation_mnk must be None or 3 entries (M, N, "
+                            f"K), not {permutation_mnk!r}")
         perm = (None, None, None) if permutation_mnk is None else tuple(permutation_mnk)
         if len(perm) != 3:
             raise LayoutError(f"permutation_mnk {permutation_mnk!r} needs 3 entries (M, N, K)")
@@ -469,11 +467,21 @@ class TiledMMA:
 
 
 def _is_permutation(L):
-    """True when the integer layout ``L`` maps 0..size-1 one-to-one onto 0..size-1."""
-    if not all(is_int(d) for d in leaves(L.stride)):
-        return False
-    offs = layout_offsets(L)
-    return offs.size == L.size and np.array_equal(np.sort(offs), np.arange(L.size))
+    """True when the integer layout ``L`` maps 0..size-1 one-to-one onto 0..size-1: its
+    modes of extent > 1, by increasing stride, have the strides 1, s0, s0*s1, ... (decided on
+    the modes, not by listing the offsets, so that a huge layout costs nothing)."""
+    modes = []
+    for s, d in _flat(L):
+        if not (is_int(s) and is_int(d)):
+            return False
+        if s != 1:
+            modes.append((d, s))
+    expected = 1
+    for d, s in sorted(modes):
+        if d != expected:
+            return False
+        expected *= s
+    return True
 
 
 def _hier_coord(idx, shape, stride):
@@ -491,8 +499,10 @@ class ThrMMA:
     """One thread's view of a TiledMMA."""
 
     def __init__(self, tiled_mma, thr_idx):
+        if not isinstance(tiled_mma, TiledMMA):
+            raise TypeError(f"ThrMMA: expected a TiledMMA, not {tiled_mma!r}")
         self.tiled_mma = tiled_mma
-        self.thr_idx = thr_idx
+        self.thr_idx = _thread_index(thr_idx, tiled_mma.size, "ThrMMA")
         self.thr_vmnk = tiled_mma.thr_coord(thr_idx)
 
     def _partition(self, tensor, which):
@@ -558,6 +568,8 @@ def make_tiled_mma(atom, atom_layout=(1, 1, 1), permutation_mnk=None):
 
 def tile_size(tiled):
     """The tile of a TiledCopy (its tiler) or a TiledMMA ((M, N, K))."""
+    if not isinstance(tiled, (TiledCopy, TiledMMA)):
+        raise TypeError(f"tile_size: expected a TiledCopy or a TiledMMA, not {tiled!r}")
     return tiled.tile_size
 
 
@@ -579,6 +591,14 @@ def max_vector_bits(tiled_copy, src, dst, max_bits=128):
     >>> max_vector_bits(tc, g, g), max_vector_bits(tc, g, s)
     (128, 64)
     """
+    if not isinstance(tiled_copy, TiledCopy):
+        raise TypeError(f"max_vector_bits: expected a TiledCopy, not {tiled_copy!r}")
+    _check_tensor(src, "max_vector_bits")
+    _check_tensor(dst, "max_vector_bits")
+    if not is_int(max_bits):
+        raise TypeError(f"max_vector_bits: max_bits must be a positive int, not {max_bits!r}")
+    if max_bits <= 0:
+        raise LayoutError(f"max_vector_bits: max_bits = {max_bits} is not positive")
     vb = tiled_copy.atom.value_bits
     probe = TiledCopy(UniversalCopy(vb) if vb in (8, 16, 32, 64, 128) else tiled_copy.atom,
                       tiled_copy.layout_tv, tiled_copy.tiler)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..algebra import upcast
 from ..errors import LayoutError
-from ..int_tuple import is_int
+from ..int_tuple import is_int, leaves
 from ..layout import Layout
 
 __all__ = [
@@ -56,11 +56,34 @@ def type_bits(value_type):
     return bits
 
 
+def _check_atom_layouts(name, what, **layouts):
+    """The layouts of an atom's constructor ``what``: ``thr_id`` a Layout, the operand
+    layouts rank-2 Layouts (thread, value or bit) with integer strides."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: the name must be a string, not {name!r}")
+    for arg, L in layouts.items():
+        if not isinstance(L, Layout):
+            raise TypeError(f"{what} {name!r}: {arg} must be a Layout, not {L!r}")
+        if arg != "thr_id" and L.rank != 2:
+            raise LayoutError(f"{what} {name!r}: {arg} {L} needs 2 modes (thread, value)")
+        if not all(is_int(d) for d in leaves(L.stride)):
+            raise LayoutError(f"{what} {name!r}: {arg} {L} needs integer strides")
+
+
 class CopyAtom:
     """One copy instruction as bit layouts, bound to a value type. See the module docstring."""
 
     def __init__(self, name, kind, bits, thr_id, layout_src, layout_dst, layout_ref,
                  src_chunk_bits, dst_chunk_bits, value_bits, num=1, trans=False, args=()):
+        _check_atom_layouts(name, "CopyAtom", thr_id=thr_id, layout_src=layout_src,
+                            layout_dst=layout_dst, layout_ref=layout_ref)
+        for what, v in (("bits", bits), ("src_chunk_bits", src_chunk_bits),
+                        ("dst_chunk_bits", dst_chunk_bits), ("value_bits", value_bits),
+                        ("num", num)):
+            if not is_int(v):
+                raise TypeError(f"CopyAtom {name!r}: {what} must be a positive int, not {v!r}")
+            if v <= 0:
+                raise LayoutError(f"CopyAtom {name!r}: {what} = {v} is not positive")
         self.name, self.kind, self.bits = name, kind, bits
         self.thr_id = thr_id
         self.layout_src, self.layout_dst, self.layout_ref = layout_src, layout_dst, layout_ref

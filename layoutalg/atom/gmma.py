@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from ..casts import upcast
 from ..core import coalesce, composition
 from ..errors import LayoutError
+from ..int_tuple import is_int
 from ..layout import Layout, _flat
 from ..products import logical_divide
 from ..swizzle import ComposedLayout, Swizzle
@@ -105,6 +106,17 @@ class GmmaDescriptor:
     lbo: int
     sbo: int
     swizzle: int
+
+    def __post_init__(self):
+        for name in ("start", "lbo", "sbo", "swizzle"):
+            v = getattr(self, name)
+            if not is_int(v):
+                raise TypeError(f"GmmaDescriptor: {name} must be an int (bytes), not {v!r}")
+            if v < 0:
+                raise LayoutError(f"GmmaDescriptor: {name} = {v} is negative")
+        if self.swizzle not in _MODE:
+            raise LayoutError(f"GmmaDescriptor: swizzle must be one of {sorted(_MODE)} bytes, "
+                              f"not {self.swizzle}")
 
     def encode(self, base_address=0):
         """The 64-bit descriptor for a stage whose shared-memory address is

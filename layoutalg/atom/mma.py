@@ -100,6 +100,22 @@ class MMAAtom:
 
     def __init__(self, name, ptx, instruction, shape_mnk, thr_id, layout_A, layout_B,
                  layout_C, a_type, b_type, c_type, d_type):
+        from ..errors import LayoutError
+        from ..int_tuple import check_int_tuple
+        from .copy import _check_atom_layouts
+        _check_atom_layouts(name, "MMAAtom", thr_id=thr_id, layout_A=layout_A,
+                            layout_B=layout_B, layout_C=layout_C)
+        if not isinstance(shape_mnk, (tuple, list)) or len(shape_mnk) != 3:
+            raise TypeError(f"MMAAtom {name!r}: shape_mnk must be (M, N, K), not {shape_mnk!r}")
+        check_int_tuple(tuple(shape_mnk), "MMAAtom", "shape_mnk", "extent")
+        for what, t in (("a_type", a_type), ("b_type", b_type), ("c_type", c_type),
+                        ("d_type", d_type)):
+            if not isinstance(t, str):
+                raise TypeError(f"MMAAtom {name!r}: {what} must be a type name, not {t!r}")
+            try:
+                storage_dtype(t)
+            except TypeError:
+                raise LayoutError(f"MMAAtom {name!r}: {what} {t!r} is not a type name") from None
         self.name, self.ptx, self.instruction = name, ptx, instruction
         self.shape_mnk = tuple(shape_mnk)
         self.thr_id = thr_id

@@ -1,0 +1,187 @@
+"""Time gemm.collective.all_gather_matmul against NCCL all-gather + cuBLAS, torch's
+fused_all_gather_matmul (symmetric memory) where it runs, and the lower bound, one process
+per GPU:
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \\
+        torchrun --nproc_per_node D benchmarks/collective.py [--json FILE] [--iters N]
+
+Per shape (m_shard, k, n_shard) and dtype, each method's time is the slowest rank's mean over
+``--iters`` calls between CUDA events, after warm-up and a barrier. ``lower bound``: D x this
+rank's local (m_shard, k) @ (k, n_shard) matmul with our kernel, replayed as a CUDA graph (its
+GPU time alone; no communication at all); tensor-core utilisation: a rank's useful flops
+(2 D m k n) over its time and the dense peak (989 TFLOP/s for f16 / bf16 on an H100 SXM; the
+H200 has the same). Every method's result (its out poisoned with NaN first) is compared
+with NCCL all-gather + torch.mm on every rank (max |diff| / max |ref|), and the local matmuls,
+ours and cuBLAS's, with float64. Rank 0 prints a table.
+"""
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import gemm  # noqa: E402
+from gemm import collective  # noqa: E402
+from gemm.collective import peer  # noqa: E402
+
+PEAK = {torch.float16: 989e12, torch.bfloat16: 989e12}
+SHAPES = [(1024, 4096, 1024), (1024, 4096, 4096), (4096, 8192, 8192)]
+
+
+def _time(fn, iters, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    t = torch.tensor([start.elapsed_time(end) / iters * 1e3], device="cuda")   # us
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def _methods(a, b, D, group):
+    m, k = a.shape
+    gathered = torch.empty((D * m, k), dtype=a.dtype, device=a.device)
+    out = torch.empty((D * m, b.shape[1]), dtype=a.dtype, device=a.device)
+
+    def nccl_cublas():
+        dist.all_gather_into_tensor(gathered, a, group=group)
+        return torch.mm(gathered, b, out=out)
+
+    methods = {
+        "ours (auto path)": lambda: collective.all_gather_matmul(a, b, group, out),
+        "ours (peer, no graph)": lambda: _eager(a, b, group, out),
+        "ours (sendrecv)": lambda: collective.all_gather_matmul(a, b, group, out,
+                                                               path="sendrecv"),
+        "NCCL all-gather + cuBLAS": nccl_cublas,
+    }
+    methods["torch fused_all_gather_matmul"] = lambda: _fused(a, b, group)
+    return methods, nccl_cublas, out
+
+
+def _eager(a, b, group, out):
+    """The peer ring enqueued call by call (no CUDA graph replay)."""
+    peer.GRAPHS = False
+    try:
+        return collective.all_gather_matmul(a, b, group, out, path="peer")
+    finally:
+        peer.GRAPHS = True
+
+
+def _graphed(fn):
+    """``fn`` captured once as a CUDA graph: its GPU time without the host's launch cost."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def _fused(a, b, group):
+    """torch's symmetric-memory fused all-gather matmul (last of the methods: a rank that
+    cannot run it raises, and so do the others, the same way)."""
+    from torch.distributed import _symmetric_memory as symm
+    symm.enable_symm_mem_for_group(group.group_name)
+    return torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0,
+                                                      group_name=group.group_name)[1][0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    args = ap.parse_args()
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    group, D = dist.group.WORLD, dist.get_world_size()
+    path, reason = collective.ring_path(torch.empty(1, device="cuda"), group)
+    rows = []
+    for dtype in (getattr(torch, d) for d in args.dtypes.split(",")):
+        for m, k, n in SHAPES:
+            g = torch.Generator(device="cuda").manual_seed(rank * 7 + m + k + n)
+            a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
+            b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g)
+            methods, reference, out = _methods(a, b, D, group)
+            ref = reference().clone()
+            flops = 2.0 * D * m * k * n
+            local_out = torch.empty((m, n), device="cuda", dtype=dtype)
+            t_eager = _time(lambda: gemm.matmul(a, b, local_out), args.iters)
+            t_local = _time(_graphed(lambda: gemm.matmul(a, b, local_out)), args.iters)
+            t_cublas = _time(lambda: torch.mm(a, b), args.iters)
+            local_out.fill_(float("nan"))
+            gemm.matmul(a, b, local_out)
+            local_ref = a.double() @ b.double()
+            local_err = {"ours": (local_out.double() - local_ref).abs().max().item(),
+                         "cuBLAS": (torch.mm(a, b).double() - local_ref).abs().max().item(),
+                         "ours vs cuBLAS": (local_out.double() - torch.mm(a, b).double())
+                         .abs().max().item()}
+            row = {"D": D, "dtype": str(dtype).split(".")[-1], "m_shard": m, "k": k,
+                   "n_shard": n, "local ours us": t_local, "local ours eager us": t_eager,
+                   "local cuBLAS us": t_cublas, "lower bound us": D * t_local,
+                   "local max abs error vs float64": local_err}
+            for name, fn in methods.items():
+                try:
+                    t = _time(fn, args.iters)
+                    out.fill_(float("nan"))     # every method writes this out: poison it
+                    got = fn().clone()          # after warm-up: a graph replay where graphed
+                except Exception as e:     # noqa: BLE001  (reported in the table)
+                    row[name] = f"did not run: {type(e).__name__}: {e}"[:200]
+                    continue
+                err = torch.tensor([((got.float() - ref.float()).abs().max()
+                                     / ref.float().abs().max()).item()], device="cuda")
+                dist.all_reduce(err, op=dist.ReduceOp.MAX)
+                row[name] = {"us": t, "tc util": flops / (t * 1e-6) / PEAK[dtype],
+                             "max rel diff vs NCCL+cuBLAS": err.item()}
+                if rank == 0:
+                    print(f"  {name}: {t:.1f} us, max rel diff {err.item():.2e}", flush=True)
+            row["lower bound tc util"] = flops / (D * t_local * 1e-6) / PEAK[dtype]
+            rows.append(row)
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+    if rank == 0:
+        head = {"host": socket.gethostname(), "gpu": torch.cuda.get_device_name(),
+                "D": D, "path": path, "reason": reason, "torch": torch.__version__,
+                "date": time.strftime("%Y-%m-%d")}
+        print(json.dumps(head))
+        _table(rows, D)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"head": head, "rows": rows}, f, indent=1)
+    dist.destroy_process_group()
+
+
+def _table(rows, D):
+    names = ["ours (auto path)", "ours (peer, no graph)", "ours (sendrecv)", "NCCL all-gather + cuBLAS",
+             "torch fused_all_gather_matmul"]
+    print(f"\nD={D}  shape (m_shard,k,n_shard) dtype | " + " | ".join(names)
+          + " | lower bound | speedup ours vs NCCL+cuBLAS")
+    for r in rows:
+        cells = []
+        for n in names:
+            v = r[n]
+            cells.append(f"{v['us']:8.1f} us {100 * v['tc util']:3.0f}%" if isinstance(v, dict)
+                         else "n/a")
+        ours, ref = r["ours (auto path)"], r["NCCL all-gather + cuBLAS"]
+        print(f"  ({r['m_shard']},{r['k']},{r['n_shard']}) {r['dtype']:8s} | "
+              + " | ".join(cells)
+              + f" | {r['lower bound us']:8.1f} us {100 * r['lower bound tc util']:3.0f}%"
+              + f" | {ref['us'] / ours['us']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The ring on peer memory: each rank's scratch slots and flags are shared with its neighbours
+by CUDA IPC (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the
+driver bindings numba-cuda installs), the shards are pushed by the copy engines
+(``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one), and each copy is
+followed by a remote flag write (``cuStreamWriteValue32``, which fences the stream's earlier
+writes) that the receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes
+where the device can). Nothing runs on the host between steps: the whole call is enqueued on
+two streams, the caller's current stream (the matmuls) and a communication stream (the
+copies), so the copy of step i+1 overlaps the matmul of step i.
+
+NVLink multicast is never used (no ``cuMulticastCreate``).
+"""
+
+from .plan import ring_plan
+
+__all__ = ["PeerRing"]
+
+
+def _drv():
+    from cuda.bindings import driver
+    return driver
+
+
+def _check(result, what):
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError(f"all_gather_matmul: {what} failed: {err!r}")
+    return values[0] if len(values) == 1 else (values or None)
+
+
+def export(tensor):
+    """(IPC handle bytes, byte offset of ``tensor`` in its allocation) for a peer to open."""
+    drv = _drv()
+    ptr = tensor.data_ptr()
+    base, _ = _check(drv.cuMemGetAddressRange(drv.CUdeviceptr(ptr)), "cuMemGetAddressRange")
+    handle = _check(drv.cuIpcGetMemHandle(base), "cuIpcGetMemHandle (is the tensor from "
+                    "torch's expandable segments? they cannot be shared by CUDA IPC)")
+    return bytes(handle.reserved), ptr - int(base)
+
+
+_mapped = {}     # IPC handle bytes -> [mapped base, number of users]: a handle opens once
+
+
+class _Opened:
+    """A peer's allocation mapped into this process; ``ptr`` is the exported tensor's address.
+    Two tensors of one allocation (torch's allocator packs small ones together) share one
+    mapping: a process may open a handle only once."""
+
+    def __init__(self, exported):
+        drv = _drv()
+        self.raw, offset = exported
+        if self.raw not in _mapped:
+            handle = drv.CUipcMemHandle()
+            handle.reserved = self.raw
+            flags = drv.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+            _mapped[self.raw] = [_check(drv.cuIpcOpenMemHandle(handle, flags),
+                                        "cuIpcOpenMemHandle"), 0]
+        _mapped[self.raw][1] += 1
+        self.ptr = int(_mapped[self.raw][0]) + offset
+
+    def close(self):
+        if self.raw is None:
+            return
+        entry = _mapped[self.raw]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _mapped[self.raw]
+            _check(_drv().cuIpcCloseMemHandle(entry[0]), "cuIpcCloseMemHandle")
+        self.raw = None
+
+
+GRAPHS = True      # replay a call seen before as a CUDA graph (False: enqueue every call)
+MAX_GRAPHS = 8     # graphs kept per ring (one per set of operand addresses)
+
+
+class PeerRing:
+    """One rank's side of the ring for one (m, k, dtype) on one device: its scratch (D - 1
+    slots of m x k) and its flags (an arrival flag per slot, then an ack flag), and the peer
+    buffers it writes into: the next rank's scratch and arrival flags (rank - 1 receives from
+    this rank) and the ack flag of the rank it receives from (rank + 1). Made collectively
+    (every rank of ``group`` at once); :meth:`run` enqueues one call.
+
+    The flag values are the same in every call (:data:`gemm.collective.plan.ACK_RULE`), so a
+    call on operands seen before replays a CUDA graph of the first such call: one launch
+    instead of D matmul launches and the stream operations, which at small shapes cost more
+    time on the host than the GPU takes."""
+
+    def __init__(self, group, rank, size, shape, dtype, device):
+        import torch
+        import torch.distributed as dist
+        self.rank, self.size, self.device = rank, size, device
+        self.plan = ring_plan(size)[rank]
+        self.ack = size - 1                          # the flags: arrival 0..D-2, then ack
+        m, k = shape
+        with torch.cuda.device(device):
+            self.scratch = torch.empty((max(size - 1, 1), m, k), dtype=dtype, device=device)
+            self.flags = torch.zeros(size, dtype=torch.int32, device=device)
+            self.flags[self.ack] = 1                 # no call before the first to wait for
+            torch.cuda.synchronize(device)           # the flags are set before a peer writes
+            mine = (export(self.scratch), export(self.flags))
+            everyone = [None] * size
+            dist.all_gather_object(everyone, mine, group=group)
+            to, frm = (rank - 1) % size, (rank + 1) % size
+            self._opened = [_Opened(everyone[to][0]), _Opened(everyone[to][1]),
+                            _Opened(everyone[frm][1])]
+            self.comm = torch.cuda.Stream(device)
+            dist.barrier(group=group)                # every rank has mapped its peers
+        self.dest_scratch, self.dest_flags, self.src_flags = (o.ptr for o in self._opened)
+        self.slots = [self.scratch[j] for j in range(size - 1)]
+        self.slot_bytes = m * k * self.scratch.element_size()
+        self.graphs, self.seen, self.graph_error = {}, set(), None
+        drv = _drv()
+        dev = _check(drv.cuDeviceGet(device.index), "cuDeviceGet")
+        can_flush = _check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
+            "cuDeviceGetAttribute")
+        geq = int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
+        self._wait_flags = geq | (int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_FLUSH)
+                                  if can_flush else 0)
+
+    # --- the stream operations -------------------------------------------------------------
+    def _wait(self, stream, ptr, value):
+        """``stream`` waits until the int32 at ``ptr`` is >= ``value``."""
+        drv = _drv()
+        _check(drv.cuStreamWaitValue32(drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr),
+                                       drv.cuuint32_t(value), self._wait_flags),
+               "cuStreamWaitValue32")
+
+    def _signal(self, stream, ptr, value):
+        """Once ``stream``'s earlier work is done and visible, the int32 at ``ptr`` := value."""
+        drv = _drv()
+        _check(drv.cuStreamWriteValue32(
+            drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr), drv.cuuint32_t(value),
+            int(drv.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT)),
+            "cuStreamWriteValue32")
+
+    def _copy(self, stream, dst, src, nbytes):
+        drv = _drv()
+        _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
+                                 drv.CUstream(stream.cuda_stream)), "cuMemcpyAsync")
+
+    def _flag(self, j):
+        return self.flags.data_ptr() + 4 * j
+
+    # --- one call ------------------------------------------------------------------------
+    def run(self, a, b, out, m, multiply):
+        """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
+        shard, ``multiply(src, b, out_rows)`` the per-shard product): enqueued the first
+        time these operands are seen, a CUDA graph of that from the second on."""
+        key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
+               tuple(out.stride()), tuple(out.shape), out.dtype)
+        graph = self.graphs.get(key)
+        if graph is None and GRAPHS and self.graph_error is None and key in self.seen:
+            graph = self._capture(key, a, b, out, m, multiply)
+        if graph is None:
+            self.seen.add(key)
+            self._enqueue(a, b, out, m, multiply)
+        else:
+            graph.replay()
+
+    def _capture(self, key, a, b, out, m, multiply):
+        import torch
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self._enqueue(a, b, out, m, multiply)
+        except Exception as e:      # noqa: BLE001  (enqueue every call instead, and say why)
+            self.graph_error = f"{type(e).__name__}: {e}"
+            self.comm = torch.cuda.Stream(self.device)
+            import logging
+            logging.getLogger("gemm.collective").warning(
+                "all_gather_matmul: no CUDA graph (%s); every call is enqueued",
+                self.graph_error)
+            return None
+        if len(self.graphs) >= MAX_GRAPHS:
+            self.graphs.pop(next(iter(self.graphs)))
+        self.graphs[key] = graph
+        return graph
+
+    def _enqueue(self, a, b, out, m, multiply):
+        import torch
+        cur = torch.cuda.current_stream(self.device)
+        start = torch.cuda.Event()
+        start.record(cur)
+        self.comm.wait_event(start)                  # a is ready; out is ours to write
+        src = [a] + self.slots
+        for s in self.plan:                          # the copies, on the comm stream
+            if s.send_to is None:
+                continue
+            if s.step == 0:                          # the receiver read its slots of last call
+                self._wait(self.comm, self._flag(self.ack), 1)
+                self._signal(self.comm, self._flag(self.ack), 0)
+            if s.source is not None:                 # the shard to forward has arrived
+                self._wait(self.comm, self._flag(s.source), 1)
+            self._copy(self.comm, self.dest_scratch + s.dest_slot * self.slot_bytes,
+                       src[0 if s.source is None else s.source + 1].data_ptr(),
+                       self.slot_bytes)
+            self._signal(self.comm, self.dest_flags + 4 * s.dest_slot, 1)
+        for s in self.plan:                          # the matmuls, on the caller's stream
+            if s.source is not None:
+                self._wait(cur, self._flag(s.source), 1)
+            multiply(src[0 if s.source is None else s.source + 1], b,
+                     out[s.compute * m:(s.compute + 1) * m])
+        done = torch.cuda.Event()
+        done.record(self.comm)
+        cur.wait_event(done)                         # the call ends when its copies do
+        for j in range(self.size - 1):               # ACK_RULE: clear, then acknowledge
+            self._signal(cur, self._flag(j), 0)
+        self._signal(cur, self.src_flags + 4 * self.ack, 1)
+
+    def close(self):
+        for o in self._opened:
+            o.close()

@@ -1,0 +1,148 @@
+"""Cases of gemm.collective.all_gather_matmul run by D processes (a script that the tests run
+in a child process: torch.distributed is initialised only there).
+
+    python tests/collective_cases.py MODE NPROCS
+
+MODE: ``cpu`` (gloo, CPU tensors: the send/recv ring), ``gpu_shared`` (gloo group, every
+process on GPU 0: the peer ring through CUDA IPC within one GPU), ``gpu`` (one process per GPU,
+NCCL: both paths). Each rank checks its result against float64 ``cat(all_gather(A)) @ B_r``
+on fresh random data, the output poisoned with NaN first; rank 0 prints one JSON line
+``{case: max error / tolerance}`` (over the ranks) and ``{"path ...": reason}``.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from gemm import collective  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+
+
+def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, seed=0,
+          reuse=False):
+    """Max over calls of max |got - ref| / (TOL * max |ref|) for this rank (the operands are
+    exact in float64, so the error is the f32 accumulation's and the out's rounding).
+    ``reuse``: every call refills the same tensors (from the second call on, the peer ring
+    replays a CUDA graph)."""
+    worst = 0.0
+    kept = None
+    for call in range(calls):
+        g = torch.Generator().manual_seed(1000 * seed + 10 * call + rank)
+        a = torch.randn(m, k, generator=g).to(dtype)
+        b = torch.randn(k, n, generator=g).to(dtype)
+        shards = [torch.zeros_like(a) for _ in range(size)]
+        _gather_cpu(shards, a)
+        ref = torch.cat(shards).double() @ b.double()
+        out_t = out_dtype or dtype
+        if kept is None or not reuse:
+            kept = (torch.empty_like(a, device=device), torch.empty_like(b, device=device),
+                    torch.empty((size * m, n), dtype=out_t, device=device))
+        da, db, out = kept
+        da.copy_(a)
+        db.copy_(b)
+        out.fill_(float("nan"))
+        got = collective.all_gather_matmul(da, db, out=out, path=path)
+        assert got is out
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        err = (got.double().cpu() - ref).abs().max().item()
+        tol = max(TOL[dtype], TOL[out_t]) * ref.abs().max().item()
+        worst = max(worst, err / tol if err == err else float("inf"))
+    return worst
+
+
+def _gather_cpu(shards, a):
+    """all_gather of CPU copies through the group (gloo or nccl alike, via objects)."""
+    objs = [None] * len(shards)
+    dist.all_gather_object(objs, a)
+    for s, o in zip(shards, objs):
+        s.copy_(o)
+
+
+def _worker(rank, size, mode, init, queue):
+    backend = "nccl" if mode == "gpu" else "gloo"
+    if mode == "cpu":
+        device = torch.device("cpu")
+    else:
+        device = torch.device("cuda", rank if mode == "gpu" else 0)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=size)
+    results = {}
+    try:
+        path, reason = collective.ring_path(torch.empty(1, device=device))
+        results[f"path {mode}"] = f"{path}: {reason}"
+        paths = [path] if mode != "gpu" else ["peer", "sendrecv"] if path == "peer" \
+            else ["sendrecv"]
+        for p in paths:
+            for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                results[f"{p} {dtype} 96x64x40"] = _case(rank, size, device, dtype, 96, 64,
+                                                         40, p, seed=1)
+            results[f"{p} bf16 37x48x19, f32 out"] = _case(
+                rank, size, device, torch.bfloat16, 37, 48, 19, p, torch.float32, seed=2)
+            results[f"{p} f16 5 calls in a row 128x256x64"] = _case(
+                rank, size, device, torch.float16, 128, 256, 64, p, calls=5, seed=3)
+            results[f"{p} bf16 6 calls on the same tensors 64x128x32"] = _case(
+                rank, size, device, torch.bfloat16, 64, 128, 32, p, calls=6, seed=4,
+                reuse=True)
+        rings = list(collective._rings.values())
+        if rings:
+            results["peer graphs"] = (sum(len(r.graphs) for r in rings),
+                                      [r.graph_error for r in rings if r.graph_error])
+        results["errors"] = _errors(device)
+    finally:
+        gathered = [None] * size
+        dist.all_gather_object(gathered, results)
+        dist.destroy_process_group()
+    if rank == 0:
+        merged = {}
+        for r in gathered:
+            for key, v in r.items():
+                merged[key] = max(merged.get(key, v), v) if isinstance(v, float) else v
+        queue.put(merged)
+
+
+def _errors(device):
+    """{bad call: (error type, message)} for malformed arguments (nothing is sent)."""
+    a = torch.ones(4, 8, device=device, dtype=torch.float16)
+    b = torch.ones(8, 6, device=device, dtype=torch.float16)
+    calls = {
+        "inner dims": lambda: collective.all_gather_matmul(a, b.T),
+        "mixed types": lambda: collective.all_gather_matmul(a, b.float()),
+        "3-D": lambda: collective.all_gather_matmul(a[None], b),
+        "int": lambda: collective.all_gather_matmul(a.int(), b.int()),
+        "out shape": lambda: collective.all_gather_matmul(a, b, out=torch.empty(
+            4, 6, device=device, dtype=torch.float16)),
+        "out_dtype": lambda: collective.all_gather_matmul(a, b, out_dtype=torch.bfloat16),
+        "path": lambda: collective.all_gather_matmul(a, b, path="ring"),
+        "numpy": lambda: collective.all_gather_matmul(a.cpu().numpy(), b),
+    }
+    got = {}
+    for name, call in calls.items():
+        try:
+            call()
+            got[name] = ("no error", "")
+        except Exception as e:     # noqa: BLE001  (the test checks the type)
+            got[name] = (type(e).__name__, str(e))
+    return got
+
+
+def main(mode, size):
+    with tempfile.TemporaryDirectory() as tmp:
+        init = f"file://{tmp}/store"
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        mp.start_processes(_worker, args=(size, mode, init, queue), nprocs=size,
+                           start_method="spawn")
+        print(json.dumps(queue.get()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,208 @@
+"""gemm.collective (issue 16): the ring's schedule on the CPU (every rank computes every shard
+once; no scratch slot is overwritten before it is read, within a call and across calls, under
+the plan's flags and ACK_RULE), and all_gather_matmul run by several processes: the send/recv
+ring with gloo on the CPU, the peer ring through CUDA IPC with every process on one GPU, and
+both paths with one process per GPU where there are several (see collective_cases.py)."""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gemm.collective import ring_plan
+
+HERE = os.path.dirname(__file__)
+
+
+# --- the schedule ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("D", [1, 2, 3, 4, 5, 8])
+def test_every_rank_computes_every_shard_once(D):
+    plan = ring_plan(D)
+    assert len(plan) == D
+    for r, steps in enumerate(plan):
+        assert [s.step for s in steps] == list(range(D))
+        assert sorted(s.compute for s in steps) == list(range(D))
+        assert steps[0].source is None and steps[0].compute == r      # its own shard first
+        assert all(s.send_to is None for s in steps[D - 1:])          # nothing goes back home
+
+
+@pytest.mark.parametrize("D", [2, 3, 4, 8])
+def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D):
+    plan = ring_plan(D)
+    for r, steps in enumerate(plan):
+        for s in steps:
+            if s.send_to is None:
+                continue
+            recv = plan[s.send_to]
+            user = [t for t in recv if t.source == s.dest_slot]
+            assert len(user) == 1 and user[0].compute == s.compute
+            assert s.send_to == (r - 1) % D
+
+
+def _events(plan, calls, ack=True):
+    """The happens-before graph of ``calls`` consecutive calls as the peer ring enqueues them:
+    {event: set of events it must follow}. Events: ("mm", c, r, i) the matmul of step i,
+    ("cp", c, r, i) the copy (and the arrival flag it sets) of step i, ("end", c, r) the
+    call's end, when rank r clears its arrival flags and sets its sender's ack flag. A wait
+    for slot j's arrival flag follows the copy that sets it in the same call (a 1 left from
+    the call before is cleared at that call's end, which every read follows: checked in
+    _overwrites)."""
+    D = len(plan)
+    deps = {}
+    signal_of = {}                   # (c, receiver, slot) -> the copy that sets its flag
+    for c, r in itertools.product(range(calls), range(D)):
+        for s in plan[r]:
+            if s.send_to is not None:
+                signal_of[(c, s.send_to, s.dest_slot)] = ("cp", c, r, s.step)
+    for c, r in itertools.product(range(calls), range(D)):
+        start = {("end", c - 1, r)} if c else set()            # the caller's stream
+        receiver = (r - 1) % D                                  # r sends to r - 1
+        prev_mm = set(start)
+        prev_cp = set(start)
+        for s in plan[r]:
+            arrived = {signal_of[(c, r, s.source)]} if s.source is not None else set()
+            deps[("mm", c, r, s.step)] = prev_mm | arrived
+            prev_mm = {("mm", c, r, s.step)}
+            if s.send_to is not None:
+                acked = {("end", c - 1, receiver)} if (ack and c and s.step == 0) else set()
+                deps[("cp", c, r, s.step)] = prev_cp | arrived | acked
+                prev_cp = {("cp", c, r, s.step)}
+        deps[("end", c, r)] = prev_mm | prev_cp
+    return deps
+
+
+def _before(deps):
+    """The transitive closure: {event: every event that happens before it}."""
+    memo = {}
+
+    def walk(e):
+        if e not in memo:
+            memo[e] = set()
+            for d in deps[e]:
+                memo[e] |= {d} | walk(d)
+        return memo[e]
+    for e in deps:
+        walk(e)
+    return memo
+
+
+def _overwrites(plan, calls, ack=True):
+    """Slot writes that do not follow every read of the slot's previous contents, reads that
+    do not follow the write of what they read or could see a flag left from the call
+    before, and flags set before the previous call's clearing could erase them."""
+    before = _before(_events(plan, calls, ack))
+    D = len(plan)
+    bad = []
+    for c, r in itertools.product(range(calls), range(D)):
+        for s in plan[r]:
+            if s.send_to is None:
+                continue
+            write = ("cp", c, r, s.step)                # into slot s.dest_slot of s.send_to
+            recv = s.send_to
+            if c and ("end", c - 1, recv) not in before[write]:
+                bad.append(("flag set before the last call cleared it", write))
+            for t in plan[recv]:
+                if t.source != s.dest_slot:
+                    continue
+                readers = [("mm", c, recv, t.step)] + (
+                    [("cp", c, recv, t.step)] if t.send_to is not None else [])
+                for rd in readers:
+                    if c and ("end", c - 1, recv) not in before[rd]:
+                        bad.append(("a stale flag could let it read", rd))
+                    if write not in before[rd]:
+                        bad.append(("read before write", rd, write))
+                    if c + 1 < calls:
+                        nxt = ("cp", c + 1, r, s.step)
+                        if rd not in before[nxt]:
+                            bad.append(("overwritten before read", rd, nxt))
+    return bad
+
+
+@pytest.mark.parametrize("D", [2, 3, 4, 8])
+def test_no_slot_is_overwritten_before_it_is_read(D):
+    assert _overwrites(ring_plan(D), calls=3) == []
+
+
+@pytest.mark.parametrize("D", [2, 3, 4])
+def test_without_the_ack_a_fast_sender_would_overwrite(D):
+    # the check can fail: drop the ack of ACK_RULE and the next call's copies race the reads
+    bad = _overwrites(ring_plan(D), calls=2, ack=False)
+    assert any(b[0] == "overwritten before read" for b in bad), bad
+
+
+def test_ring_plan_takes_devices_or_a_count():
+    assert ring_plan(["cuda:0", "cuda:1"])[1][0].device == "cuda:1"
+    assert ring_plan(2) == ring_plan(range(2))
+    with pytest.raises(ValueError, match="at least one rank"):
+        ring_plan([])
+    for bad in (2.0, "cuda:0", None, True):
+        with pytest.raises(TypeError, match="ring_plan"):
+            ring_plan(bad)
+
+
+# --- several processes --------------------------------------------------------------------------
+
+def _run(mode, nprocs):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE),
+                                                       os.environ.get("PYTHONPATH", "")]),
+               NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "collective_cases.py"), mode,
+                           str(nprocs)], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+EXPECTED_ERRORS = {
+    "inner dims": ("ValueError", "inner dimensions"), "mixed types": ("TypeError", "float32"),
+    "3-D": ("ValueError", "2-D"), "int": ("TypeError", "int32"),
+    "out shape": ("ValueError", "out must be"), "out_dtype": ("TypeError", "bfloat16"),
+    "path": ("ValueError", "path must be"), "numpy": ("TypeError", "torch tensor"),
+}
+
+
+def _check(got, path):
+    assert any(key.startswith("path") and value.startswith(path) for key, value in got.items())
+    errors = {k: v for k, v in got.items() if isinstance(v, float)}
+    assert errors, "no case ran"
+    assert all(v <= 1.0 for v in errors.values()), errors
+    for name, (etype, words) in EXPECTED_ERRORS.items():
+        assert got["errors"][name][0] == etype and words in got["errors"][name][1], \
+            (name, got["errors"][name])
+
+
+def _torch():
+    return pytest.importorskip("torch", reason="all_gather_matmul needs torch (not installed)")
+
+
+def test_sendrecv_ring_with_gloo_on_the_cpu():
+    torch = _torch()
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    _check(_run("cpu", 3), "sendrecv")
+
+
+@pytest.mark.gpu
+def test_peer_ring_with_processes_sharing_one_gpu():
+    torch = _torch()
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    got = _run("gpu_shared", 3)
+    _check(got, "peer")
+    graphs, errors = got["peer graphs"]        # calls on the same tensors replayed graphs
+    assert graphs >= 1 and not errors, got["peer graphs"]
+
+
+@pytest.mark.gpu
+def test_both_rings_with_one_process_per_gpu():
+    torch = _torch()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 or more GPUs")
+    got = _run("gpu", torch.cuda.device_count())
+    _check(got, "peer")
+    graphs, errors = got["peer graphs"]
+    assert graphs >= 1 and not errors, got["peer graphs"]
+    assert any(k.startswith("sendrecv") for k in got)

@@ -504,7 +504,7 @@ def _svg_tiled_mma(tiled, palette, title):
 
 
 def side_by_side(*pictures, gap=16):
-    """One picture of several SVG pictures placed left to right (as nested ``<svg>``s).
+    """One picture of several SVG pictures placed left to right (each a nested ``<svg>``).
 
     >>> from layoutalg import Layout
     >>> both = side_by_side(svg_layout(Layout(4)), svg_layout(Layout(2)))

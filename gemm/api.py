@@ -16,6 +16,8 @@ TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mm
 ('tensorcore', 'tensorcore')
 """
 
+from typing import Any, Optional
+
 from gemm import autotune, hopper, simt, tensorcore
 from gemm._env import simulator_active
 from gemm.launch import Launcher
@@ -165,8 +167,9 @@ def _torch_key(x, ptr):
     return x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15
 
 
-def matmul(A, B, out=None, *, alpha=1.0, beta=0.0, kernel=None, allow_tf32=False,
-           out_dtype=None, stream=None):
+def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
+           kernel: Any = None, allow_tf32: bool = False, out_dtype: Optional[str] = None,
+           stream: Any = None) -> Any:
     """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``.
 
     A and B are CUDA arrays (numba device arrays, CuPy arrays, torch tensors) of one type, each

@@ -9,7 +9,10 @@ Internally a layout is often handled as its flat tuple of ``(shape, stride)`` le
 (2,3):(1,8)
 """
 
+from __future__ import annotations
+
 from functools import lru_cache
+from typing import TYPE_CHECKING, Optional, Union
 
 from .errors import LayoutError
 from .int_tuple import (
@@ -18,6 +21,9 @@ from .int_tuple import (
 )
 from .layout import Layout, _as_layout, _concat, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
+
+if TYPE_CHECKING:
+    from .types import AnyLayout, IntTuple, Tiler
 
 __all__ = [
     "coalesce", "filter", "composition", "complement", "right_inverse", "left_inverse",
@@ -151,7 +157,7 @@ def by_mode(op, A, tiler):
 
 
 # --- coalesce and filter ------------------------------------------------------------------
-def coalesce(L, profile=None):
+def coalesce(L: AnyLayout, profile: Optional[IntTuple] = None) -> AnyLayout:
     """The simplest layout with the same function on ``[0, size(L))``: depth <= 1, no size-1
     modes, adjacent modes merged where ``stride[i+1] == shape[i] * stride[i]``.
 
@@ -179,7 +185,7 @@ def coalesce(L, profile=None):
     return _pairs_layout(_coalesce_pairs(_flat(L)))
 
 
-def filter(L):
+def filter(L: Layout) -> Layout:
     """``coalesce(L)`` without its stride-0 modes: the layout of the distinct offsets.
 
     >>> print(filter(Layout((2, 3, 4), (1, 0, 2))))
@@ -197,7 +203,7 @@ def _filter_pairs(L):
 
 
 # --- composition --------------------------------------------------------------------------
-def composition(A, B):
+def composition(A: Union[AnyLayout, Swizzle], B: Tiler) -> Union[AnyLayout, Swizzle]:
     """``R = A o B``: ``R(c) == A(B(c))`` for every coordinate c of B, R compatible with B.
 
     ``B`` may be a Layout, an int ``n`` (``n:1``), a tuple of tilers applied mode by mode
@@ -457,7 +463,7 @@ def _compose_checked(A, B, a):
 
 
 # --- complement and inverses --------------------------------------------------------------
-def complement(L, cotarget=None):
+def complement(L: Layout, cotarget: Optional[IntTuple] = None) -> Layout:
     """The layout R of offsets that ``L`` does not reach, below ``cotarget``: R is ordered
     (increasing strides), its offsets are disjoint from L's (only 0 in common), and
     ``make_layout(L, R)`` covers ``[0, cotarget)``. Default cotarget: ``cosize(L)``.
@@ -578,7 +584,7 @@ def _maybe(fact, a, b):
         return None
 
 
-def right_inverse(L):
+def right_inverse(L: Layout) -> Layout:
     """The largest compact R with ``L(R(i)) == i`` for all ``i < size(R)``.
 
     >>> print(right_inverse(Layout((4, 2), (2, 1))))
@@ -655,7 +661,7 @@ def _right_inverse_pairs_symbolic(flat, what):
     return _coalesce_pairs(out)
 
 
-def left_inverse(L):
+def left_inverse(L: Layout) -> Layout:
     """R with ``R(L(i)) == i`` for all ``i < size(L)``; LayoutError if L has none.
 
     >>> print(left_inverse(Layout((4, 2), (2, 1))))
@@ -695,7 +701,7 @@ def _left_inverse(L):
     return _pairs_layout(inv)
 
 
-def nullspace(L):
+def nullspace(L: Layout) -> Layout:
     """The layout of the indices that ``L`` maps to offset 0 through its stride-0 modes.
 
     >>> print(nullspace(Layout((2, 3, 4), (1, 0, 0))))

@@ -11,9 +11,15 @@ mode varies fastest), as in CuTe.
 7
 """
 
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from .errors import LayoutError
+
+if TYPE_CHECKING:
+    from .types import Coord, Int, IntTuple
 
 __all__ = [
     "is_int", "is_tuple", "flatten", "leaves", "product", "prefix_product", "suffix_product",
@@ -23,7 +29,7 @@ __all__ = [
 ]
 
 
-def is_int(x):
+def is_int(x: object) -> bool:
     """True for a Python or numpy integer; False for bool."""
     return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
 
@@ -194,11 +200,11 @@ def is_zero(x, what="layout algebra"):
     return _decide(x.is_zero, f"{fmt(x)} is 0", what)
 
 
-def is_tuple(x):
+def is_tuple(x: object) -> bool:
     return isinstance(x, tuple)
 
 
-def leaves(t):
+def leaves(t: Coord) -> Tuple[Union[Int, None], ...]:
     """The leaves of ``t`` as a flat tuple (an int gives a 1-tuple)."""
     if not isinstance(t, tuple):
         return (t,)
@@ -211,12 +217,12 @@ def leaves(t):
     return tuple(out)
 
 
-def flatten(t):
+def flatten(t: Coord) -> Coord:
     """CuTe's flatten: a flat tuple of the leaves; an int stays an int."""
     return leaves(t) if isinstance(t, tuple) else t
 
 
-def product(t):
+def product(t: IntTuple) -> Int:
     """Product of all leaves (1 for the empty tuple).
 
     >>> product((2, (3, 4))), product(())
@@ -235,7 +241,7 @@ def _product(t):
     return p
 
 
-def prefix_product(t, init=1):
+def prefix_product(t: IntTuple, init: IntTuple = 1) -> IntTuple:
     """Exclusive prefix products, congruent with ``t``: ``prefix_product((2,(3,4))) == (1,(2,6))``."""
     check_int_tuple(t, "prefix_product", "t")
     check_int_tuple(init, "prefix_product", "init", "stride")
@@ -252,7 +258,7 @@ def _prefix_product(t, init=1):
     return tuple(out)
 
 
-def suffix_product(t, init=1):
+def suffix_product(t: IntTuple, init: IntTuple = 1) -> IntTuple:
     """Exclusive suffix products (row-major strides): ``suffix_product((2,3,4)) == (12,4,1)``."""
     check_int_tuple(t, "suffix_product", "t")
     check_int_tuple(init, "suffix_product", "init", "stride")
@@ -277,7 +283,7 @@ def _div_int(a, b, what):
     raise LayoutError(f"{what}: neither of {a} and {b} divides the other")
 
 
-def shape_div(a, b):
+def shape_div(a: IntTuple, b: IntTuple) -> IntTuple:
     """Divide shape ``a`` by ``b`` through its modes (CuTe's shape_div).
 
     ``a`` and ``b`` must be divisible one by the other at every step (the "shape
@@ -307,7 +313,7 @@ def _shape_div(a, b):
     return _div_int(a, b, "shape divisibility condition")
 
 
-def ceil_div(a, b):
+def ceil_div(a: IntTuple, b: IntTuple) -> IntTuple:
     """Ceiling division; elementwise for congruent tuples, through the modes for tuple / int.
     ``a``'s leaves are ints >= 0, ``b``'s extents (> 0).
 
@@ -346,7 +352,7 @@ def tuple_max(t):
     return max(leaves(t))
 
 
-def congruent(a, b):
+def congruent(a: Coord, b: Coord) -> bool:
     """Same tree structure (profile).
 
     >>> congruent((2, (3, 4)), (1, (2, 6))), congruent((2, 3), 6)
@@ -364,7 +370,7 @@ def _congruent(a, b):
     return not isinstance(b, tuple)
 
 
-def weakly_congruent(a, b):
+def weakly_congruent(a: Coord, b: Coord) -> bool:
     """``a``'s profile is a coarsening of ``b``'s: an int in ``a`` may stand for any subtree."""
     check_int_tuple(a, "weakly_congruent", "a", "leaf")
     check_int_tuple(b, "weakly_congruent", "b", "leaf")
@@ -378,7 +384,7 @@ def _weakly_congruent(a, b):
             and all(_weakly_congruent(x, y) for x, y in zip(a, b)))
 
 
-def compatible(a, b):
+def compatible(a: IntTuple, b: IntTuple) -> bool:
     """Shape ``a`` is compatible with shape ``b``: equal sizes, and every coordinate of ``a``
     is a coordinate of ``b``."""
     check_int_tuple(a, "compatible", "a", "extent")
@@ -401,7 +407,7 @@ def _check_crd_args(what, crd, shape, stride, crd_name="crd"):
         _check_congruent(shape, stride, what, "shape", "stride")
 
 
-def idx2crd(idx, shape, stride=None):
+def idx2crd(idx: IntTuple, shape: IntTuple, stride: Optional[IntTuple] = None) -> IntTuple:
     """The natural (hierarchical) coordinate of ``idx`` in ``shape``, colexicographic.
 
     With ``stride``, the coordinate ``(idx // stride) % shape`` leaf by leaf (CuTe's form;
@@ -434,7 +440,7 @@ def _idx2crd(idx, shape, stride=None):
     return (idx // stride) % shape
 
 
-def crd2idx(crd, shape, stride=None):
+def crd2idx(crd: IntTuple, shape: IntTuple, stride: Optional[IntTuple] = None) -> Int:
     """Inner product of a coordinate with the strides (default: compact column-major).
 
     An int coordinate into a tuple shape is split colexicographically; the last mode is
@@ -468,7 +474,7 @@ def _crd2idx(crd, shape, stride=None):
     return total
 
 
-def crd2crd(crd, src_shape, dst_shape):
+def crd2crd(crd: IntTuple, src_shape: IntTuple, dst_shape: IntTuple) -> IntTuple:
     """Convert a coordinate of ``src_shape`` into the coordinate of the same index in ``dst_shape``.
 
     >>> crd2crd((1, 2), (4, 8), (8, 4))
@@ -480,13 +486,13 @@ def crd2crd(crd, src_shape, dst_shape):
     return _idx2crd(_crd2idx(crd, src_shape), dst_shape)
 
 
-def has_none(crd):
+def has_none(crd: Coord) -> bool:
     if crd is None:
         return True
     return isinstance(crd, tuple) and any(has_none(c) for c in crd)
 
 
-def slice_(crd, t):
+def slice_(crd: Coord, t: Coord) -> Coord:
     """Keep the parts of ``t`` paired with None (CuTe's ``_``); nested results are flattened
     into one tuple, as CuTe's ``slice`` does.
 
@@ -519,7 +525,7 @@ def _lift_slice(crd, t):
     return out
 
 
-def fill_none(crd, value=0):
+def fill_none(crd: Coord, value: Int = 0) -> IntTuple:
     """Replace every None in a coordinate by ``value``."""
     if crd is None:
         return value
@@ -528,7 +534,7 @@ def fill_none(crd, value=0):
     return crd
 
 
-def fmt(t):
+def fmt(t: Coord) -> str:
     """CuTe's text form: ``((2,2),3)``."""
     if isinstance(t, tuple):
         return "(" + ",".join(fmt(x) for x in t) + ")"

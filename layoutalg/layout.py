@@ -5,7 +5,10 @@
 ('(4,2):(2,1)', 3, 3, Layout((4,), (2,)))
 """
 
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from .errors import LayoutError, LayoutIndexError
 from .int_tuple import (
@@ -13,6 +16,9 @@ from .int_tuple import (
     _weakly_congruent, check_int_tuple, fill_none, fmt, has_none, is_int, is_positive_extent,
     leaves, less,
 )
+
+if TYPE_CHECKING:
+    from .types import AnyLayout, Coord, Int, IntTuple
 
 __all__ = [
     "Layout", "make_layout", "make_row_major", "make_ordered_layout", "size", "cosize",
@@ -271,7 +277,7 @@ def _unwrap(items):
     return items[0] if len(items) == 1 else tuple(items)
 
 
-def make_layout(*args):
+def make_layout(*args: Layout) -> Layout:
     """``make_layout(shape, stride=None)``, or ``make_layout(L0, L1, ...)`` which concatenates
     layouts into one whose i-th mode is ``Li``.
 
@@ -287,7 +293,7 @@ def make_layout(*args):
     return Layout(*args)
 
 
-def make_row_major(shp):
+def make_row_major(shp: IntTuple) -> Layout:
     """The compact layout in which the last mode is fastest.
 
     >>> print(make_row_major((2, 3, 4)))
@@ -297,7 +303,7 @@ def make_row_major(shp):
     return _make(shp, _suffix_product(shp))
 
 
-def make_ordered_layout(shp, order=None):
+def make_ordered_layout(shp: IntTuple, order: Optional[IntTuple] = None) -> Layout:
     """Compact layout whose modes are laid out in increasing ``order`` (default: col-major).
 
     >>> print(make_ordered_layout((2, 3, 4), (1, 2, 0)))
@@ -332,7 +338,7 @@ def _is_int_tuple(x):
     return isinstance(x, (int, tuple)) or is_int(x) or _is_sympy(x)
 
 
-def size(x):
+def size(x: Union[AnyLayout, IntTuple]) -> Int:
     """The size of a layout or a tensor, or the product of a shape's extents.
 
     >>> size(Layout((4, 8))), size((2, (3, 4)))
@@ -346,14 +352,14 @@ def size(x):
     return _attribute(x, "size", "size")
 
 
-def cosize(L):
+def cosize(L: AnyLayout) -> Int:
     """One past the largest offset of a layout (see :attr:`Layout.cosize`)."""
     if isinstance(L, Layout):
         return L.cosize
     return _attribute(L, "cosize", "cosize")
 
 
-def rank(x):
+def rank(x: Union[AnyLayout, IntTuple]) -> int:
     """The number of top-level modes of a layout, a tensor or an IntTuple."""
     if isinstance(x, Layout):
         return x.rank
@@ -363,7 +369,7 @@ def rank(x):
     return _attribute(x, "rank", "rank")
 
 
-def depth(x):
+def depth(x: Union[AnyLayout, IntTuple]) -> int:
     """The nesting depth of a layout's shape, a tensor's or an IntTuple (0 for an int)."""
     if isinstance(x, Layout):
         return x.depth
@@ -373,12 +379,12 @@ def depth(x):
     return _attribute(x, "depth", "depth")
 
 
-def shape(x):
+def shape(x: AnyLayout) -> IntTuple:
     """The shape of a layout or a tensor."""
     return _attribute(x, "shape", "shape")
 
 
-def stride(x):
+def stride(x: AnyLayout) -> IntTuple:
     """The stride of a layout or a tensor."""
     if hasattr(x, "inner") and hasattr(x, "outer"):
         raise TypeError(f"stride: the composed layout {x} has no stride (its outer function "
@@ -438,7 +444,7 @@ def _mode_range(L, begin, end, what):
     return _modes(L), b, e
 
 
-def group_modes(L, begin, end=None):
+def group_modes(L: Layout, begin: int, end: Optional[int] = None) -> Layout:
     """Modes ``[begin, end)`` of ``L`` grouped into one mode.
 
     >>> print(group_modes(Layout((2, 3, 4)), 0, 2))
@@ -449,7 +455,7 @@ def group_modes(L, begin, end=None):
     return _concat(grouped)
 
 
-def select(L, *idx):
+def select(L: Layout, *idx: int) -> Layout:
     """The layout of modes ``idx`` of ``L``, in that order."""
     L = _as_layout(L, "select", shapes=False)
     if not idx:
@@ -458,7 +464,7 @@ def select(L, *idx):
     return _concat([L[_mode_index(i, r, "select", "mode")] for i in idx])
 
 
-def take(L, begin, end=None):
+def take(L: Layout, begin: int, end: Optional[int] = None) -> Layout:
     """The layout of modes ``[begin, end)`` of ``L``."""
     m, begin, end = _mode_range(L, begin, end, "take")
     return _concat(m[begin:end])
@@ -481,19 +487,19 @@ def _padding(L, x, n, what):
     return m, [x] * max(0, n - len(m))
 
 
-def append(L, x=None, n=None):
+def append(L: Layout, x: Optional[Layout] = None, n: Optional[int] = None) -> Layout:
     """``L`` with mode ``x`` (default ``1:0``) appended once, or until its rank is ``n``."""
     m, more = _padding(L, x, n, "append")
     return _concat(m + more)
 
 
-def prepend(L, x=None, n=None):
+def prepend(L: Layout, x: Optional[Layout] = None, n: Optional[int] = None) -> Layout:
     """``L`` with mode ``x`` (default ``1:0``) prepended once, or until its rank is ``n``."""
     m, more = _padding(L, x, n, "prepend")
     return _concat(more + m)
 
 
-def slice_and_offset(crd, L):
+def slice_and_offset(crd: Coord, L: Layout) -> Tuple[Layout, Int]:
     """The sub-layout of the modes where ``crd`` is None, and the offset of the rest.
 
     >>> sub, off = slice_and_offset((None, 2), Layout((4, 8)))
@@ -512,7 +518,7 @@ def slice_and_offset(crd, L):
     return sub, _crd2idx(fill_none(crd), L.shape, L.stride)
 
 
-def format_layout(L, max_rows=64, max_cols=64):
+def format_layout(L: AnyLayout, max_rows: int = 64, max_cols: int = 64) -> str:
     """The text grid of a rank-1 or rank-2 layout: rows are mode 0, columns mode 1. A grid of
     more than ``max_rows`` rows or ``max_cols`` columns shows its first ones and a ``...``
     row or column (None: no limit), so that a 512 x 512 layout prints a page, not megabytes."""
@@ -549,7 +555,7 @@ def format_layout(L, max_rows=64, max_cols=64):
     return "\n".join(lines)
 
 
-def print_layout(L, max_rows=64, max_cols=64):
+def print_layout(L: AnyLayout, max_rows: int = 64, max_cols: int = 64) -> None:
     """Print a rank-1 or rank-2 layout as a grid of its offsets (see :func:`format_layout`)."""
     print(format_layout(_as_layout(L, "print_layout", shapes=False, composed=True), max_rows,
                         max_cols))

@@ -9,6 +9,10 @@ layout as another one says. The zipped, tiled and flat forms only regroup the mo
 ((32,8),(4,8)):((1,128),(32,1024))
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
 from .core import (
     _algebra_strides, _complement, _compose, by_mode, cached, check_tiler, coalesce, complement,
     composition,
@@ -17,6 +21,9 @@ from .errors import LayoutError
 from .int_tuple import _product, check_int_tuple, fmt
 from .layout import Layout, _as_layout, _concat, _make, append, make_ordered_layout
 from .swizzle import ComposedLayout
+
+if TYPE_CHECKING:
+    from .types import AnyLayout, IntTuple, Tiler
 
 __all__ = [
     "logical_divide", "zipped_divide", "tiled_divide", "flat_divide", "logical_product",
@@ -46,7 +53,7 @@ def _operands(A, B, what):
 
 
 # --- divides ------------------------------------------------------------------------------
-def logical_divide(A, B):
+def logical_divide(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``composition(A, make_layout(B, complement(B, size(A))))``: mode 0 is the tile B,
     mode 1 the tiles' arrangement. A tuple B divides mode by mode.
 
@@ -136,7 +143,7 @@ def _flat_modes(shp, std):
     return s0 + s1, d0 + d1
 
 
-def zipped_divide(A, B):
+def zipped_divide(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_divide`` regrouped as ``((tile modes), (rest modes))``.
 
     >>> print(zipped_divide(Layout((128, 64)), (32, 8)))
@@ -150,7 +157,7 @@ def _zipped_divide(A, B):
     return _zip_tiles(_logical_divide(A, B), B, A.rank)
 
 
-def tiled_divide(A, B):
+def tiled_divide(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_divide`` regrouped as ``((tile modes), rest0, rest1, ...)``."""
     return _tiled_divide(A, _operands(A, B, "tiled_divide"))
 
@@ -160,7 +167,7 @@ def _tiled_divide(A, B):
     return _regroup(_zipped_divide(A, B), _tiled)
 
 
-def flat_divide(A, B):
+def flat_divide(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_divide`` regrouped as ``(tile0, tile1, ..., rest0, rest1, ...)``."""
     return _flat_divide(A, _operands(A, B, "flat_divide"))
 
@@ -171,7 +178,7 @@ def _flat_divide(A, B):
 
 
 # --- products -----------------------------------------------------------------------------
-def logical_product(A, B):
+def logical_product(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``make_layout(A, composition(complement(A, size(A) * cosize(B)), B))``: mode 0 is A,
     mode 1 is B's arrangement of copies of A. An int B means ``B:1`` (a product, never a
     divide); a tuple B multiplies mode by mode.
@@ -212,7 +219,7 @@ def _logical_product(A, B):
     return _pair(A, composition(complement(A, A.size * B.cosize), B))
 
 
-def zipped_product(A, B):
+def zipped_product(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_product`` regrouped as ``((A modes), (copies modes))``."""
     return _zipped_product(A, _operands(A, B, "zipped_product"))
 
@@ -222,12 +229,12 @@ def _zipped_product(A, B):
     return _zip_tiles(_logical_product(A, B), B, A.rank)
 
 
-def tiled_product(A, B):
+def tiled_product(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_product`` regrouped as ``((A modes), copies0, copies1, ...)``."""
     return _regroup(zipped_product(A, B), _tiled)
 
 
-def flat_product(A, B):
+def flat_product(A: AnyLayout, B: Tiler) -> AnyLayout:
     """``logical_product`` regrouped as ``(A0, A1, ..., copies0, copies1, ...)``."""
     return _regroup(zipped_product(A, B), _flat_modes)
 
@@ -239,7 +246,7 @@ def _rank_product(A, B, what):
     return _logical_product(append(A, n=r), append(B, n=r)), r
 
 
-def blocked_product(A, B):
+def blocked_product(A: AnyLayout, B: Layout) -> AnyLayout:
     """Copies of block A arranged as B, mode by mode: mode i is (A_i, B_i).
 
     >>> print(blocked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
@@ -267,7 +274,7 @@ def _blocked_product(A, B):
     return _concat([_pair(P[0][i], P[1][i]) for i in range(r)])
 
 
-def raked_product(A, B):
+def raked_product(A: AnyLayout, B: Layout) -> AnyLayout:
     """A's elements raked across B's arrangement, mode by mode: mode i is (B_i, A_i).
 
     >>> print(raked_product(Layout((3, 4), (4, 1)), Layout((2, 5), (1, 2))))
@@ -284,7 +291,8 @@ def _raked_product(A, B):
     return _concat([_pair(P[1][i], P[0][i]) for i in range(r)])
 
 
-def tile_to_shape(block, trg_shape, order=None):
+def tile_to_shape(block: AnyLayout, trg_shape: IntTuple,
+                  order: Optional[IntTuple] = None) -> AnyLayout:
     """Repeat ``block`` (blocked_product) until it has shape ``trg_shape``, the copies laid
     out in ``order`` (default column-major); each mode is coalesced.
 

@@ -20,12 +20,18 @@ kernel on compute capability 9.x); on CPU tensors (the gloo test path) they are 
 ``torchrun``; see ``benchmarks/collective.py``.
 """
 
+from __future__ import annotations
+
 import logging
 import socket
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from .plan import ACK_RULE, RingStep, ring_plan
 
 __all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "ACK_RULE", "release"]
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("gemm.collective")
 
@@ -48,7 +54,7 @@ def _group_info(group):
     return g, dist.get_rank(g), dist.get_world_size(g)
 
 
-def ring_path(a_shard, group=None):
+def ring_path(a_shard: torch.Tensor, group: Any = None) -> Tuple[str, str]:
     """``(path, reason)``: the path :func:`all_gather_matmul` takes for tensors on
     ``a_shard``'s device in ``group`` (collective: every rank calls it; the answer is kept
     per group and device)."""
@@ -128,7 +134,10 @@ def _check(a, b, out, out_dtype, torch):
     return dtype
 
 
-def all_gather_matmul(a_shard, b_shard, group=None, out=None, *, out_dtype=None, path=None):
+def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any = None,
+                      out: Optional[torch.Tensor] = None, *,
+                      out_dtype: Optional[torch.dtype] = None,
+                      path: Optional[str] = None) -> torch.Tensor:
     """This rank's ``(D * m, n)`` block of ``AllGather(A) @ B``: ``a_shard`` (m, k) is this
     rank's rows of A, ``b_shard`` (k, n) its columns of B, the D ranks of ``group`` (default:
     the world) each call it with the same m, k and dtype. Rows ``j*m:(j+1)*m`` of the result

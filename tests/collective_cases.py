@@ -97,6 +97,7 @@ def _worker(rank, size, mode, init, queue):
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),
                                       [r.graph_error for r in rings if r.graph_error])
         results["errors"] = _errors(device)
+        results["errors"]["shards differ"] = _shards_differ(rank, device)
     finally:
         gathered = [None] * size
         dist.all_gather_object(gathered, results)
@@ -132,6 +133,17 @@ def _errors(device):
         except Exception as e:     # noqa: BLE001  (the test checks the type)
             got[name] = (type(e).__name__, str(e))
     return got
+
+
+def _shards_differ(rank, device):
+    """Rank 0's shard has one more row than the others': every rank gets a ValueError."""
+    a = torch.ones(4 + (rank == 0), 8, device=device, dtype=torch.float16)
+    b = torch.ones(8, 6, device=device, dtype=torch.float16)
+    try:
+        collective.all_gather_matmul(a, b)
+        return ("no error", "")
+    except Exception as e:     # noqa: BLE001  (the test checks the type)
+        return (type(e).__name__, str(e))
 
 
 def main(mode, size):

@@ -161,6 +161,7 @@ EXPECTED_ERRORS = {
     "3-D": ("ValueError", "2-D"), "int": ("TypeError", "int32"),
     "out shape": ("ValueError", "out must be"), "out_dtype": ("TypeError", "bfloat16"),
     "path": ("ValueError", "path must be"), "numpy": ("TypeError", "torch tensor"),
+    "shards differ": ("ValueError", "rank 0: (5, 8)"),
 }
 
 

@@ -38,6 +38,7 @@ log = logging.getLogger("gemm.collective")
 PATHS = ("peer", "sendrecv")
 _rings = {}      # (group, rank, m, k, dtype, device) -> PeerRing
 _paths = {}      # (group, device) -> (path, reason)
+_agreed = set()  # (group, rank, m, k, dtype, device) that every rank of the group called with
 
 
 def _dist():
@@ -107,6 +108,9 @@ def _peer_problem(me, everyone, torch):
 
 
 def _check(a, b, out, out_dtype, torch):
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"all_gather_matmul: out must be a torch tensor, not "
+                        f"{type(out).__name__}")
     for name, t in (("a_shard", a), ("b_shard", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"all_gather_matmul: {name} must be a torch tensor, not "
@@ -168,6 +172,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
                          f"not {path!r}")
     a = a_shard.contiguous()
     chosen = path or ring_path(a, g)[0]
+    _agree(g, rank, size, a)
     multiply = _multiply_cpu if a.device.type != "cuda" else _multiply_gpu
     if size == 1:
         multiply(a, b_shard, out)
@@ -183,6 +188,22 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     else:
         _sendrecv(g, rank, size, a, b_shard, out, m, multiply)
     return out
+
+
+def _agree(g, rank, size, a):
+    """ValueError on every rank unless every rank's A shard has this one's (m, k) and type
+    (the ring's slots are sized by it). Collective, once per group and shape."""
+    key = (g, rank, *a.shape, a.dtype, str(a.device))
+    if key in _agreed:
+        return
+    mine = (tuple(a.shape), str(a.dtype))
+    everyone = [None] * size
+    _dist().all_gather_object(everyone, mine, group=g)
+    if any(e != mine for e in everyone):
+        raise ValueError("all_gather_matmul: the ranks' A shards differ (every rank needs the "
+                         "same (m, k) and type): " + ", ".join(
+                             f"rank {r}: {e[0]} {e[1]}" for r, e in enumerate(everyone)))
+    _agreed.add(key)
 
 
 def _multiply_gpu(src, b, out_rows):
@@ -230,3 +251,4 @@ def release(group=None):
         _rings.pop(key).close()
     for key in [key for key in _paths if key[0] is g]:
         _paths.pop(key)
+    _agreed.difference_update({key for key in _agreed if key[0] is g})

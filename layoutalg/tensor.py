@@ -28,7 +28,10 @@ the tensor keeps ``inner`` as its layout and a :class:`SwizzledEngine` applies t
 ((1, 2), (3, 5))
 """
 
+from __future__ import annotations
+
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -43,6 +46,9 @@ from .int_tuple import (
 )
 from .layout import Layout, _as_layout, _make, _modes, make_layout, slice_and_offset
 from .swizzle import ComposedLayout, Swizzle
+
+if TYPE_CHECKING:
+    from .types import AnyLayout, Coord, Int, IntTuple, Tiler
 
 __all__ = [
     "Tensor", "make_tensor", "make_identity_layout", "make_identity_tensor",
@@ -155,7 +161,7 @@ class ArithTuple(tuple):
     __radd__ = __add__
 
 
-def elem_less(crd, bound):
+def elem_less(crd: IntTuple, bound: IntTuple) -> bool:
     """``crd[i] < bound[i]`` for every i: the predicate of a partial tile.
 
     For integer coordinates a bool; where an entry is symbolic, the tuple of the comparisons
@@ -173,7 +179,7 @@ def elem_less(crd, bound):
     return rel
 
 
-def make_identity_layout(shape):
+def make_identity_layout(shape: IntTuple) -> Layout:
     """The layout of coordinates: mode i has strides ``E(i)`` times its compact col-major
     strides, so every top-level mode yields its (flattened) coordinate.
 
@@ -194,7 +200,7 @@ def _scale(t, e):
     return e * t
 
 
-def make_identity_tensor(shape):
+def make_identity_tensor(shape: IntTuple) -> Tensor:
     """A tensor whose element at each coordinate is that coordinate (as a flat tuple of the
     top-level modes). It flows through local_tile and the partitions like a data tensor, so
     its partitions tell each thread which global coordinates its values have.
@@ -317,7 +323,7 @@ def _apply_outer(outer, x):
 
 
 # --- vectorized layout evaluation ---------------------------------------------------------
-def layout_offsets(L):
+def layout_offsets(L: AnyLayout) -> np.ndarray:
     """``[L(i) for i in range(size(L))]`` as an int64 numpy array (read-only, cached).
 
     Works for integer strides, swizzled composed layouts and, for identity layouts, gives an
@@ -521,7 +527,7 @@ class Tensor:
     __repr__ = __str__
 
 
-def make_tensor(engine, layout=None, stride=None):
+def make_tensor(engine: Any, layout: Any = None, stride: Optional[IntTuple] = None) -> Tensor:
     """A Tensor from an engine and a layout (or a shape and stride).
 
     ``engine`` may be a numpy array: without a layout its own shape and strides are used;
@@ -573,7 +579,7 @@ def _flat_storage(a):
 
 
 # --- fragments ----------------------------------------------------------------------------
-def make_fragment_like(x, dtype=None):
+def make_fragment_like(x: Union[Tensor, AnyLayout], dtype: Any = None) -> Tensor:
     """A compact register tensor (numpy engine, zeros) with the shape of ``x``.
 
     The layout is column-major whatever ``x``'s strides: mode 0 (the MMA or copy atom's
@@ -599,7 +605,7 @@ def make_fragment_like(x, dtype=None):
 
 
 # --- tiling and partitioning --------------------------------------------------------------
-def dice(proj, x):
+def dice(proj: Coord, x: Any) -> Any:
     """Keep the elements of ``x`` where ``proj`` is not None (CuTe's ``dice`` with ``X`` as
     None). ``x`` may be a tuple or a Layout.
 
@@ -685,7 +691,7 @@ def _thread_index(thr_idx, size, what):
     return thr_idx
 
 
-def local_tile(tensor, tiler, coord, proj=None):
+def local_tile(tensor: Tensor, tiler: Tiler, coord: Coord, proj: Optional[Coord] = None) -> Tensor:
     """The tile at ``coord`` of ``tensor`` divided by ``tiler`` (CuTe's local_tile, MoYe's
     ``@tile``): ``zipped_divide`` then index the rest mode. None in ``coord`` keeps that rest
     mode, and rest modes past the tiler's rank are kept, so
@@ -728,7 +734,8 @@ def local_tile(tensor, tiler, coord, proj=None):
     return Z[(tuple(None for _ in tiler), rest)]
 
 
-def local_partition(tensor, thr_layout, idx, proj=None):
+def local_partition(tensor: Tensor, thr_layout: Layout, idx: Int,
+                    proj: Optional[Coord] = None) -> Tensor:
     """Thread ``idx``'s share of ``tensor`` when ``thr_layout`` (thread coordinate -> thread
     index) is tiled over it (CuTe's local_partition, MoYe's ``@parallelize``): the thread
     takes one element per tile of ``shape(thr_layout)``, at its coordinate in that tile.

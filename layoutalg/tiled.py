@@ -29,22 +29,29 @@ that carries the symbolic offset.
 ((2, 1), 2, 1)
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Tuple, Union
+
 import numpy as np
 
 from .algebra import (
-    coalesce, composition, logical_divide, logical_product, raked_product, right_inverse, tiled_product,
-    upcast, zipped_divide,
+    coalesce, composition, logical_divide, logical_product, raked_product, right_inverse,
+    tiled_product, upcast, zipped_divide,
 )
 from .atom.copy import CopyAtom, UniversalCopy
 from .atom.mma import MMAAtom
 from .errors import LayoutError
-from .int_tuple import _is_sympy, check_int_tuple, fmt, is_int, leaves
+from .int_tuple import check_int_tuple, fmt, is_int, leaves
 from .layout import Layout, _as_layout, _flat, _modes, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
 from .tensor import (
     ArithTuple, ArrayEngine, SwizzledEngine, Tensor, _check_tensor, _thread_index,
     make_fragment_like, make_tensor,
 )
+
+if TYPE_CHECKING:
+    from .types import Int, IntTuple, Tiler
 
 __all__ = [
     "TiledCopy", "ThrCopy", "TiledMMA", "ThrMMA", "make_tiled_copy", "make_tiled_copy_A",
@@ -272,7 +279,8 @@ def _vector_problem(thr, first, more_vals, rest, engine, w):
     return None
 
 
-def make_tiled_copy(atom, thr_layout, val_layout=(1,)):
+def make_tiled_copy(atom: CopyAtom, thr_layout: Union[Layout, IntTuple],
+                    val_layout: Union[Layout, IntTuple] = (1,)) -> TiledCopy:
     """Tile ``atom`` over threads arranged by ``thr_layout`` (thread coordinate -> thread
     index), each thread holding the block of values ``val_layout`` (value coordinate ->
     value index): CuTe's make_tiled_copy. The tile is ``shape(thr) * shape(val)`` mode by
@@ -306,20 +314,20 @@ def _tiled_mma_arg(tiled_mma, what):
     return tiled_mma.tile_size
 
 
-def make_tiled_copy_A(atom, tiled_mma):
+def make_tiled_copy_A(atom: CopyAtom, tiled_mma: TiledMMA) -> TiledCopy:
     """The copy of A's tile that gives each thread exactly the values its MMA partition of A
     holds (TV layout = ``tiled_mma.layout_A_tv``)."""
     M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_A")
     return TiledCopy(atom, tiled_mma.get_layoutA_TV(), (M, K))
 
 
-def make_tiled_copy_B(atom, tiled_mma):
+def make_tiled_copy_B(atom: CopyAtom, tiled_mma: TiledMMA) -> TiledCopy:
     """The copy of B's ``(N, K)`` tile in the values of the MMA's partition of B."""
     M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_B")
     return TiledCopy(atom, tiled_mma.get_layoutB_TV(), (N, K))
 
 
-def make_tiled_copy_C(atom, tiled_mma):
+def make_tiled_copy_C(atom: CopyAtom, tiled_mma: TiledMMA) -> TiledCopy:
     """The copy of C's ``(M, N)`` tile in the values of the MMA's partition of C."""
     M, N, K = _tiled_mma_arg(tiled_mma, "make_tiled_copy_C")
     return TiledCopy(atom, tiled_mma.get_layoutC_TV(), (M, N))
@@ -547,7 +555,8 @@ class ThrMMA:
         return make_fragment_like(partitioned.layout, dtype or self.tiled_mma.atom.frag_dtype("C"))
 
 
-def make_tiled_mma(atom, atom_layout=(1, 1, 1), permutation_mnk=None):
+def make_tiled_mma(atom: MMAAtom, atom_layout: Union[Layout, IntTuple] = (1, 1, 1),
+                   permutation_mnk: Optional[Tuple[Tiler, Tiler, Tiler]] = None) -> TiledMMA:
     """Tile an MMA atom over an ``(M, N, K)`` layout of atoms (a Layout or a shape; missing
     modes are 1), e.g. ``make_tiled_mma(UniversalFMA(), (16, 16))`` for 256 threads or
     ``make_tiled_mma(SM80_16x8x16_F32F16F16F32_TN(), (2, 2))`` for four warps.
@@ -566,7 +575,7 @@ def make_tiled_mma(atom, atom_layout=(1, 1, 1), permutation_mnk=None):
     return TiledMMA(atom, atom_layout, permutation_mnk)
 
 
-def tile_size(tiled):
+def tile_size(tiled: Union[TiledCopy, TiledMMA]) -> Tuple[Int, ...]:
     """The tile of a TiledCopy (its tiler) or a TiledMMA ((M, N, K))."""
     if not isinstance(tiled, (TiledCopy, TiledMMA)):
         raise TypeError(f"tile_size: expected a TiledCopy or a TiledMMA, not {tiled!r}")
@@ -574,7 +583,7 @@ def tile_size(tiled):
 
 
 # --- vector widths ------------------------------------------------------------------------
-def max_vector_bits(tiled_copy, src, dst, max_bits=128):
+def max_vector_bits(tiled_copy: TiledCopy, src: Tensor, dst: Tensor, max_bits: int = 128) -> int:
     """The widest copy, in bits (a power of two, at most ``max_bits``), that every thread of
     ``tiled_copy`` can use between tensors ``src`` and ``dst``: each thread's values must be
     contiguous in both, in the same order (the ``max_common_vector`` of the two thread

@@ -153,6 +153,8 @@ class PeerRing:
         if graph is None and GRAPHS and self.graph_error is None and key in self.seen:
             graph = self._capture(key, a, b, out, m, multiply)
         if graph is None:
+            if len(self.seen) >= 1024:               # operands seen once: forget them
+                self.seen.clear()
             self.seen.add(key)
             self._enqueue(a, b, out, m, multiply)
         else:

@@ -8,7 +8,7 @@
 
 from .core import _int_strides, _pairs_layout, coalesce, composition, right_inverse
 from .errors import LayoutError
-from .int_tuple import _div_int, is_int
+from .int_tuple import _div_int, check_positive_int
 from .layout import Layout, _as_layout, _flat, _make
 from .swizzle import ComposedLayout, Swizzle
 
@@ -22,15 +22,6 @@ def _swizzle_run(L):
         return None
     run = 1 << L.outer.base if isinstance(L.outer, Swizzle) else 1
     return run if L.offset % run == 0 else 1
-
-
-def _positive_int(n, what, name):
-    """The count or width ``n`` of the public function ``what``: a positive int."""
-    if not is_int(n):
-        raise TypeError(f"{what}: {name} must be a positive int, not {n!r}")
-    if n <= 0:
-        raise LayoutError(f"{what}: {name} = {n} is not positive")
-    return n
 
 
 def _common(a, b, what):
@@ -87,7 +78,7 @@ def upcast(L, n):
     if isinstance(L, ComposedLayout):
         raise LayoutError("upcast of a composed layout is not supported; upcast its parts")
     L = _as_layout(L, "upcast", shapes=False)
-    _positive_int(n, "upcast", "n")
+    check_positive_int(n, "upcast", "n")
     _int_strides(L, "upcast")
 
     def go(s, d):
@@ -117,7 +108,7 @@ def downcast(L, n):
     if isinstance(L, ComposedLayout):
         raise LayoutError("downcast of a composed layout is not supported; downcast its parts")
     L = _as_layout(L, "downcast", shapes=False)
-    _positive_int(n, "downcast", "n")
+    check_positive_int(n, "downcast", "n")
     _int_strides(L, "downcast")
     flat = _flat(L)
     units = [k for k, (s, d) in enumerate(flat) if abs(d) == 1]
@@ -148,8 +139,8 @@ def recast(L, old_bits, new_bits):
     """
     if not isinstance(L, ComposedLayout):
         L = _as_layout(L, "recast", shapes=False)
-    _positive_int(old_bits, "recast", "old_bits")
-    _positive_int(new_bits, "recast", "new_bits")
+    check_positive_int(old_bits, "recast", "old_bits")
+    check_positive_int(new_bits, "recast", "new_bits")
     if new_bits == old_bits:
         return L
     if new_bits > old_bits:

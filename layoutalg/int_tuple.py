@@ -101,6 +101,16 @@ def check_int_tuple(t, what, name, kind="int"):
         raise err(f"{what}: {name} {t!r}: {why}")
 
 
+def check_positive_int(n, what, name):
+    """The count or width ``n`` of the public function ``what``: a positive int (TypeError
+    for another type, LayoutError for n <= 0, both naming ``what`` and ``name``)."""
+    if not is_int(n):
+        raise TypeError(f"{what}: {name} must be a positive int, not {n!r}")
+    if n <= 0:
+        raise LayoutError(f"{what}: {name} = {n} is not positive")
+    return n
+
+
 def _check_congruent(a, b, what, a_name, b_name):
     if not _congruent(a, b):
         raise LayoutError(f"{what}: {b_name} {fmt(b)} is not congruent with {a_name} {fmt(a)}")

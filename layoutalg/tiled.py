@@ -42,7 +42,7 @@ from .algebra import (
 from .atom.copy import CopyAtom, UniversalCopy
 from .atom.mma import MMAAtom
 from .errors import LayoutError
-from .int_tuple import check_int_tuple, fmt, is_int, leaves
+from .int_tuple import check_int_tuple, check_positive_int, fmt, is_int, leaves
 from .layout import Layout, _as_layout, _flat, _modes, append, make_layout, slice_and_offset
 from .swizzle import Swizzle
 from .tensor import (
@@ -604,10 +604,7 @@ def max_vector_bits(tiled_copy: TiledCopy, src: Tensor, dst: Tensor, max_bits: i
         raise TypeError(f"max_vector_bits: expected a TiledCopy, not {tiled_copy!r}")
     _check_tensor(src, "max_vector_bits")
     _check_tensor(dst, "max_vector_bits")
-    if not is_int(max_bits):
-        raise TypeError(f"max_vector_bits: max_bits must be a positive int, not {max_bits!r}")
-    if max_bits <= 0:
-        raise LayoutError(f"max_vector_bits: max_bits = {max_bits} is not positive")
+    check_positive_int(max_bits, "max_vector_bits", "max_bits")
     vb = tiled_copy.atom.value_bits
     probe = TiledCopy(UniversalCopy(vb) if vb in (8, 16, 32, 64, 128) else tiled_copy.atom,
                       tiled_copy.layout_tv, tiled_copy.tiler)

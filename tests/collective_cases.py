@@ -98,6 +98,7 @@ def _worker(rank, size, mode, init, queue):
                                       [r.graph_error for r in rings if r.graph_error])
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
+        results["release"] = _release_and_again(rank, size, device)
     finally:
         gathered = [None] * size
         dist.all_gather_object(gathered, results)
@@ -144,6 +145,15 @@ def _shards_differ(rank, device):
         return ("no error", "")
     except Exception as e:     # noqa: BLE001  (the test checks the type)
         return (type(e).__name__, str(e))
+
+
+def _release_and_again(rank, size, device):
+    """release() forgets the group's rings and paths (closing the peer mappings); a call after
+    it makes them again and is still right: its max error / tolerance."""
+    dist.barrier()
+    collective.release()
+    assert not collective._rings and not collective._paths and not collective._agreed
+    return _case(rank, size, device, torch.bfloat16, 64, 128, 32, None, seed=5)
 
 
 def main(mode, size):

@@ -3,18 +3,7 @@ whether a function is a layout, whether a complement exists, CuTe's swizzle bit 
 (The strategies and the post-condition checkers are public: layoutalg.testing.)"""
 
 from layoutalg.int_tuple import leaves, prefix_product, product
-
-
-def unflatten(flat, profile):
-    """Put the leaves of ``flat`` into the tree structure of ``profile``."""
-    it = iter(flat)
-
-    def go(p):
-        if isinstance(p, tuple):
-            return tuple(go(x) for x in p)
-        return next(it)
-
-    return go(profile)
+from layoutalg.testing import _unflatten as unflatten  # noqa: F401  (for the tests)
 
 
 def flat_digits(i, flat_shape):

@@ -11,26 +11,15 @@ copies), so the copy of step i+1 overlaps the matmul of step i.
 NVLink multicast is never used (no ``cuMulticastCreate``).
 """
 
+from ..binary import _check, _driver
 from .plan import ring_plan
 
 __all__ = ["PeerRing"]
 
 
-def _drv():
-    from cuda.bindings import driver
-    return driver
-
-
-def _check(result, what):
-    err, *values = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        raise RuntimeError(f"all_gather_matmul: {what} failed: {err!r}")
-    return values[0] if len(values) == 1 else (values or None)
-
-
 def export(tensor):
     """(IPC handle bytes, byte offset of ``tensor`` in its allocation) for a peer to open."""
-    drv = _drv()
+    drv = _driver()
     ptr = tensor.data_ptr()
     base, _ = _check(drv.cuMemGetAddressRange(drv.CUdeviceptr(ptr)), "cuMemGetAddressRange")
     handle = _check(drv.cuIpcGetMemHandle(base), "cuIpcGetMemHandle (is the tensor from "
@@ -47,7 +36,7 @@ class _Opened:
     mapping: a process may open a handle only once."""
 
     def __init__(self, exported):
-        drv = _drv()
+        drv = _driver()
         self.raw, offset = exported
         if self.raw not in _mapped:
             handle = drv.CUipcMemHandle()
@@ -65,7 +54,7 @@ class _Opened:
         entry[1] -= 1
         if entry[1] == 0:
             del _mapped[self.raw]
-            _check(_drv().cuIpcCloseMemHandle(entry[0]), "cuIpcCloseMemHandle")
+            _check(_driver().cuIpcCloseMemHandle(entry[0]), "cuIpcCloseMemHandle")
         self.raw = None
 
 
@@ -109,7 +98,7 @@ class PeerRing:
         self.slots = [self.scratch[j] for j in range(size - 1)]
         self.slot_bytes = m * k * self.scratch.element_size()
         self.graphs, self.seen, self.graph_error = {}, set(), None
-        drv = _drv()
+        drv = _driver()
         dev = _check(drv.cuDeviceGet(device.index), "cuDeviceGet")
         can_flush = _check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
@@ -121,21 +110,21 @@ class PeerRing:
     # --- the stream operations -------------------------------------------------------------
     def _wait(self, stream, ptr, value):
         """``stream`` waits until the int32 at ``ptr`` is >= ``value``."""
-        drv = _drv()
+        drv = _driver()
         _check(drv.cuStreamWaitValue32(drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr),
                                        drv.cuuint32_t(value), self._wait_flags),
                "cuStreamWaitValue32")
 
     def _signal(self, stream, ptr, value):
         """Once ``stream``'s earlier work is done and visible, the int32 at ``ptr`` := value."""
-        drv = _drv()
+        drv = _driver()
         _check(drv.cuStreamWriteValue32(
             drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr), drv.cuuint32_t(value),
             int(drv.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT)),
             "cuStreamWriteValue32")
 
     def _copy(self, stream, dst, src, nbytes):
-        drv = _drv()
+        drv = _driver()
         _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
                                  drv.CUstream(stream.cuda_stream)), "cuMemcpyAsync")
 

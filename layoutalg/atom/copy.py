@@ -23,7 +23,7 @@ import numpy as np
 
 from ..algebra import upcast
 from ..errors import LayoutError
-from ..int_tuple import is_int, leaves
+from ..int_tuple import check_positive_int, is_int, leaves
 from ..layout import Layout
 
 __all__ = [
@@ -80,10 +80,7 @@ class CopyAtom:
         for what, v in (("bits", bits), ("src_chunk_bits", src_chunk_bits),
                         ("dst_chunk_bits", dst_chunk_bits), ("value_bits", value_bits),
                         ("num", num)):
-            if not is_int(v):
-                raise TypeError(f"CopyAtom {name!r}: {what} must be a positive int, not {v!r}")
-            if v <= 0:
-                raise LayoutError(f"CopyAtom {name!r}: {what} = {v} is not positive")
+            check_positive_int(v, f"CopyAtom {name!r}", what)
         self.name, self.kind, self.bits = name, kind, bits
         self.thr_id = thr_id
         self.layout_src, self.layout_dst, self.layout_ref = layout_src, layout_dst, layout_ref

@@ -21,8 +21,9 @@ from typing import Any, Optional
 from gemm import autotune, hopper, simt, tensorcore
 from gemm._env import simulator_active
 from gemm.launch import Launcher
-from gemm.operands import (check_same_device, check_spans, check_stream, kernel_buffer, new_like,
-                           operand, output_operand, stream_handle)
+from gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, check_stream,
+                           kernel_buffer, new_like, operand, output_operand, product_operands,
+                           stream_handle)
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 
@@ -128,7 +129,7 @@ def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
 
 
 _launchers = {}
-_SCALARS = ("uint32",) * 9 + ("float32",) * 2
+_SCALARS = ("uint32",) * 12 + ("float32",) * 2
 
 
 def _launcher(kernel, a_unit, b_unit, vec_a, vec_b):
@@ -170,11 +171,16 @@ def _torch_key(x, ptr):
 def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
            kernel: Any = None, allow_tf32: bool = False, out_dtype: Optional[str] = None,
            stream: Any = None) -> Any:
-    """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``.
+    """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``, or for
+    batches of them as ``torch.matmul``: (B, M, K) @ (B, K, N) gives (B, M, N), and a 2-D (or
+    batch-of-1) operand is used by every product. A batch runs as one launch (the products
+    along the grid's z, or in the Hopper kernel's persistent tile order); its matrices may be
+    any distance apart (0 for a broadcast one).
 
     A and B are CUDA arrays (numba device arrays, CuPy arrays, torch tensors) of one type, each
-    row- or column-major (a transposed view is fine). ``out`` (M, N) on the same device, any
-    strides with one unit stride; when None a new row-major array of A's kind is made, of
+    matrix row- or column-major (a transposed view is fine). ``out`` (M, N) or (B, M, N) on
+    the same device, any strides with one unit stride in each matrix, its elements distinct;
+    when None a new row-major array of A's kind is made, of
     ``out_dtype`` (default as ``torch.mm``: the inputs' type; float32 for raw 16-bit integer
     operands), and ``beta`` must be 0. An empty M or N gives an empty result, K = 0 gives
     ``beta * out`` (zeros when beta is 0), without a kernel. ``stream``: a torch, CuPy or
@@ -212,20 +218,23 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream)
 
 
-def _tensorcore(A, B, out, alpha, beta, choice, device, out_dtype, stream):
-    """The tensor-core call on ``device``: ``choice`` is a TensorCoreConfig or HopperConfig,
-    or one of TENSORCORE_KERNELS. Returns (out, plan) as the kernels' launch_matmul."""
+def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
+    """The tensor-core call on A's device (``a``, ``b``: A's and B's Operands): ``choice`` is
+    a TensorCoreConfig or HopperConfig, or one of TENSORCORE_KERNELS. Returns (out, plan) as
+    the kernels' launch_matmul. A batch runs with the config tuned for one of its products."""
     args = (A, B, out, alpha, beta)
     if choice == "hopper" or isinstance(choice, hopper.HopperConfig):
         cfg = None if choice == "hopper" else choice
         return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
     cfg = choice if isinstance(choice, tensorcore.TensorCoreConfig) else None
     if choice in ("tensorcore", "autotune"):
-        cfg = autotune.lookup(autotune.problem_key(A, B, out, out_dtype, caller="matmul"))
+        one = [X[0] if op.batched else X for X, op in ((A, a), (B, b))]
+        tuned_out = None if out is None or a.batched or b.batched else out
+        cfg = autotune.lookup(autotune.problem_key(*one, tuned_out, out_dtype, caller="matmul"))
         if cfg is None and choice == "autotune":
-            cfg = autotune.tune(A, B, out, out_dtype=out_dtype)
+            cfg = autotune.tune(*one, tuned_out, out_dtype=out_dtype)
         if isinstance(cfg, hopper.HopperConfig) or (
-                cfg is None and not simulator_active() and hopper.hopper_supported(device)):
+                cfg is None and not simulator_active() and hopper.hopper_supported(a.device)):
             try:
                 return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
             except hopper.TmaUnfit:         # rows TMA cannot read: the SM80 kernel's default
@@ -250,15 +259,15 @@ def _result_dtype(family, a_dtype, out, out_dtype, sim):
 
 
 def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
-    """matmul with M, N or K zero: an empty out, or ``beta * out`` (zeros for beta 0, as
+    """matmul with a zero extent: an empty out, or ``beta * out`` (zeros for beta 0, as
     BLAS: out is not read) when K is 0. No kernel runs."""
     if out is None:
         if beta != 0:
             raise ValueError("matmul: beta != 0 needs an `out` to accumulate into")
         out = new_like(a, shape, out_dtype)
-    c = operand(out, "out", sim, allow_empty=True)
-    if c.shape != tuple(shape):
-        raise ValueError(f"matmul: out has shape {c.shape}, expected {tuple(shape)}")
+    c = operand(out, "out", sim, allow_empty=True, batched=len(shape) == 3)
+    if c.dims != tuple(shape):
+        raise ValueError(f"matmul: out has shape {c.dims}, expected {tuple(shape)}")
     if k or 0 in shape:
         return out
     if c.kind == "torch":
@@ -272,6 +281,9 @@ def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
     return out
 
 
+_MAX_BATCH = MAX_GRID_YZ        # products per launch (a larger batch is launched in parts)
+
+
 def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None):
     """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
     the fast path's key (so a later call of the same kind keeps this call's kernel and
@@ -279,25 +291,27 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     _family(kernel)                 # a bad kernel is reported before the operands' faults
     check_stream(stream)
     sim = simulator_active()
-    a, b = operand(A, "A", sim, allow_empty=True), operand(B, "B", sim, allow_empty=True)
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2:
-        raise ValueError(f"matmul: inner dimensions differ: A is {a.shape}, B is {b.shape}")
+    a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
+    (m, k), n = a.shape, b.shape[1]
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
     od = _result_dtype(family, a.dtype, out, out_dtype, sim)
-    if 0 in (m, n, k):
-        return _empty_result(A, a, out, (m, n), od or operand(out, "out", sim,
-                                                                allow_empty=True).dtype,
-                             beta, k, sim)
+    if 0 in shape or k == 0:
+        return _empty_result(A, a, out, shape, od or operand(
+            out, "out", sim, allow_empty=True, batched=len(shape) == 3).dtype, beta, k, sim)
+    nb = shape[0] if len(shape) == 3 else 1
+    if nb > _MAX_BATCH:
+        return _in_parts(A, B, out, a, b, shape, od, (alpha, beta, kernel, allow_tf32,
+                                                     out_dtype, stream))
     if family == "tensorcore":
-        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a.device, od, stream)
+        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream)
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
+            _keep_plan(kernel, (a, b, operand(out, "out", sim, batched=True)), plan)
         return result
     if od not in (None, "float32"):
         raise TypeError(f"matmul: float32 operands on the SIMT kernels give a float32 out, "
                         f"not {od}")
-    out, c = output_operand("matmul", out, a, (m, n), sim, beta=beta)
+    out, c = output_operand("matmul", out, a, shape, sim, beta=beta)
+    batch_count("matmul", a, b, c)
     named = (("A", a), ("B", b), ("out", c))
     check_same_device("matmul", named)
     check_spans("matmul", named)
@@ -305,13 +319,27 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     b_unit = 1 - b.unit_mode
     cfg, launch = _launcher(kernel, a.unit_mode, b_unit, _vector(a), _vector(b))
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
-    grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, 1)
+    grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, nb)
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
-    scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, alpha, beta)
+    scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, a.bstride, b.bstride, c.bstride,
+               alpha, beta)
     plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else stream_handle(stream, a),
                   buffers, scalars)
     if not sim:
         _keep_plan(kernel, (a, b, c), plan)
+    return out
+
+
+def _in_parts(A, B, out, a, b, shape, out_dtype, rest):
+    """A batch of more than ``_MAX_BATCH`` products: one call per part of the batch (an
+    operand that every product shares is passed whole)."""
+    if out is None:
+        if rest[1] != 0:
+            raise ValueError("matmul: beta != 0 needs an `out` to accumulate into")
+        out = new_like(a, shape, out_dtype)
+    for s in range(0, shape[0], _MAX_BATCH):
+        part = slice(s, s + _MAX_BATCH)
+        _matmul(A[part] if a.batch > 1 else A, B[part] if b.batch > 1 else B, out[part], *rest)
     return out
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 __all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
-           "cache_dir", "sym", "module_tiles", "issued"]
+           "cache_dir", "sym", "module_tiles", "issued", "batch_offset"]
 
 
 def sym(name):
@@ -64,6 +64,14 @@ def code(expr):
     if isinstance(expr, sympy.Mod):
         return f"({code(expr.args[0])} % {code(expr.args[1])})"
     raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as unsigned index code")
+
+
+def batch_offset(stride):
+    """Code for the offset of block z's matrix in an operand whose matrices are run-time
+    ``stride`` elements apart (0 for an operand every product of a batch shares): kernels
+    add it to their per-thread bases, which costs no register (a view of the array would
+    hold a 64-bit pointer per operand)."""
+    return f"U(cuda.blockIdx.z) * {stride}"
 
 
 # ``U(n)`` in generated code: written as a module-level uint32 constant ``_un`` (numba freezes

@@ -32,8 +32,8 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (check_same_device, check_spans, kernel_buffer, operand, stream_handle,
-                       output_operand)
+from .operands import (batch_count, check_same_device, check_spans, kernel_buffer, operand,
+                       output_operand, product_operands, stream_handle)
 from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, operand_dtype
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
@@ -185,8 +185,8 @@ class HopperVariant:
     @property
     def signature(self):
         c = _SIGNATURE_TYPE[self.out_dtype]
-        return f"void(uint64[::1], uint64[::1], {c}[::1], uint32, uint32, uint32, uint32, " \
-               "float32, float32)"
+        return (f"void(uint64[::1], uint64[::1], {c}[::1], " + ", ".join(["uint32"] * 8)
+                + ", float32, float32)")
 
 
 def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32",
@@ -275,7 +275,7 @@ def _device_map(copy, address, dims, strides, value_type):
 
 # --- the call ------------------------------------------------------------------------------
 
-_SCALARS = ("uint32",) * 4 + ("float32",) * 2
+_SCALARS = ("uint32",) * 8 + ("float32",) * 2
 _launchers = {}
 
 
@@ -300,14 +300,13 @@ class _Call:
         for name, x in (("alpha", alpha), ("beta", beta)):
             if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
                 raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
-        a, b = operand(A, "A", False, caller), operand(B, "B", False, caller)
-        (m, k), (k2, n) = a.shape, b.shape
-        if k != k2:
-            raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
+        a, b, shape = product_operands(caller, A, B, False)
+        (m, k), n = a.shape, b.shape[1]
         dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, stored = _out_dtype(out, out_dtype, caller)
-        self.out, c = output_operand(caller, out, a, (m, n), False, dtype=stored or out_dtype,
+        self.out, c = output_operand(caller, out, a, shape, False, dtype=stored or out_dtype,
                                      beta=beta)
+        nb = batch_count(caller, a, b, c)
         named = (("A", a), ("B", b), ("out", c))
         check_same_device(caller, named)
         check_spans(caller, named, limit=2 ** 31)
@@ -324,6 +323,9 @@ class _Call:
             if op.ptr % 16 or (ld * eb) % 16 and op.shape[1 - op.unit_mode] > 1:
                 raise TmaUnfit(f"{caller}: TMA needs {name}'s address and leading dimension "
                                  f"({ld} elements) to be multiples of 16 bytes")
+            if (op.bstride * eb) % 16:
+                raise TmaUnfit(f"{caller}: TMA needs {name}'s matrices to be a multiple of 16 "
+                               f"bytes apart, not {op.bstride} elements")
         if dtype == "tfloat32" and "MN" in majors:
             raise TmaUnfit(f"{caller}: float32 (tf32) operands must be K-major for wgmma: "
                              "A row-major and B column-major (for a row-major out)")
@@ -335,25 +337,36 @@ class _Call:
         from .hopper_gen import hopper_plan
         plan = hopper_plan(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32"}[dtype]
-        # per operand: (copy, dims, byte strides, value type); the maps are made per address
+        # per operand: (copy, dims, byte strides, value type); the maps are made per address.
+        # 3-D: (contiguous, other, matrices); one matrix for an operand the products share.
         self.map_specs = tuple(
-            (copy, (k, ext) if kmaj else (ext, k), (op.strides[1 - op.unit_mode] * eb,), vt)
+            (copy, ((k, ext) if kmaj else (ext, k)) + (op.batch if op.bstride else 1,),
+             _byte_strides(op, ext if kmaj else k, eb), vt)
             for copy, op, ext, kmaj in ((plan.copy_x, x, mm, xk), (plan.copy_y, y, nn, yk)))
         self.swapped = c.unit_mode != 1
         self.ops = (x, y)
         self.c = c
-        self.scalars = (mm, nn, k, ldc, float(alpha), float(beta))
-        tiles = -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
+        self.scalars = (mm, nn, k, ldc, nb, c.bstride, int(x.bstride > 0), int(y.bstride > 0),
+                        float(alpha), float(beta))
+        tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
         sms = _sm_count(c.device)
         self.grid = (max(1, min(tiles, sms * cfg.blocks_per_sm)), 1, 1)
         self.stream_of = a
+
+
+def _byte_strides(op, lines, eb):
+    """A 3-D tensor map's byte strides for operand ``op`` whose contiguous axis has ``lines``
+    lines: between lines, and between matrices (for a single matrix any multiple of 16 bytes
+    past its end: the map has one matrix)."""
+    ld = op.strides[1 - op.unit_mode] * eb
+    return ld, op.bstride * eb if op.bstride else -(-(ld * lines) // 16) * 16
 
 
 def _out_dtype(out, out_dtype, caller):
     """(out_dtype, the stored dtype of ``out`` or None)."""
     stored = None
     if out is not None:
-        stored = operand(out, "out", False, caller).dtype
+        stored = operand(out, "out", False, caller, batched=True).dtype
         if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
             if out_dtype is not None and out_dtype != stored:
                 raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")

@@ -119,8 +119,10 @@ class HopperPlan:
         return tuple(plan), base
 
     def specs(self):
-        """The pipeline's TMA inputs: X's block at (k * bK, tm * rows), Y's at
-        (k * bK, tn * bN), contiguous dimension first."""
+        """The pipeline's TMA inputs (3-D maps: a batch of matrices): X's block at
+        (k * bK, tm * rows) of matrix ``bz * zX``, Y's at (k * bK, tn * bN) of matrix
+        ``bz * zY``, contiguous dimension first (``zX``, ``zY``: 1 for a batch, 0 for a
+        matrix every product shares)."""
         cfg, v = self.cfg, self.v
 
         def spec(name, copy, major, rows, tile):
@@ -129,7 +131,8 @@ class HopperPlan:
             def index_map(coords, k):
                 mn = f"{coords[tile]} * U({rows})"
                 kk = f"{k} * U({cfg.bK})"
-                return (kk, mn) if major == "K" else (mn, kk)
+                batch = f"{coords[2]} * z{name[0]}"
+                return (kk, mn, batch) if major == "K" else (mn, kk, batch)
             return TmaSpec(name, copy.bytes, boxes, index_map)
         return [spec("XM", self.copy_x, v.a_major, self.rows, 0),
                 spec("YM", self.copy_y, v.b_major, cfg.bN, 1)]
@@ -141,13 +144,17 @@ def hopper_plan(v):
 
 
 def _coords(group_m):
+    """Tile ``tile``'s product ``bz`` of the batch and its (row, column) of C in there: the
+    products one after the other, each in the grouped order."""
     def coords(src, tile):
-        src(f"pg = U({group_m}) * tiles_n",
-            f"g0 = ({tile} // pg) * U({group_m})",
+        src(f"bz = {tile} // tiles_mn",
+            f"tp = {tile} - bz * tiles_mn",
+            f"pg = U({group_m}) * tiles_n",
+            f"g0 = (tp // pg) * U({group_m})",
             f"gs = min(tiles_m - g0, U({group_m}))",
-            f"gr = {tile} - ({tile} // pg) * pg",
+            "gr = tp - (tp // pg) * pg",
             "tm = g0 + gr % gs", "tn = gr // gs")
-        return ("tm", "tn")
+        return ("tm", "tn", "bz")
     return coords
 
 
@@ -192,17 +199,18 @@ def hopper_source(v):
             "col_t = U(2) * (lane % U(4))")
 
     def after_tile(src, coords, steps):
-        tm, tn = coords
-        src(f"{store}(C, acc, alpha, beta, {tm} * U({p.rows}) + row_t, "
+        tm, tn, bz = coords
+        src(f"{store}(C[{bz} * sCb:], acc, alpha, beta, {tm} * U({p.rows}) + row_t, "
             f"{tn} * U({cfg.bN}) + col_t, M, N, ldc)")
 
     pipe = _pipeline(v, body, PersistentGrid(
-        "tiles_m * tiles_n", f"(K + U({cfg.bK - 1})) // U({cfg.bK})", _coords(cfg.group_m)),
+        "tiles_mn * NB", f"(K + U({cfg.bK - 1})) // U({cfg.bK})", _coords(cfg.group_m)),
         ComputeContext(setup=setup, after_tile=after_tile))
-    with src.block("def kernel(XM, YM, C, M, N, K, ldc, alpha, beta):"):
+    with src.block("def kernel(XM, YM, C, M, N, K, ldc, NB, sCb, zX, zY, alpha, beta):"):
         src("sm = cuda.shared.array(0, uint8, alignment=1024)",
             f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
-            f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})")
+            f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})",
+            "tiles_mn = tiles_m * tiles_n")
         pipe.emit(src)
     return src.text()
 

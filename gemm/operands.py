@@ -5,6 +5,11 @@
 arrays are refused with a TypeError. A matrix must have one unit stride: row-major,
 column-major, or a transposed view of either; any other strided view is refused with a
 ValueError (make it contiguous first, e.g. ``.contiguous()`` or ``cupy.ascontiguousarray``).
+
+Where a caller allows it (``batched=True``), an operand may also be a batch of such matrices,
+``(batch, rows, cols)`` with any batch stride (0 for a broadcast one, as ``torch.expand``
+makes): the Operand then describes the first matrix and says how many there are and how far
+apart (:func:`batch_count` checks that a call's batches agree).
 """
 
 import numpy as np
@@ -12,8 +17,10 @@ import numpy as np
 from gemm._env import simulator_active
 
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
-           "new_like", "kernel_buffer", "current_stream"]
+           "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
+           "MAX_GRID_YZ"]
 
+MAX_GRID_YZ = 65535     # a launch's most blocks along y and z (batches are launched along z)
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
 
 
@@ -21,16 +28,26 @@ class Operand:
     """One matrix argument. ``obj`` is the caller's object; ``host`` the numpy array behind a
     simulator device array (None on a GPU). ``strides`` are in elements (one of them 1:
     ``unit_mode`` says which, 1 for row-major); ``span`` is the number of elements from the
-    first to one past the last, the 1-D buffer a kernel is given."""
+    first to one past the last, the 1-D buffer a kernel is given (every matrix of a batch).
+    A batch of ``batch`` matrices ``bstride`` elements apart (0 when ``batch`` is 1) is
+    described by its first matrix; ``batched`` says whether the argument had a batch mode."""
 
     __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "device", "host",
-                 "unit_mode", "span")
+                 "unit_mode", "span", "batch", "bstride", "batched")
 
-    def __init__(self, obj, kind, ptr, shape, strides, dtype, device, host=None):
+    def __init__(self, obj, kind, ptr, shape, strides, dtype, device, host=None, batch=None):
         self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
         self.dtype, self.device, self.host = dtype, device, host
         self.unit_mode = 1 if strides[1] == 1 else 0
-        self.span = 1 + (shape[0] - 1) * strides[0] + (shape[1] - 1) * strides[1]
+        self.batched = batch is not None
+        self.batch, self.bstride = batch or (1, 0)
+        self.span = (1 + (shape[0] - 1) * strides[0] + (shape[1] - 1) * strides[1]
+                     + (self.batch - 1) * self.bstride)
+
+    @property
+    def dims(self):
+        """The argument's shape: ``(batch, rows, cols)`` for a batch, else ``(rows, cols)``."""
+        return (self.batch,) + self.shape if self.batched else self.shape
 
     @property
     def itemsize(self):
@@ -82,62 +99,69 @@ def _device_of(x, kind):
     return cuda.get_current_device().id
 
 
-def operand(x, name, simulator=None, caller="matmul", allow_empty=False):
+def operand(x, name, simulator=None, caller="matmul", allow_empty=False, batched=False):
     """Describe argument ``x``; errors name ``caller`` and the argument ``name``. A matrix
-    with a zero extent is refused unless ``allow_empty`` (no kernel runs on it)."""
+    with a zero extent is refused unless ``allow_empty`` (no kernel runs on it); a 3-D batch
+    of matrices unless ``batched``."""
     try:
-        return _describe(x, name, simulator, allow_empty)
+        return _describe(x, name, simulator, allow_empty, batched)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{caller}: {e}") from None
 
 
-def _describe(x, name, simulator, allow_empty=False):
+def _describe(x, name, simulator, allow_empty=False, batched=False):
     mod = type(x).__module__
     if mod.startswith("torch"):
-        return _torch_operand(x, name, allow_empty)
+        return _torch_operand(x, name, allow_empty, batched)
     kind = "cupy" if mod.startswith("cupy") else "numba"
     if simulator_active() if simulator is None else simulator:
         if hasattr(x, "copy_to_host"):
             host = x._ary if hasattr(x, "_ary") else np.asarray(x)
-            _check_2d(host.shape, name, allow_empty)
             isz = host.dtype.itemsize
             strides = tuple(s // isz for s in host.strides)
-            return Operand(x, "sim", host.__array_interface__["data"][0], host.shape,
-                           _normal_strides(host.shape, strides, name), host.dtype.name, 0, host)
+            return _matrix(x, "sim", host.__array_interface__["data"][0], host.shape, strides,
+                           host.dtype.name, 0, name, allow_empty, batched, host)
     if isinstance(x, np.ndarray):
         raise TypeError(f"{name} is a numpy array on the host; pass a device array "
                         "(numba.cuda.to_device, cupy.asarray or a CUDA torch tensor)")
     if not hasattr(x, "__cuda_array_interface__"):
         raise TypeError(f"{name} is a {type(x).__name__}, not a CUDA array")
     shape, strides, dtype, ptr = _from_cai(x, name)
-    _check_2d(shape, name, allow_empty)
-    return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype,
-                   _device_of(x, kind))
+    return _matrix(x, kind, ptr, shape, strides, dtype, None, name, allow_empty, batched)
 
 
 _torch_dtypes = {}
 
 
-def _torch_operand(x, name, allow_empty=False):
+def _torch_operand(x, name, allow_empty=False, batched=False):
     """Read a tensor's fields directly (its ``__cuda_array_interface__`` is slow to build)."""
     device = x.get_device()
     if device < 0:
         _device_of(x, "torch")
-    shape = tuple(x.shape)
-    _check_2d(shape, name, allow_empty)
     dtype = _torch_dtypes.get(x.dtype)
     if dtype is None:
         dtype = _torch_dtypes[x.dtype] = str(x.dtype)[6:]    # torch.float32 -> float32
-    return Operand(x, "torch", x.data_ptr(), shape, _normal_strides(shape, x.stride(), name),
-                   dtype, device)
+    return _matrix(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(), dtype, device, name,
+                   allow_empty, batched)
 
 
-def _check_2d(shape, name, allow_empty=False):
-    if len(shape) != 2:
-        raise ValueError(f"{name} must be a 2-D matrix, not of shape {tuple(shape)}")
+def _matrix(x, kind, ptr, shape, strides, dtype, device, name, allow_empty, batched,
+            host=None):
+    """The Operand of a 2-D matrix or, when ``batched``, of a 3-D batch of them."""
+    shape = tuple(shape)
+    if len(shape) != 2 and not (batched and len(shape) == 3):
+        raise ValueError(f"{name} must be a 2-D matrix{' or a 3-D batch of them' * batched}, "
+                         f"not of shape {shape}")
     if 0 in shape and not allow_empty:
-        raise ValueError(f"{name} is empty (shape {tuple(shape)}); every extent must "
-                         "be >= 1")
+        raise ValueError(f"{name} is empty (shape {shape}); every extent must be >= 1")
+    batch = None
+    if len(shape) == 3:
+        batch = (shape[0], strides[0] if shape[0] > 1 else 0)
+        shape, strides = shape[1:], strides[1:]
+    if device is None:
+        device = _device_of(x, kind)
+    return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype, device,
+                   host, batch)
 
 
 def new_like(op, shape, dtype=None):
@@ -156,19 +180,62 @@ def new_like(op, shape, dtype=None):
 
 
 def output_operand(caller, out, like, shape, simulator, dtype="float32", beta=0.0):
-    """``(out, its Operand)`` for ``caller``'s output: ``out`` checked to have ``shape`` and
-    ``dtype``; when None, a new row-major array of ``like``'s kind and device (``beta`` must
-    then be 0). The device is for :func:`check_same_device`."""
+    """``(out, its Operand)`` for ``caller``'s output: ``out`` checked to have ``shape`` (2-D,
+    or 3-D for a batch) and ``dtype``; when None, a new row-major array of ``like``'s kind and
+    device (``beta`` must then be 0). The device is for :func:`check_same_device`."""
+    shape = tuple(shape)
     if out is None:
         if beta != 0:
             raise ValueError(f"{caller}: beta != 0 needs an `out` to accumulate into")
         out = new_like(like, shape, dtype)
-    c = operand(out, "out", simulator, caller)
-    if c.shape != tuple(shape):
-        raise ValueError(f"{caller}: out has shape {c.shape}, expected {tuple(shape)}")
+    c = operand(out, "out", simulator, caller, batched=len(shape) == 3)
+    got = (c.batch,) + c.shape if c.batched else c.shape
+    if got != shape:
+        raise ValueError(f"{caller}: out has shape {got}, expected {shape}")
     if c.dtype != dtype:
         raise TypeError(f"{caller}: out has dtype {c.dtype}; supported: {dtype}")
     return out, c
+
+
+def product_operands(caller, A, B, simulator=None, allow_empty=False):
+    """``(a, b, out_shape)`` for ``A @ B``: their Operands (each a matrix or a batch of them)
+    and the shape of the product, ``(batch, M, N)`` when either is a batch, else ``(M, N)``.
+    ValueError when the inner dimensions or the batches disagree (:func:`batch_count`)."""
+    a = operand(A, "A", simulator, caller, allow_empty, batched=True)
+    b = operand(B, "B", simulator, caller, allow_empty, batched=True)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{caller}: inner dimensions differ: A is {a.dims}, B is {b.dims}")
+    nb = batch_count(caller, a, b)
+    return a, b, (nb,) * (a.batched or b.batched) + (a.shape[0], b.shape[1])
+
+
+def batch_count(caller, a, b, out=None):
+    """The number of products a call computes: A's and B's batches agree, or one of them is a
+    single matrix (2-D, or a batch of 1) used for every product, as ``torch.matmul``
+    broadcasts. ``out`` (an Operand), when given, must be a batch of that many matrices (a
+    matrix when neither A nor B is batched) whose elements do not overlap. ValueError
+    otherwise."""
+    nb = max(a.batch, b.batch)
+    if min(a.batch, b.batch) not in (1, nb):
+        raise ValueError(f"{caller}: A has a batch of {a.batch} matrices and B of {b.batch}; "
+                         "they must agree, or one of them be a single matrix")
+    if out is not None:
+        if out.batched != (a.batched or b.batched) or out.batch != nb:
+            want = f"a batch of {nb} matrices" if a.batched or b.batched else "a 2-D matrix"
+            got = (f"a batch of {out.batch} matrices" if out.batched else "a 2-D matrix")
+            raise ValueError(f"{caller}: out must be {want}, got {got}")
+        if nb > 1:
+            modes = sorted(((out.bstride, nb),) + tuple(zip(out.strides, out.shape)))
+            reach = 1               # elements the smaller-stride modes span
+            for stride, extent in modes:
+                if extent == 1:
+                    continue
+                if stride < reach:
+                    raise ValueError(f"{caller}: out's matrices overlap (batch stride "
+                                     f"{out.bstride}, strides {out.strides}); each output "
+                                     "element must have its own place")
+                reach += stride * (extent - 1)
+    return nb
 
 
 def check_same_device(caller, named):

@@ -67,7 +67,7 @@ __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeli
 
 # The gemm.arch.sm90 names the emitted code calls; a kernel module imports them.
 ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
-                     "mbarrier_arrive", "mbarrier_arrive_expect_tx", "tma_load_2d",
+                     "mbarrier_arrive", "mbarrier_arrive_expect_tx", "tma_load_2d", "tma_load_3d",
                      "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
                      "setmaxnreg_dec", "elect_one", "shared_offset_of")
 SLOT_ALIGN = 1024           # bytes: a 128-byte swizzle repeats every 8 rows of 128 bytes
@@ -80,7 +80,8 @@ class TmaSpec:
     ``bytes`` per step, ``boxes``: ``(shared byte offset in the block, d0, d1)`` per TMA box
     (its coordinates relative to the block's), and ``index_map(coords, k)`` -> the block's
     coordinates as two code strings (contiguous dimension first) for the tile ``coords``
-    (names the grid's ``coords`` wrote) and step ``k``."""
+    (names the grid's ``coords`` wrote) and step ``k``, and a third for a 3-D map (which
+    matrix of a batch)."""
 
     tensor_map: str
     bytes: int
@@ -180,10 +181,11 @@ class _Ring:
         ``coords``, step ``k``) into the slot at ``slot``."""
         src(f"mbarrier_arrive_expect_tx({bars}, {s}, U({self.step_bytes}))")
         for spec, off in zip(self.in_specs, self.offsets):
-            c0, c1 = spec.index_map(coords, k)
+            c0, c1, *batch = spec.index_map(coords, k)
             for at, d0, d1 in spec.boxes:
-                src(f"tma_load_2d({smem}, {slot} + U({off + at}), {spec.tensor_map}, "
-                    f"{c0} + U({d0}), {c1} + U({d1}), {bars}, {s})")
+                where = ", ".join([f"{c0} + U({d0})", f"{c1} + U({d1})"] + batch)
+                src(f"tma_load_{2 + len(batch)}d({smem}, {slot} + U({off + at}), "
+                    f"{spec.tensor_map}, {where}, {bars}, {s})")
 
 
 class WarpSpecializedPipeline(_Ring):

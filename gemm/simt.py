@@ -89,7 +89,7 @@ def copy_vector(cfg, unit, bmn, vec):
 
 
 SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], "
-              + ", ".join(["uint32"] * 9) + ", float32, float32)")
+              + ", ".join(["uint32"] * 12) + ", float32, float32)")
 
 
 def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):

@@ -22,7 +22,7 @@ from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
 from .arch.tile_plan import ADD
-from .codegen import Source, code, sym
+from .codegen import Source, batch_offset, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
 from .simt import copy_vector
@@ -179,7 +179,8 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")
     align = "" if simulator else ", alignment=16"
-    with src.block("def kernel(A, B, C, M, N, K, sAm, sAk, sBn, sBk, sCm, sCn, alpha, beta):"):
+    with src.block("def kernel(A, B, C, M, N, K, sAm, sAk, sBn, sBk, sCm, sCn, sAb, sBb, sCb, "
+                   "alpha, beta):"):
         src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "by = U(cuda.blockIdx.y)",
             f"sA = cuda.shared.array({a.smem_size}, float32{align})",
             f"sB = cuda.shared.array({b.smem_size}, float32{align})",
@@ -187,7 +188,8 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
         for op in (a, b):
             p = op.name.lower()
             base0 = op.coords[(0,) * len(next(iter(op.coords)))]
-            src(f"{p}_g = {code(op.src[0])}", f"{p}_s = {code(op.dst[0])}",
+            src(f"{p}_g = {code(op.src[0])} + {batch_offset(f's{op.name}b')}",
+                f"{p}_s = {code(op.dst[0])}",
                 f"{p}_cmn = {code(base0[0])}",
                 f"{p}_ck = {code(sympy.expand(base0[1]).subs(KT, 0))}")
         src(f"ra = {code(mma.a[0])}", f"rb = {code(mma.b[0])}")
@@ -260,7 +262,7 @@ def _epilogue(src, mma):
     base, _, rest = mma.c
     coords = mma.c_coords
     m0, n0 = coords[(0, 0, 0)]
-    src(f"cg = {code(base)}", f"cm = {code(m0)}", f"cn = {code(n0)}")
+    src(f"cg = {code(base)} + {batch_offset('sCb')}", f"cm = {code(m0)}", f"cn = {code(n0)}")
     plan = []
     for i in range(mma.mma_m):
         for j in range(mma.mma_n):

@@ -24,8 +24,8 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
 from .binary import compiled_binary, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (check_same_device, check_spans, kernel_buffer, operand, stream_handle,
-                       output_operand)
+from .operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, kernel_buffer,
+                       operand, output_operand, product_operands, stream_handle)
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
            "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
@@ -209,7 +209,7 @@ class Variant:
     def signature(self):
         ab = "float32" if self.config.dtype == "tfloat32" else "uint16"
         c = "float32" if self.out_dtype == "float32" else "uint16"
-        return (f"void({ab}[::1], {ab}[::1], {c}[::1], " + ", ".join(["uint32"] * 6)
+        return (f"void({ab}[::1], {ab}[::1], {c}[::1], " + ", ".join(["uint32"] * 9)
                 + ", float32, float32)")
 
 
@@ -266,7 +266,7 @@ def compile_variant(variant):
 
 # 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
 RAW16 = ("uint16", "int16", "<u2", "<i2")
-_SCALARS = ("uint32",) * 6 + ("float32",) * 2
+_SCALARS = ("uint32",) * 9 + ("float32",) * 2
 _TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
 
 
@@ -307,15 +307,13 @@ class _Call:
         for name, x in (("alpha", alpha), ("beta", beta)):
             if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
                 raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
-        a, b = operand(A, "A", sim, caller), operand(B, "B", sim, caller)
-        (m, k), (k2, n) = a.shape, b.shape
-        if k != k2:
-            raise ValueError(f"{caller}: inner dimensions differ: A is {a.shape}, B is {b.shape}")
+        a, b, shape = product_operands(caller, A, B, sim)
+        (m, k), n = a.shape, b.shape[1]
         dtype = self._dtype(a, b, config or _with_dtype(None, "bfloat16"), caller)
         config = _with_dtype(config, dtype)
         stored = out_dtype = out_dtype or None
         if out is not None:         # a 16-bit integer out holds the bits of out_dtype
-            stored = operand(out, "out", sim, caller).dtype
+            stored = operand(out, "out", sim, caller, batched=True).dtype
             if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
                 if out_dtype is not None and out_dtype != stored:
                     raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
@@ -324,8 +322,9 @@ class _Call:
         if out_dtype not in OUT_DTYPES:
             raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
                             f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
-        self.out, c = output_operand(caller, out, a, (m, n), sim, dtype=stored or out_dtype,
+        self.out, c = output_operand(caller, out, a, shape, sim, dtype=stored or out_dtype,
                                      beta=beta)
+        nb = batch_count(caller, a, b, c)
         named = (("A", a), ("B", b), ("out", c))
         check_same_device(caller, named)
         check_spans(caller, named, limit=2 ** 31)
@@ -347,10 +346,14 @@ class _Call:
         ve = 4 if out_dtype == "float32" else 8
         vc = c.ptr % 16 == 0 and (ldc % ve == 0 or mm == 1)
         self.variant = Variant(config, xmaj, ymaj, out_dtype, vx, vy, vc)
-        self.scalars = (mm, nn, k, ldx, ldy, ldc, float(alpha), float(beta))
-        self.grid = (-(-mm // config.bM), -(-nn // config.bN), 1)
-        if self.grid[1] > 65535:
-            raise ValueError(f"{caller}: {self.grid[1]} column blocks exceed the grid limit")
+        x, y = self.ops[:2]
+        self.scalars = (mm, nn, k, ldx, ldy, ldc, x.bstride, y.bstride, c.bstride,
+                        float(alpha), float(beta))
+        self.grid = (-(-mm // config.bM), -(-nn // config.bN), nb)
+        for what, blocks in (("column blocks", self.grid[1]), ("products", nb)):
+            if blocks > MAX_GRID_YZ:
+                raise ValueError(f"{caller}: {blocks} {what} exceed the grid limit "
+                                 f"({MAX_GRID_YZ}; gemm.matmul splits a larger batch)")
         self.stream_of = a
 
     @staticmethod

@@ -63,7 +63,7 @@ from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma
 from .arch.tile_plan import ADD, SWIZZLE, XOR
-from .codegen import Source, code, sym
+from .codegen import Source, batch_offset, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
 from .pipeline import emit_ring, ring_schedule
@@ -207,7 +207,8 @@ class _Copy:
     def decls(self, src, ext):
         """Per-thread values set before the loop; ``ext`` names the MN extent (M or N)."""
         p = self.p
-        src(f"{p}_g = U({code(self.src[0])})", f"{p}_d = U({code(self.dst[0])})")
+        src(f"{p}_g = U({code(self.src[0])} + {batch_offset(f's{self.name}b')})",
+            f"{p}_d = U({code(self.dst[0])})")
         self.sw.decl(src)
         src(f"{p}_cm = U({code(self.m0)})",
             f"{p}_ck = U({code(sympy.expand(self.k0).subs(sym('kt'), 0))})",
@@ -446,7 +447,7 @@ def _emit(k, simulator):
         f"ZERO = {'np.float32(0)' if smem_type == 'float32' else 'np.uint16(0)'}",
         f"# {v}",
         "")
-    with src.block("def kernel(A, B, C, M, N, K, lda, ldb, ldc, alpha, beta):"):
+    with src.block("def kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta):"):
         src("t = U(cuda.threadIdx.x)")
         _block_order(src, cfg.group_m)
         src(f"sm = cuda.shared.array(0, {smem_type})",
@@ -549,11 +550,12 @@ def _epilogue(src, k):
     cvt2 = {"bfloat16": "cvt_rn_bf16x2_f32", "float16": "cvt_rn_f16x2_f32"}.get(v.out_dtype)
     back1 = {"bfloat16": "bf16_to_f32", "float16": "f16_to_f32"}.get(v.out_dtype)
     back2 = {"bfloat16": "bf16x2_to_f32", "float16": "f16x2_to_f32"}.get(v.out_dtype)
-    src("nz = beta != float32(0)", f"m0 = bx * U({cfg.bM})", f"n0 = by * U({cfg.bN})")
+    src("nz = beta != float32(0)", f"m0 = bx * U({cfg.bM})", f"n0 = by * U({cfg.bN})",
+        f"cz = {batch_offset('sCb')}")
     with src.block(f"for i in range({iters}):"):
         src(f"j = t + U(i) * U({cfg.threads})",
             f"r = j // U({runs_per_row})", f"q = (j % U({runs_per_row})) * U({ve})",
-            "gm = m0 + r", "gn = n0 + q", f"s = r * U({k.ldsc}) + q", "g = gm * ldc + gn")
+            "gm = m0 + r", "gn = n0 + q", f"s = r * U({k.ldsc}) + q", "g = cz + gm * ldc + gn")
         vec_ok = f"gm < M and gn + U({ve}) <= N" + ("" if v.vec_c else " and False")
         with src.block(f"if {vec_ok}:"):
             names = [f"x{e}" for e in range(ve)]

@@ -19,6 +19,8 @@ _DATA = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "tf32": "TFLOAT
 def tensor_map(address, copy, value_type):
     """The tensor map of ``copy`` for a global matrix at device ``address`` of
     ``value_type`` ("bf16", "f16", "f32" or "tf32") as 16 uint64 words (host numpy array).
+    ``copy.dims`` may add a third, outer dimension (a batch of matrices, ``copy.strides``
+    its byte stride too): its boxes hold one matrix's tile.
     ValueError for a misaligned address or an unknown type; RuntimeError with the driver's
     error when the driver refuses the parameters."""
     from cuda.bindings import driver as drv
@@ -28,10 +30,12 @@ def tensor_map(address, copy, value_type):
     if address % 16:
         raise ValueError(f"tensor_map: the global address {address:#x} is not 16-byte aligned")
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
+    rank = len(copy.dims)
+    box = tuple(copy.box) + (1,) * (rank - len(copy.box))
     err, tmap = drv.cuTensorMapEncodeTiled(
-        getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_DATA[value_type]}"), 2,
+        getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_DATA[value_type]}"), rank,
         address, [u64(d) for d in copy.dims], [u64(s) for s in copy.strides],
-        [u32(b) for b in copy.box], [u32(1), u32(1)],
+        [u32(b) for b in box], [u32(1)] * rank,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{_SWIZZLE[copy.swizzle]}"),
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,

@@ -10,10 +10,12 @@ same kernels). On a GPU::
     y.float().sum().backward()                   # a.grad = dy @ w.T, w.grad = a.T @ dy
     f = torch.compile(lambda x, z: gemm.torch.matmul(x, z).relu(), fullgraph=True)
 
-The operator takes 2-D CUDA tensors ``a`` (M, K) and ``b`` (K, N) of float32 (SIMT kernels,
-exact fp32), bfloat16 or float16 (tensor cores), each with one unit stride, and an optional
+The operator takes CUDA tensors ``a`` (M, K) and ``b`` (K, N), or batches of them ((B, M, K),
+(B, K, N), a 2-D or batch-of-1 operand shared by every product, as ``torch.matmul``), of
+float32 (SIMT kernels, exact fp32), bfloat16 or float16 (tensor cores), and an optional
 ``out_dtype`` (``torch.float32`` for the f32 result of 16-bit inputs); it returns a new
-tensor. Importing this module needs torch (``import gemm`` does not).
+tensor. The gradient of a shared operand is summed over the batch (in float32). Importing
+this module needs torch (``import gemm`` does not).
 """
 
 from typing import Optional
@@ -44,20 +46,27 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] =
 
 @_matmul.register_fake
 def _(a, b, out_dtype=None):
-    if a.dim() != 2 or b.dim() != 2:
-        raise ValueError(f"layoutalg::matmul: a and b must be 2-D, got {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}")
-    if a.shape[1] != b.shape[0]:
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ValueError(f"layoutalg::matmul: a and b must be 2-D matrices or 3-D batches, got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"layoutalg::matmul: inner dimensions differ: {tuple(a.shape)} @ "
                          f"{tuple(b.shape)}")
+    batch = ()
+    if a.dim() == 3 or b.dim() == 3:
+        na, nb = (x.shape[0] if x.dim() == 3 else 1 for x in (a, b))
+        if na != nb and 1 not in (na, nb):
+            raise ValueError(f"layoutalg::matmul: batches of {na} and {nb} matrices: they "
+                             "must agree, or one be a single matrix")
+        batch = (max(na, nb),)
     _dtype_name(out_dtype)
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype)
+    return a.new_empty(batch + (a.shape[-2], b.shape[-1]), dtype=out_dtype or a.dtype)
 
 
 def _unit_stride(x):
-    """``x``, or a contiguous copy when neither of its strides is 1 (e.g. a broadcast
-    gradient): the kernels read row- or column-major matrices."""
-    return x if x.dim() != 2 or 1 in x.stride() or x.numel() <= 1 else x.contiguous()
+    """``x``, or a contiguous copy when neither of its matrices' strides is 1 (e.g. a
+    broadcast gradient): the kernels read row- or column-major matrices."""
+    return x if 1 in x.stride()[-2:] or x.numel() <= 1 else x.contiguous()
 
 
 def _setup_context(ctx, inputs, output):
@@ -65,13 +74,24 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
+def _grad(x, y, like):
+    """``x @ y`` in ``like``'s type and shape: summed over the batch (in float32) where
+    ``like`` was shared by every product of a batch."""
+    if x.dim() == 3 or y.dim() == 3:
+        products = x.shape[0] if x.dim() == 3 else y.shape[0]
+        if like.dim() == 2 or (like.shape[0] == 1 and products > 1):
+            g = _matmul(x, y, out_dtype=torch.float32).sum(0, keepdim=like.dim() == 3)
+            return g.to(like.dtype)
+    return _matmul(x, y, out_dtype=like.dtype)
+
+
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
     ga = gb = None
     if ctx.needs_input_grad[0]:         # dA = dC @ B^T, in A's type
-        ga = _matmul(grad.to(b.dtype), b.T, out_dtype=a.dtype)
+        ga = _grad(grad.to(b.dtype), b.transpose(-1, -2), a)
     if ctx.needs_input_grad[1]:         # dB = A^T @ dC, in B's type
-        gb = _matmul(a.T, grad.to(a.dtype), out_dtype=b.dtype)
+        gb = _grad(a.transpose(-1, -2), grad.to(a.dtype), b)
     return ga, gb, None
 
 

@@ -41,13 +41,98 @@ def case(cfg, m, n, k, a_order, b_order, alpha=1.0, beta=0.0, seed=0):
     return float(np.nan_to_num(err, nan=np.inf).max())
 
 
+def broadcast(shape):
+    """A simulator device array of ``shape`` whose first mode has stride 0 (every batch
+    element in one place), as ``torch.expand`` makes."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    return FakeCUDAArray(np.broadcast_to(np.zeros(shape[1:], np.float32), shape))
+
+
+def on_device(x, col):
+    """A (..., r, c) host array on the device, row-major or (``col``) column-major in its
+    last two modes."""
+    if not col:
+        return cuda.to_device(np.ascontiguousarray(x))
+    axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return cuda.to_device(np.ascontiguousarray(x.transpose(axes))).transpose(axes)
+
+
+def batch_case(kernel, dtype, a_batch, b_batch, m, n, k, a_col=False, b_col=False,
+               alpha=1.0, beta=0.0, out="new", seed=0):
+    """``matmul`` of A (a_batch, m, k) and B (b_batch, k, n) (None: a 2-D operand) with
+    ``out`` "new" (made by matmul), "row" (a given row-major batch) or "interleaved" (an
+    (m, batch, n) array seen as (batch, m, n)); the error against numpy float64's matmul,
+    as :func:`case`'s."""
+    rng = np.random.default_rng(seed)
+    tol = 1e-5 if dtype == "float32" else 2e-3
+    a = rng.standard_normal((a_batch or 1, m, k)).astype(dtype)
+    b = rng.standard_normal((b_batch or 1, k, n)).astype(dtype)
+    a, b = (a if a_batch else a[0]), (b if b_batch else b[0])
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    nb = max(a_batch or 0, b_batch or 0)
+    c0 = rng.standard_normal((nb, m, n)).astype(np.float32)
+    A, B = on_device(a, a_col), on_device(b, b_col)
+    if out == "new":
+        got = gemm.matmul(A, B, alpha=alpha, kernel=kernel, out_dtype="float32")
+    else:
+        base = np.ascontiguousarray(c0 if beta else np.full_like(c0, np.nan))
+        if out == "interleaved":
+            C = cuda.to_device(np.ascontiguousarray(base.transpose(1, 0, 2))).transpose((1, 0, 2))
+        else:
+            C = cuda.to_device(base)
+        got = gemm.matmul(A, B, C, alpha=alpha, beta=beta, kernel=kernel)
+    got = got.copy_to_host()
+    ref = alpha * (a64 @ b64) + beta * c0
+    bound = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + abs(beta) * np.abs(c0)
+    if got.shape != ref.shape:
+        return float("inf")
+    err = np.abs(got - ref) / (tol * bound + 1e-30)
+    return float(np.nan_to_num(err, nan=np.inf).max())
+
+
+def batches():
+    """Batched and broadcast products on the SIMT and the tensor-core kernels, a batch
+    launched in parts included: {case: error / tolerance}."""
+    from gemm import api
+    from gemm.tensorcore import TensorCoreConfig
+    simt = small("double_buffer", vector_mn=4, pad=4)
+    tc = TensorCoreConfig(bM=32, bN=32, bK=32, warps=(1, 1), stages=3, dtype="float16")
+    got = {}
+    for name, kernel, dtype in (("simt", simt, "float32"), ("tc", tc, "float16")):
+        got[f"{name} 3x(37x45x19) row"] = batch_case(kernel, dtype, 3, 3, 37, 45, 19,
+                                                     out="row", seed=1)
+        got[f"{name} col A, B 2-D, alpha beta"] = batch_case(
+            kernel, dtype, 2, None, 33, 20, 40, a_col=True, alpha=0.5, beta=-2.0, out="row",
+            seed=2)
+        got[f"{name} A 2-D, col B, new out"] = batch_case(kernel, dtype, None, 3, 20, 36, 24,
+                                                          b_col=True, seed=3)
+        got[f"{name} batch of 1 broadcast, interleaved out"] = batch_case(
+            kernel, dtype, 1, 4, 9, 40, 17, out="interleaved", seed=4)
+    limit = api._MAX_BATCH
+    api._MAX_BATCH = 2              # 5 products launched in 3 parts
+    try:
+        got["simt 5 products in parts"] = batch_case(simt, "float32", 5, None, 7, 9, 5,
+                                                     beta=1.0, out="row", seed=5)
+        got["tc 5 products in parts, new out"] = batch_case(tc, "float16", None, 5, 7, 9, 5,
+                                                            seed=6)
+    finally:
+        api._MAX_BATCH = limit
+    return got
+
+
 def errors():
     """{case: (exception type, message)} for inputs matmul must refuse."""
     d = cuda.to_device
     f32 = np.ones((4, 3), np.float32)
     cases = {
         "inner dims": lambda: gemm.matmul(d(f32), d(f32)),
-        "3-D": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)), d(f32.T.copy())),
+        "4-D": lambda: gemm.matmul(d(np.ones((1, 2, 4, 3), np.float32)), d(f32.T.copy())),
+        "batches differ": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)),
+                                              d(np.ones((3, 3, 4), np.float32))),
+        "2-D out of a batch": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)),
+                                                  d(f32.T.copy()), d(np.ones((4, 4), np.float32))),
+        "overlapping out": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)),
+                                               d(f32.T.copy()), broadcast((2, 4, 4))),
         "float64": lambda: gemm.matmul(d(f32.astype(np.float64)), d(f32.T.copy())),
         "int32": lambda: gemm.matmul(d(f32), d(f32.T.astype(np.int32))),
         "host array": lambda: gemm.matmul(f32, d(f32.T.copy())),
@@ -87,8 +172,8 @@ def empty():
 
 def main(which):
     results = {}
-    if which in ("errors", "empty"):
-        print(json.dumps(errors() if which == "errors" else empty()))
+    if which in ("errors", "empty", "batches"):
+        print(json.dumps({"errors": errors, "empty": empty, "batches": batches}[which]()))
         return
     if which == "default":
         # The seed's 128x128x8 tiles with 256 threads, one partial block each.

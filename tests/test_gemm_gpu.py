@@ -167,3 +167,48 @@ def test_torch_mm_semantics_out_type_empty_and_streams():
     got = gemm.matmul(y, cuda.to_device(np.ones((24, 8), np.float32)), stream=ns)
     ns.synchronize()
     assert (got.copy_to_host() == 24).all()
+
+
+def _batch(g, shape, dtype, col=False):
+    """A random CUDA tensor of ``shape``; column-major in its last two modes if ``col``."""
+    x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+    return x.transpose(-1, -2).contiguous().transpose(-1, -2) if col else x
+
+
+@pytest.mark.parametrize("dtype,kernel", [(torch.float32, None), (torch.bfloat16, None),
+                                          (torch.bfloat16, "sm80"), (torch.float16, "hopper"),
+                                          (torch.float32, "tf32")])
+def test_batched_and_broadcast_products(dtype, kernel):
+    """torch.matmul's batches in one launch: (B, M, K) @ (B, K, N), a 2-D or batch-of-1
+    operand shared by every product, column-major operands, a given out (beta) and an
+    interleaved one, K not a multiple of any k-tile; against float64, outs NaN-poisoned."""
+    if kernel == "hopper" and not gemm.hopper.hopper_supported(torch.cuda.current_device()):
+        pytest.skip("the Hopper kernel needs compute capability 9.x")
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    tf32 = kernel == "tf32"
+    kw = dict(kernel=None if tf32 else kernel, allow_tf32=tf32)
+    rel = 2e-6 * 136 ** 0.5 if dtype == torch.float32 and not tf32 else 2e-3
+    cases = [((4, 300, 136), (4, 136, 200), False, False),
+             ((3, 256, 136), (136, 72), True, False),
+             ((300, 136), (5, 136, 200), False, True),
+             ((1, 64, 136), (3, 136, 136), False, False)]
+    for a_shape, b_shape, a_col, b_col in cases:
+        A, B = _batch(g, a_shape, dtype, a_col), _batch(g, b_shape, dtype, b_col)
+        ref = torch.matmul(A.double(), B.double())
+        bound = torch.matmul(A.double().abs(), B.double().abs())
+        out = torch.full(ref.shape, float("nan"), device="cuda")
+        got = gemm.matmul(A, B, out, **kw)
+        assert got is out
+        err = ((out.double() - ref).abs() / (rel * bound + 1e-30)).nan_to_num(nan=float("inf"))
+        assert float(err.max()) <= 1.0, (SEED, a_shape, b_shape, float(err.max()))
+    # beta into an interleaved out: (M, B, N) memory seen as (B, M, N)
+    A, B = _batch(g, (3, 100, 136), dtype), _batch(g, (3, 136, 60), dtype, True)
+    c0 = torch.randn(100, 3, 60, device="cuda", generator=g).transpose(0, 1)
+    out = c0.clone()                    # keeps the strides
+    assert out.stride() == (60, 180, 1)
+    gemm.matmul(A, B, out, alpha=0.5, beta=-2.0, **kw)
+    ref = 0.5 * torch.matmul(A.double(), B.double()) - 2.0 * c0.double()
+    bound = 0.5 * torch.matmul(A.double().abs(), B.double().abs()) + 2.0 * c0.double().abs()
+    assert float(((out.double() - ref).abs() / (rel * bound)).max()) <= 1.0, SEED
+    if dtype != torch.float32:          # the default out follows torch.matmul's type
+        assert gemm.matmul(A, B, **kw).dtype == dtype

@@ -31,7 +31,10 @@ def test_kernel_matches_numpy_in_simulator(which):
 
 EXPECTED_ERRORS = {
     "inner dims": ("ValueError", "inner dimensions"),
-    "3-D": ("ValueError", "2-D"),
+    "4-D": ("ValueError", "2-D matrix or a 3-D batch"),
+    "batches differ": ("ValueError", "must agree"),
+    "2-D out of a batch": ("ValueError", "expected (2, 4, 4)"),
+    "overlapping out": ("ValueError", "overlap"),
     "float64": ("TypeError", "float64"),
     "int32": ("TypeError", "int32"),
     "host array": ("TypeError", "host"),
@@ -42,6 +45,16 @@ EXPECTED_ERRORS = {
     "out_dtype on SIMT": ("TypeError", "writes float32"),
     "bad stream": ("TypeError", "stream must be"),
 }
+
+
+def test_batched_and_broadcast_products_match_numpy_in_simulator():
+    """torch.matmul's batches: (B, M, K) @ (B, K, N), a 2-D or batch-of-1 operand shared by
+    every product, any majors, a given, new or interleaved out, on the SIMT and tensor-core
+    kernels in one launch each, and a batch too large for one launch in parts."""
+    results = simulate("batches")
+    assert len(results) == 10, results
+    bad = {name: err for name, err in results.items() if not err <= 1.0}
+    assert not bad, f"error / tolerance above 1: {bad}"
 
 
 def test_bad_input_gets_a_clear_error():

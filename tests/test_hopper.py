@@ -120,7 +120,7 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     text = ptx(**kw)
     assert ".target sm_90a" in text
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k{k}" in text
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier" in text
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier" in text
     assert "mbarrier.try_wait.parity" in text and "mbarrier.arrive.expect_tx" in text
     plain = kw.get("config") and kw["config"].schedule == "plain"
     assert ("elect.sync" in text) != plain          # the plain pipeline has no producer

@@ -6,7 +6,6 @@ a LayoutError too), ZeroDivisionError, RecursionError, MemoryError or a hang."""
 import contextlib
 import inspect
 import io
-import re
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from layoutalg import (
     make_tiled_copy, make_tiled_mma,
 )
 from layoutalg.atom import (
-    SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS, UniversalCopy, UniversalFMA,
+    SM80_16x8x16_F32F16F16F32_TN, UniversalCopy, UniversalFMA,
 )
 from layoutalg.errors import LayoutIndexError
 

@@ -21,9 +21,19 @@ def test_fake_implementation_gives_shape_and_type(dtype, out_dtype, want):
     assert tuple(y.shape) == (70, 20) and y.dtype == want and y.device.type == "meta"
 
 
+@pytest.mark.parametrize("a, b, want", [
+    (_meta(5, 70, 33), _meta(5, 33, 20), (5, 70, 20)), (_meta(5, 70, 33), _meta(33, 20),
+                                                        (5, 70, 20)),
+    (_meta(70, 33), _meta(1, 33, 20), (1, 70, 20)), (_meta(1, 70, 33), _meta(4, 33, 20),
+                                                     (4, 70, 20))])
+def test_fake_implementation_of_batches(a, b, want):
+    assert tuple(gt.matmul(a, b).shape) == want
+
+
 @pytest.mark.parametrize("a, b, kw, error, match", [
     (_meta(4, 3), _meta(4, 3), {}, ValueError, "inner dimensions"),
-    (_meta(2, 4, 3), _meta(3, 2), {}, ValueError, "2-D"),
+    (_meta(1, 2, 4, 3), _meta(3, 2), {}, ValueError, "3-D batches"),
+    (_meta(2, 4, 3), _meta(3, 3, 2), {}, ValueError, "must agree"),
     (_meta(4, 3), _meta(3, 2), dict(out_dtype=torch.int32), TypeError, "out_dtype"),
 ])
 def test_fake_implementation_checks(a, b, kw, error, match):
@@ -64,6 +74,28 @@ def test_values_gradients_and_compile_against_torch_mm(dtype):
     compiled = torch.compile(lambda x, z: gt.matmul(x, z) * 2, fullgraph=True)
     got = compiled(a.detach(), b.detach())
     assert torch.equal(got, gt.matmul(a.detach(), b.detach()) * 2)
+
+
+@gpu
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 40, 24), (3, 24, 16)), ((3, 40, 24), (24, 16)),
+                                              ((40, 24), (1, 24, 16))])
+def test_batched_values_and_gradients(a_shape, b_shape):
+    """Batches and shared operands: values, and the gradients (a shared operand's summed over
+    the batch) against float64 autograd of torch.matmul."""
+    _cuda()
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(__import__("os").urandom(3),
+                                                                   "little"))
+    a = torch.randn(a_shape, device="cuda", generator=g).requires_grad_()
+    b = torch.randn(b_shape, device="cuda", generator=g).requires_grad_()
+    a64, b64 = (x.detach().double().requires_grad_() for x in (a, b))
+    y, ref = gt.matmul(a, b), torch.matmul(a64, b64)
+    assert y.shape == ref.shape and torch.allclose(y.double(), ref, rtol=1e-4, atol=1e-4)
+    w = torch.randn(ref.shape, device="cuda", generator=g)
+    (y * w).sum().backward()
+    (ref * w.double()).sum().backward()
+    assert a.grad.shape == a.shape and b.grad.shape == b.shape
+    assert torch.allclose(a.grad.double(), a64.grad, rtol=1e-4, atol=1e-3)
+    assert torch.allclose(b.grad.double(), b64.grad, rtol=1e-4, atol=1e-3)
 
 
 @gpu

@@ -20,7 +20,8 @@ yet: the simulator does not offer these names.
 - ``tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar)``: a TMA box load of the tensor map
   (a device array holding the 128-byte ``CUtensorMap``, read through its global address) at
   coordinates (c0, c1), contiguous dimension first, to element ``idx`` of ``smem``, completing
-  its bytes on mbarrier ``bars[bar]``;
+  its bytes on mbarrier ``bars[bar]``; ``tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars,
+  bar)`` the same in a 3-D map (the third coordinate: which matrix of a batch);
 - ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``
   (n a literal multiple of 8 in 24..256), executed by a whole warpgroup: the warp-specialized
   kernel gives its producer's registers to the consumers (the kernel needs launch bounds);
@@ -52,6 +53,7 @@ from gemm.arch._lowering import (
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
            "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
+           "tma_load_3d",
            "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of"]
 
 WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
@@ -219,30 +221,43 @@ def mbarrier_wait(typingctx, bars, idx, parity):
     return types.none(bars, idx, parity), codegen
 
 
-@intrinsic
-def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
-    """``cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes``:
-    the box at (c0, c1) of ``tensor_map`` to element ``idx`` of shared ``smem``, completing
-    on mbarrier ``bars[bar]``."""
-    op = "tma_load_2d"
+def _tma_load(smem, idx, tensor_map, coords, bars, bar):
+    """Typing and lowering of ``tma_load_{rank}d`` with ``coords`` the coordinates' types:
+    ``cp.async.bulk.tensor.{rank}d...mbarrier::complete_tx::bytes``."""
+    rank = len(coords)
+    op = f"tma_load_{rank}d"
     check_array(op, "smem", smem)
     check_int(op, "idx", idx)
     check_array(op, "tensor_map", tensor_map, itemsizes=(8,))
-    for name, ty in (("c0", c0), ("c1", c1)):
-        check_int(op, name, ty)
+    for i, ty in enumerate(coords):
+        check_int(op, f"c{i}", ty)
     _check_bars(op, bars, bar)
-    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-            "[$0], [$1, {$2, $3}], [$4];")
+    places = ", ".join(f"${2 + i}" for i in range(rank))
+    text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
+            f"::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
 
     def codegen(context, builder, sig, args):
         base, step = shared_base(context, builder, sig.args[0], args[0])
         dst = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
         tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
-        cs = [to_int(builder, sig.args[k], args[k], 32) for k in (3, 4)]
-        asm(builder, VOID, text, "r,l,r,r,r,~{memory}",
-            [dst, tmap] + cs + [_bar(context, builder, sig, args, 5)], side_effect=True)
+        cs = [to_int(builder, sig.args[k], args[k], 32) for k in range(3, 3 + rank)]
+        asm(builder, VOID, text, "r,l," + "r," * rank + "r,~{memory}",
+            [dst, tmap] + cs + [_bar(context, builder, sig, args, 3 + rank)], side_effect=True)
         return context.get_dummy_value()
-    return types.none(smem, idx, tensor_map, c0, c1, bars, bar), codegen
+    return types.none(smem, idx, tensor_map, *coords, bars, bar), codegen
+
+
+@intrinsic
+def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
+    """The box at (c0, c1) of ``tensor_map`` to element ``idx`` of shared ``smem``, completing
+    on mbarrier ``bars[bar]``."""
+    return _tma_load(smem, idx, tensor_map, (c0, c1), bars, bar)
+
+
+@intrinsic
+def tma_load_3d(typingctx, smem, idx, tensor_map, c0, c1, c2, bars, bar):
+    """:func:`tma_load_2d` in a 3-D map: ``c2`` says which matrix of a batch."""
+    return _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
 
 
 # --- warp specialization ------------------------------------------------------------------

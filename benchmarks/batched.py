@@ -12,11 +12,17 @@ Prints a markdown table last.
 
 import argparse
 import json
-import statistics
+import os
+import sys
 
-import torch
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-import gemm
+import torch  # noqa: E402
+
+import gemm  # noqa: E402
+from benchmarks.shapes import median_us  # noqa: E402
 
 # (name, A shape, B shape (as (.., K, N)))
 SHAPES = [
@@ -35,21 +41,6 @@ def operands(a_shape, b_shape, g):
     bt = torch.randn(b_shape[:-2] + (b_shape[-1], b_shape[-2]), device="cuda",
                      generator=g).bfloat16()
     return a, bt.transpose(-1, -2)
-
-
-def median_us(fn, sets, reps):
-    for s in sets:
-        fn(*s)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*sets[i % len(sets)])
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    return statistics.median(times)
 
 
 def error(a, b, out):

@@ -7,9 +7,10 @@ Run on an H100/H200 host from the project root (after the wheel line of
     python3 benchmarks/hopper_check.py [--json PATH] [--sizes N ...] [--configs SPEC ...]
         [--sections bf16 bf16_nn f16 tf32] [--no-correctness] [--no-timing] [--reps R]
 
-A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:p|:plain]`` (D delay_release, G group_m,
-R the producer's registers, 0 for no setmaxnreg, p the pingpong schedule, plain the plain
-pipeline with one warpgroup), or ``default``.
+A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:sS][:p|:plain]`` (D delay_release, G
+group_m, R the producer's registers, 0 for no setmaxnreg, S split_k, p the pingpong schedule,
+plain the plain pipeline with one warpgroup), ``default`` (the default config, no split-K) or
+``auto`` (no config: the default with the split-K the shape gets).
 
 1. Correctness (:func:`cases`): the seed's bf16 cubes, random odd shapes for every dtype x
    majors x out dtype, alpha/beta into row- and column-major outputs, K not a multiple of the
@@ -48,6 +49,8 @@ SETS = 3
 
 def parse_config(spec, dtype):
     from gemm.hopper import HopperConfig
+    if spec == "auto":
+        return None             # what a call without a config runs (split-K by shape)
     if spec == "default":
         return HopperConfig(dtype=dtype)
     parts = spec.split(":")
@@ -57,7 +60,8 @@ def parse_config(spec, dtype):
         if p in ("p", "plain"):
             kw["schedule"] = "pingpong" if p == "p" else "plain"
             continue
-        key = {"d": "delay_release", "g": "group_m", "r": "memory_registers"}[p[0]]
+        key = {"d": "delay_release", "g": "group_m", "r": "memory_registers",
+               "s": "split_k"}[p[0]]
         kw[key] = int(p[1:]) if not (p[0] == "r" and p[1:] == "0") else None
     return HopperConfig(**kw)
 
@@ -110,6 +114,20 @@ def cases(seed=None):
     add("float16", 3000, 1000, 200, am="col", od="bfloat16", spec="128x128:3:2:p")
     add("tfloat32", 2000, 1400, 300, bm="col", om="col", beta=0.5, spec="128x128:4:2:p")
     add("bfloat16", 4096, 4096, 4096, bm="col", spec="128x128:4:2:p")
+    # split-K: explicit (uneven K ranges; more ranges than k-tiles), and the default's choice
+    # by shape (few output tiles: 1, 16 and 8 of them)
+    add("bfloat16", 300, 260, 1000, bm="col", spec="64x256:3:2:d0:s3")
+    add("bfloat16", 333, 129, 104, bm="col", om="col", alpha=1.5, beta=-1.0,
+        spec="64x256:3:2:d0:s5")
+    add("float16", 200, 300, 1000, am="col", od="float16", beta=0.5, spec="128x128:4:1:s4")
+    add("tfloat32", 130, 70, 2000, bm="col", od="bfloat16", spec="64x256:3:2:d0:s7")
+    add("bfloat16", 300, 260, 1000, bm="col", spec="128x128:4:2:p:s2")
+    for dtype, am, bm, od, om in (("bfloat16", "row", "col", "float32", "row"),
+                                  ("bfloat16", "col", "row", "bfloat16", "col"),
+                                  ("float16", "row", "row", "float16", "row"),
+                                  ("tfloat32", "row", "col", "float32", "col")):
+        for m, n, k in ((64, 256, 4096), (1000, 500, 3000), (16, 4096, 4096)):
+            add(dtype, m, n, k, am, bm, od, om, beta=0.5 if om == "col" else 0.0, spec="auto")
     if seed is not None:
         rng = random.Random(seed)
         for _ in range(8):

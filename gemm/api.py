@@ -195,7 +195,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
       (the config tuned for this problem, see ``python -m gemm tune``, else the device's
       default: on compute capability 9.x the Hopper kernel's when TMA can read A and B
-      (16-byte aligned rows, tf32 operands K-major), else the SM80 kernel's), "autotune"
+      (16-byte aligned rows, tf32 operands K-major), its tiles and split-K chosen from the
+      shape by ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
       (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
       config), a ``gemm.hopper.HopperConfig`` or a ``gemm.tensorcore.TensorCoreConfig``. With
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the

@@ -27,13 +27,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import splitk
 from ._env import simulator_active
 from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (batch_count, check_same_device, check_spans, kernel_buffer, operand,
-                       output_operand, product_operands, stream_handle)
+from .operands import (batch_count, check_same_device, check_spans, operand, output_operand,
+                       product_operands, stream_handle)
 from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, operand_dtype
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
@@ -41,6 +42,8 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
 SCHEDULES = ("cooperative", "pingpong", "plain")
+MAX_SPLIT_K = 64
+MIN_SPLIT_TILES = 8         # k-tiles per K range at least, in the default's split-K
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 
@@ -67,7 +70,11 @@ class HopperConfig:
     (1: a slot is released one step late, keeping one wgmma group in flight), ``group_m`` (tile
     rows a sweep covers before the next tile column), ``dtype``, ``memory_registers`` (the
     producer's registers after ``setmaxnreg``, the consumers taking the rest; None: no
-    register split; with one consumer there is none, a block's 256 threads have enough).
+    register split; with one consumer there is none, a block's 256 threads have enough),
+    ``split_k`` (K cut in that many ranges of whole k-tiles, each a work unit of the
+    persistent grid writing its f32 partial tile to a workspace; a second kernel adds the
+    partials in order (deterministic) with alpha, beta and the out's type: more work units
+    where the output tiles are too few to fill the GPU).
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
@@ -84,13 +91,14 @@ class HopperConfig:
     dtype: str = "bfloat16"
     memory_registers: int = 40
     schedule: str = "cooperative"
+    split_k: int = 1
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"HopperConfig: dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.bK is None:
             object.__setattr__(self, "bK", 128 // self.element_bytes)
-        for name in ("bM", "bN", "bK", "stages", "consumers", "group_m"):
+        for name in ("bM", "bN", "bK", "stages", "consumers", "group_m", "split_k"):
             v = getattr(self, name)
             if not (_is_int(v) and v >= 1):
                 raise ValueError(f"HopperConfig: {name} must be a positive int, got {v!r}")
@@ -111,6 +119,9 @@ class HopperConfig:
         if self.delay_release not in (0, 1):
             raise ValueError(f"HopperConfig: delay_release must be 0 or 1, got "
                              f"{self.delay_release!r}")
+        if self.split_k > MAX_SPLIT_K:
+            raise ValueError(f"HopperConfig: split_k must be at most {MAX_SPLIT_K}, got "
+                             f"{self.split_k}")
         if self.group_m > 65535:
             raise ValueError(f"HopperConfig: group_m must be at most 65535, got {self.group_m}")
         if self.bM * self.bN // 128 > 128:
@@ -169,6 +180,7 @@ class HopperVariant:
     b_major: str = "K"
     out_dtype: str = "float32"
     vec_c: bool = True
+    split_k: bool = False           # K ranges (their number a run-time argument)
 
     def __post_init__(self):
         if not isinstance(self.config, HopperConfig):
@@ -185,8 +197,8 @@ class HopperVariant:
     @property
     def signature(self):
         c = _SIGNATURE_TYPE[self.out_dtype]
-        return (f"void(uint64[::1], uint64[::1], {c}[::1], " + ", ".join(["uint32"] * 8)
-                + ", float32, float32)")
+        return (f"void(uint64[::1], uint64[::1], {c}[::1], float32[::1], "
+                + ", ".join(["uint32"] * 10) + ", float32, float32)")
 
 
 def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32",
@@ -194,7 +206,8 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
     cfg = config or HopperConfig(dtype=dtype)
     if cfg.dtype != dtype:
         cfg = replace(cfg, dtype=dtype, bK=None)
-    return HopperVariant(cfg, a_major, b_major, out_dtype, vec_c)
+    return HopperVariant(replace(cfg, split_k=1), a_major, b_major, out_dtype, vec_c,
+                         cfg.split_k > 1)
 
 
 def hopper_function(variant):
@@ -217,7 +230,7 @@ def hopper_kernel(variant):
 
 def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32"):
     """The kernel's PTX for sm_90a (no GPU needed): ``config`` a :class:`HopperConfig` (None:
-    the default for ``dtype``), ``dtype`` "bfloat16", "float16" or "tfloat32", the majors of
+    the default for ``dtype``; its split_k > 1: the split-K kernel), ``dtype`` "bfloat16", "float16" or "tfloat32", the majors of
     X and Y ("K" or "MN"), ``out_dtype`` "float32", "bfloat16" or "float16"."""
     from numba import cuda
     v = _variant(config, dtype, a_major, b_major, out_dtype)
@@ -275,7 +288,7 @@ def _device_map(copy, address, dims, strides, value_type):
 
 # --- the call ------------------------------------------------------------------------------
 
-_SCALARS = ("uint32",) * 8 + ("float32",) * 2
+_SCALARS = ("uint32",) * 10 + ("float32",) * 2
 _launchers = {}
 
 
@@ -284,7 +297,7 @@ def _launcher(v):
     if launch is None:
         kern = hopper_binary(v)
         kern.allow_dynamic_shared(v.config.shared_bytes)
-        launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS, free_scalars=2)
+        launch = _launchers[v] = Launcher(kern, 4, 4, _SCALARS, free_scalars=2)
     return launch
 
 
@@ -331,9 +344,20 @@ class _Call:
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1)
-        cfg = replace(config, dtype=dtype, bK=None) if config and config.dtype != dtype \
-            else (config or HopperConfig(dtype=dtype))
-        self.variant = v = HopperVariant(cfg, *majors, out_dtype, vec)
+        sms = _sm_count(c.device)
+        if config is None:
+            cfg = default_config(dtype, mm, nn, k, nb, sms)
+        else:
+            cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
+        tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
+        k_tiles = -(-k // cfg.bK)
+        split = -(-k_tiles // -(-k_tiles // cfg.split_k))   # no range without a k-tile
+        self.split, self.ldw = split, nn + nn % 2             # even ldw: paired f32 stores
+        if split > 1 and split * nb * mm * self.ldw >= 2 ** 31:
+            raise ValueError(f"{caller}: split_k={split} needs a workspace of "
+                             f"{split * nb * mm * self.ldw} floats; at most 2**31 - 1")
+        self.variant = v = HopperVariant(replace(cfg, split_k=1), *majors, out_dtype, vec,
+                                         split > 1)
         from .hopper_gen import hopper_plan
         plan = hopper_plan(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32"}[dtype]
@@ -346,12 +370,39 @@ class _Call:
         self.swapped = c.unit_mode != 1
         self.ops = (x, y)
         self.c = c
-        self.scalars = (mm, nn, k, ldc, nb, c.bstride, int(x.bstride > 0), int(y.bstride > 0),
-                        float(alpha), float(beta))
-        tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
-        sms = _sm_count(c.device)
-        self.grid = (max(1, min(tiles, sms * cfg.blocks_per_sm)), 1, 1)
+        self.shape = (mm, nn, ldc, nb, c.bstride)
+        self.scalars = (mm, nn, k, ldc, self.ldw, nb, c.bstride, int(x.bstride > 0),
+                        int(y.bstride > 0), split, float(alpha), float(beta))
+        self.grid = (max(1, min(tiles * split, sms * cfg.blocks_per_sm)), 1, 1)
         self.stream_of = a
+
+
+def default_config(dtype, m, n, k, products, sms):
+    """The config a call without one gets, from its shape (the kernel's (m, n), k, the
+    products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256); split-K
+    (:func:`default_split`) where they leave most SMs idle and K is long enough; else, where
+    they fill at most half the SMs and narrower tiles (2 x 64 x 128) fit in one wave, those
+    (not for m < 64: there the rows are mostly padding and the narrow tiles were slower).
+    Chosen from benchmarks/shapes.py's runs (benchmarks/RESULTS.md, "Every shape")."""
+    cfg = HopperConfig(dtype=dtype)
+    k_tiles = -(-k // cfg.bK)
+    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
+    split = default_split(tiles, k_tiles, sms)
+    if split > 1:
+        return replace(cfg, split_k=split)
+    narrow = replace(cfg, bN=128)
+    if 2 * tiles <= sms and m >= 64 and products * -(-m // narrow.tile_m) * -(-n // 128) <= sms:
+        return narrow
+    return cfg
+
+
+def default_split(tiles, k_tiles, sms):
+    """The split-K of :func:`default_config`: as many K ranges as fill the SMs with work
+    units, each of at least MIN_SPLIT_TILES k-tiles (a range's pipeline fill, its partial
+    tile's store and the reduction must pay off); none below 3 ranges (measured: 2 ranges
+    were slower than 1 at 56 and 64 tiles on 132 SMs)."""
+    split = min(sms // max(tiles, 1), k_tiles // MIN_SPLIT_TILES, MAX_SPLIT_K)
+    return split if split >= 3 else 1
 
 
 def _byte_strides(op, lines, eb):
@@ -406,25 +457,52 @@ def hopper_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype
 
 def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
-    beta)`` launches again on operands at the same addresses (the tensor maps hold them)."""
+    beta)`` launches again on operands at the same addresses (the tensor maps hold them).
+    A plan keeps its launches bound and the tensor maps of the addresses it has seen, so a
+    repeated call does little host work."""
     call = _Call(A, B, out, alpha, beta, config, out_dtype, caller)
     v = call.variant
-    launch = _launcher(v)
-    cd = np.float32 if v.out_dtype == "float32" else np.uint16
     specs = call.map_specs
+    seen = {}                       # (X, Y addresses) -> their tensor maps' addresses
 
     def maps(x, y):
-        return [_device_map(copy, ptr, dims, strides, vt)
-                for (copy, dims, strides, vt), ptr in zip(specs, (x, y))]
-    m = maps(call.ops[0].ptr, call.ops[1].ptr)
-    bound = launch(call.grid, (v.config.threads, 1, 1),
-                   stream_handle(stream, call.stream_of, caller),
-                   [(m[0], 16), (m[1], 16), kernel_buffer(call.c, cd)], call.scalars,
-                   v.config.shared_bytes)
+        got = seen.get((x, y))
+        if got is None:
+            if len(seen) >= 64:
+                seen.clear()
+            got = seen[x, y] = tuple(_device_map(copy, ptr, dims, strides, vt)
+                                     for (copy, dims, strides, vt), ptr in zip(specs, (x, y)))
+        return got
+
+    mm, nn, ldc, nb, sc = call.shape
+    size = call.split * nb * mm * call.ldw        # the split-K workspace's floats
+    device = call.c.device
+
+    def first(x, y, c, stream, alpha, beta):
+        """Bind the launches (kernel, and with split-K the reduction) with a first call."""
+        m = [(ptr, 16) for ptr in maps(x, y)]
+        out = (c, call.c.span)
+        w = (splitk.workspace(4 * size, stream, device), size) if call.split > 1 else out
+        kernel = _launcher(v)(call.grid, (v.config.threads, 1, 1), stream, [*m, out, w],
+                              call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
+        reduce = None
+        if call.split > 1:
+            reduce = splitk.reduce_splits(v.out_dtype, w, out, mm, nn, call.ldw, nb,
+                                          call.split, ldc, sc, alpha, beta, stream)
+        return kernel, reduce
+
+    x, y = (op.ptr for op in call.ops)
+    kernel, reduce = first(x, y, call.c.ptr, stream_handle(stream, call.stream_of, caller),
+                           float(alpha), float(beta))
     swapped = call.swapped
 
     def plan(addresses, stream, alpha, beta):
         a, b, c = addresses
         x, y = (b, a) if swapped else (a, b)
-        bound((*maps(x, y), c), stream, alpha, beta)
+        if reduce is None:
+            kernel((*maps(x, y), c, c), stream, alpha, beta)
+            return
+        w = splitk.workspace(4 * size, stream, device)
+        kernel((*maps(x, y), c, w), stream, alpha, beta)
+        reduce((w, c), stream, alpha, beta)
     return call.out, plan

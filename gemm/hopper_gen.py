@@ -130,7 +130,8 @@ class HopperPlan:
 
             def index_map(coords, k):
                 mn = f"{coords[tile]} * U({rows})"
-                kk = f"{k} * U({cfg.bK})"
+                kk = (f"({k} + {coords[3]} * steps) * U({cfg.bK})" if v.split_k
+                      else f"{k} * U({cfg.bK})")
                 batch = f"{coords[2]} * z{name[0]}"
                 return (kk, mn, batch) if major == "K" else (mn, kk, batch)
             return TmaSpec(name, copy.bytes, boxes, index_map)
@@ -143,10 +144,14 @@ def hopper_plan(v):
     return HopperPlan(v)
 
 
-def _coords(group_m):
-    """Tile ``tile``'s product ``bz`` of the batch and its (row, column) of C in there: the
-    products one after the other, each in the grouped order."""
+def _coords(group_m, split_k):
+    """Work unit ``tile``'s range of K (``ks``, with ``split_k``), product ``bz`` of the batch
+    and its (row, column) of C there: the K ranges outermost, then the products one after the
+    other, each in the grouped order."""
     def coords(src, tile):
+        if split_k:
+            src(f"ks = {tile} // (tiles_mn * NB)", f"tq = {tile} - ks * (tiles_mn * NB)")
+            tile = "tq"
         src(f"bz = {tile} // tiles_mn",
             f"tp = {tile} - bz * tiles_mn",
             f"pg = U({group_m}) * tiles_n",
@@ -154,7 +159,7 @@ def _coords(group_m):
             f"gs = min(tiles_m - g0, U({group_m}))",
             "gr = tp - (tp // pg) * pg",
             "tm = g0 + gr % gs", "tn = gr // gs")
-        return ("tm", "tn", "bz")
+        return ("tm", "tn", "bz") + (("ks",) if split_k else ())
     return coords
 
 
@@ -167,7 +172,9 @@ def hopper_source(v):
     trans = (v.a_major == "MN", v.b_major == "MN")
     mma = [src.define(f"wgmma_tile({WGMMA_OP[cfg.dtype]!r}, {cfg.bN}, {trans[0]}, {trans[1]}, "
                       f"{a * cfg.bN // 2})") for a in range(p.m_atoms)]
-    store = src.define(f"store_pairs_tile({v.out_dtype!r}, {p.store_plan!r}, {v.vec_c})")
+    split = v.split_k
+    store = src.define(f"store_pairs_tile({'float32' if split else v.out_dtype!r}, "
+                       f"{p.store_plan!r}, {split or v.vec_c})")
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
         "from gemm.arch.sm90 import (" + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc",
@@ -199,14 +206,21 @@ def hopper_source(v):
             "col_t = U(2) * (lane % U(4))")
 
     def after_tile(src, coords, steps):
-        tm, tn, bz = coords
-        src(f"{store}(C[{bz} * sCb:], acc, alpha, beta, {tm} * U({p.rows}) + row_t, "
-            f"{tn} * U({cfg.bN}) + col_t, M, N, ldc)")
+        tm, tn, bz = coords[:3]
+        where = f"{tm} * U({p.rows}) + row_t, {tn} * U({cfg.bN}) + col_t, M, N"
+        if split:       # the partial tile, f32, to matrix (ks, bz) of the workspace
+            src(f"{store}(W[({coords[3]} * NB + {bz}) * M * ldw:], acc, float32(1), "
+                f"float32(0), {where}, ldw)")
+        else:
+            src(f"{store}(C[{bz} * sCb:], acc, alpha, beta, {where}, ldc)")
 
+    k_tiles = f"(K + U({cfg.bK - 1})) // U({cfg.bK})"
     pipe = _pipeline(v, body, PersistentGrid(
-        "tiles_mn * NB", f"(K + U({cfg.bK - 1})) // U({cfg.bK})", _coords(cfg.group_m)),
-        ComputeContext(setup=setup, after_tile=after_tile))
-    with src.block("def kernel(XM, YM, C, M, N, K, ldc, NB, sCb, zX, zY, alpha, beta):"):
+        "tiles_mn * NB * SK" if split else "tiles_mn * NB",
+        f"({k_tiles} + SK - U(1)) // SK" if split else k_tiles,
+        _coords(cfg.group_m, split)), ComputeContext(setup=setup, after_tile=after_tile))
+    with src.block("def kernel(XM, YM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, "
+                   "beta):"):
         src("sm = cuda.shared.array(0, uint8, alignment=1024)",
             f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
             f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})",

@@ -47,7 +47,8 @@ def _cuda_driver():
 class Launcher:
     """Launch ``kernel`` (a ``cuda.jit`` kernel with one signature, or on a GPU the
     :class:`gemm.binary.Binary` of such a kernel, whose parameters are
-    ``n_arrays`` 1-D arrays of ``itemsize``-byte elements followed by scalars of the types
+    ``n_arrays`` 1-D arrays of ``itemsize``-byte elements (one size, or a tuple of one per
+    array) followed by scalars of the types
     ``scalar_types``, e.g. "uint32", "float32").
 
     ``launcher(grid, block, stream, arrays, scalars, shared_bytes=0)``: ``arrays`` holds a
@@ -61,7 +62,8 @@ class Launcher:
 
     def __init__(self, kernel, n_arrays, itemsize, scalar_types, free_scalars=0):
         self.kernel = kernel
-        self.n_arrays, self.itemsize = n_arrays, itemsize
+        self.n_arrays = n_arrays
+        self.itemsizes = (itemsize,) * n_arrays if isinstance(itemsize, int) else tuple(itemsize)
         self.scalar_types = tuple(scalar_types)
         self.free_scalars = free_scalars
         self._func = None
@@ -108,8 +110,7 @@ class BoundLaunch:
             raise ValueError(f"expected {launcher.n_arrays} arrays and "
                              f"{len(launcher.scalar_types)} scalars")
         params = self._params = launcher._params_type()
-        isz = launcher.itemsize
-        for i, n in enumerate(extents):
+        for i, (n, isz) in enumerate(zip(extents, launcher.itemsizes)):
             for name, value in zip(_ARRAY_FIELDS, (0, 0, n, isz, 0, n, isz)):
                 setattr(params, f"a{i}_{name}", value)
         for j, value in enumerate(scalars):

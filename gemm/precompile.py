@@ -13,6 +13,8 @@ The workers are spawned, not forked: planning the tensor-core variants touches t
 a forked child of a process holding a CUDA context cannot use CUDA.
 """
 
+from dataclasses import replace
+
 from gemm._env import simulator_active
 
 __all__ = ["variants", "tensorcore_variants", "hopper_variants", "precompile"]
@@ -66,7 +68,8 @@ def tensorcore_variants(dtypes=None):
 def hopper_variants(dtypes=None):
     """On a GPU of compute capability 9.x, the default :class:`gemm.hopper.HopperConfig` of
     each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
-    one of the input type; [] elsewhere and in the simulator."""
+    one of the input type, in the default's two tile widths (gemm.hopper.default_config), with
+    and without split-K; [] elsewhere and in the simulator."""
     if simulator_active():
         return []
     from gemm import hopper
@@ -74,12 +77,14 @@ def hopper_variants(dtypes=None):
         return []
     out = []
     for dtype in dtypes or hopper.DTYPES:
-        cfg = hopper.HopperConfig(dtype=dtype)
+        wide = hopper.HopperConfig(dtype=dtype)
         tf32 = dtype == "tfloat32"
         majors = [("K", "K")] if tf32 else [(a, b) for a in hopper.MAJORS for b in hopper.MAJORS]
-        for a, b in majors:
-            for out_dtype in ("float32",) if tf32 else ("float32", dtype):
-                out.append(hopper.HopperVariant(cfg, a, b, out_dtype))
+        for cfg in (wide, replace(wide, bN=128)):
+            for a, b in majors:
+                for out_dtype in ("float32",) if tf32 else ("float32", dtype):
+                    for split in (False, True):
+                        out.append(hopper.HopperVariant(cfg, a, b, out_dtype, split_k=split))
     return out
 
 

@@ -98,16 +98,16 @@ def batches():
     simt = small("double_buffer", vector_mn=4, pad=4)
     tc = TensorCoreConfig(bM=32, bN=32, bK=32, warps=(1, 1), stages=3, dtype="float16")
     got = {}
+    got["simt 3x(37x45x19) row"] = batch_case(simt, "float32", 3, 3, 37, 45, 19, out="row",
+                                              seed=1)
+    got["simt batch of 1 broadcast, interleaved out"] = batch_case(
+        simt, "float32", 1, 4, 9, 40, 17, out="interleaved", seed=4)
     for name, kernel, dtype in (("simt", simt, "float32"), ("tc", tc, "float16")):
-        got[f"{name} 3x(37x45x19) row"] = batch_case(kernel, dtype, 3, 3, 37, 45, 19,
-                                                     out="row", seed=1)
         got[f"{name} col A, B 2-D, alpha beta"] = batch_case(
             kernel, dtype, 2, None, 33, 20, 40, a_col=True, alpha=0.5, beta=-2.0, out="row",
             seed=2)
-        got[f"{name} A 2-D, col B, new out"] = batch_case(kernel, dtype, None, 3, 20, 36, 24,
-                                                          b_col=True, seed=3)
-        got[f"{name} batch of 1 broadcast, interleaved out"] = batch_case(
-            kernel, dtype, 1, 4, 9, 40, 17, out="interleaved", seed=4)
+    got["tc A 2-D, col B, new out"] = batch_case(tc, "float16", None, 3, 20, 36, 24,
+                                                 b_col=True, seed=3)
     limit = api._MAX_BATCH
     api._MAX_BATCH = 2              # 5 products launched in 3 parts
     try:
@@ -118,6 +118,57 @@ def batches():
     finally:
         api._MAX_BATCH = limit
     return got
+
+
+def split_reductions():
+    """gemm.splitk.reduce_splits in the simulator: random f32 partials (S, NB, M, ldw) into
+    a strided out of each type with alpha and beta, against numpy float64: {case: error /
+    tolerance}."""
+    from gemm.splitk import reduce_splits
+    got = {}
+    rng = np.random.default_rng(7)
+    for name, out_dtype, s, nb, m, n, beta in (("f32 3 ranges", "float32", 3, 2, 5, 7, 0.5),
+                                               ("bf16 4 ranges", "bfloat16", 4, 1, 9, 6, -1.0),
+                                               ("f16 1 range, beta 0", "float16", 1, 3, 4, 4,
+                                                0.0)):
+        ldw, ldc, sc = n + n % 2, n + 3, m * (n + 3) + 5
+        w = rng.standard_normal((s, nb, m, ldw)).astype(np.float32)
+        c0 = rng.standard_normal(nb * sc).astype(np.float32)
+        bits = {"float32": c0, "bfloat16": _bf16_bits(c0), "float16": c0.astype(np.float16)}
+        out = bits[out_dtype].copy()
+        if out_dtype == "float16":
+            out = out.view(np.uint16)
+        before = _as_f64(out, out_dtype)
+        reduce_splits(out_dtype, w.ravel(), out, m, n, ldw, nb, s, ldc, sc, 1.5, beta)
+        got_f = _as_f64(out, out_dtype)
+        err = 0.0
+        for z in range(nb):
+            for r in range(m):
+                for c in range(n):
+                    g = z * sc + r * ldc + c
+                    terms = w[:, z, r, c].astype(np.float64)
+                    ref = 1.5 * terms.sum() + beta * before[g]
+                    bound = 1.5 * np.abs(terms).sum() + abs(beta * before[g])
+                    tol = 2.0 ** {"float32": -20, "bfloat16": -7, "float16": -9}[out_dtype]
+                    err = max(err, abs(got_f[g] - ref) / (tol * bound))
+        untouched = [g for g in range(nb * sc) if (g % sc) // ldc >= m or (g % sc) % ldc >= n]
+        if not np.array_equal(got_f[untouched], before[untouched]):
+            err = float("inf")                  # an element outside the out was written
+        got[name] = float(err)
+    return got
+
+
+def _bf16_bits(x):
+    u = np.asarray(x, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _as_f64(x, dtype):
+    if dtype == "bfloat16":
+        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype == "float16":
+        return x.view(np.float16).astype(np.float64)
+    return x.astype(np.float64)
 
 
 def errors():
@@ -172,8 +223,9 @@ def empty():
 
 def main(which):
     results = {}
-    if which in ("errors", "empty", "batches"):
-        print(json.dumps({"errors": errors, "empty": empty, "batches": batches}[which]()))
+    modes = {"errors": errors, "empty": empty, "batches": batches, "splitk": split_reductions}
+    if which in modes:
+        print(json.dumps(modes[which]()))
         return
     if which == "default":
         # The seed's 128x128x8 tiles with 256 threads, one partial block each.

@@ -26,6 +26,8 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
     (dict(dtype="float32"), "dtype"),
     (dict(schedule="stream-k"), "schedule"),
     (dict(schedule="plain", consumers=2), "consumers must be 1"),
+    (dict(split_k=0), "split_k must be a positive int"),
+    (dict(split_k=65), "split_k must be at most 64"),
 ])
 def test_bad_configs_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -107,6 +109,7 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
     (dict(config=HopperConfig(bM=128, bN=128, stages=4, delay_release=1)), 128, 16, (40, 232),
      1),
     (dict(dtype="tfloat32", out_dtype="bfloat16"), 256, 8, (40, 232), 0),
+    (dict(config=HopperConfig(split_k=4), out_dtype="bfloat16"), 256, 16, (40, 232), 0),
     (dict(config=HopperConfig(bM=64, bN=256, consumers=1, delay_release=1), a_major="MN",
           b_major="MN", out_dtype="float16"), 256, 16, None, 1),
     (dict(config=HopperConfig(bM=128, bN=128, schedule="pingpong", stages=6, delay_release=1),
@@ -166,8 +169,11 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     from gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
-    assert len(got) == len(set(got)) == 8 + 8 + 1         # bf16, f16: 4 majors x 2 outs; tf32
-    assert all(v.config == HopperConfig(dtype=v.config.dtype) for v in got)
+    # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths, with and without split-K
+    assert len(got) == len(set(got)) == 4 * (8 + 8 + 1)
+    assert sum(v.split_k for v in got) == 2 * (8 + 8 + 1)
+    assert all(v.config in (HopperConfig(dtype=v.config.dtype),
+                            HopperConfig(dtype=v.config.dtype, bN=128)) for v in got)
     assert {(v.a_major, v.b_major, v.out_dtype) for v in got
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
@@ -179,3 +185,58 @@ def test_the_plain_schedule_runs_two_blocks_per_sm_where_they_fit():
     big = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain")
     assert (small.threads, small.blocks_per_sm, big.blocks_per_sm) == (128, 2, 1)
     assert HopperConfig().blocks_per_sm == 1
+
+
+class _Uint32Source(list):
+    def __call__(self, *lines):
+        self.extend(lines)
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n, nb, sk", [(1, 1, 1, 1), (3, 5, 2, 4), (7, 2, 1, 3),
+                                                      (2, 9, 3, 1), (1, 16, 1, 8)])
+@pytest.mark.parametrize("group_m", [1, 3, 8])
+def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, nb, sk,
+                                                              group_m):
+    """The emitted decode of a persistent grid's work unit (gemm.hopper_gen._coords), run in
+    Python: units 0 .. tiles x products x K ranges - 1 map one to one onto (row, column,
+    product, K range)."""
+    from gemm.hopper_gen import _coords
+    src = _Uint32Source()
+    names = _coords(group_m, sk > 1)(src, "u")
+    code = compile("\n".join(src), "coords", "exec")
+    got = []
+    for u in range(tiles_m * tiles_n * nb * sk):
+        env = dict(U=np.uint32, u=np.uint32(u), tiles_m=np.uint32(tiles_m),
+                   tiles_n=np.uint32(tiles_n), tiles_mn=np.uint32(tiles_m * tiles_n),
+                   NB=np.uint32(nb))
+        exec(code, env)
+        got.append(tuple(int(env[n]) for n in names) + ((0,) if sk == 1 else ()))
+    want = [(m, n, z, s) for m in range(tiles_m) for n in range(tiles_n) for z in range(nb)
+            for s in range(sk)]
+    assert sorted(got) == sorted(want)
+
+
+def test_default_split_fills_the_sms_only_where_tiles_are_few():
+    from gemm.hopper import MAX_SPLIT_K, MIN_SPLIT_TILES, default_split
+    assert default_split(132, 1000, 132) == 1 and default_split(45, 1000, 132) == 1
+    assert default_split(32, 256, 132) == 4             # 1024 x 1024 x 16384 bf16
+    assert default_split(16, 64, 132) == 8              # a decode step: 16 x 4096 x 4096
+    assert default_split(16, 3 * MIN_SPLIT_TILES, 132) == 3     # short K: long enough ranges
+    assert default_split(16, 2 * MIN_SPLIT_TILES, 132) == 1     # never 2 ranges
+    assert default_split(1, 10 ** 6, 132) == MAX_SPLIT_K
+
+
+def test_default_config_splits_k_or_narrows_tiles_by_shape():
+    from gemm.hopper import default_config
+
+    def pick(dtype, m, n, k, nb=1):
+        cfg = default_config(dtype, m, n, k, nb, 132)
+        return cfg.bN, cfg.split_k
+    assert pick("bfloat16", 4096, 4096, 4096) == (256, 1)          # 512 tiles
+    assert pick("bfloat16", 16, 4096, 4096) == (256, 8)            # decode: 16 tiles
+    assert pick("bfloat16", 1024, 1024, 16384) == (256, 4)         # K-heavy: 32 tiles
+    assert pick("bfloat16", 512, 4096, 4096) == (128, 1)           # 64 tiles, K too short
+    assert pick("float16", 1024, 1024, 1024) == (128, 1)           # to split in 3
+    assert pick("bfloat16", 16, 14336, 4096) == (256, 1)           # few rows: not narrower
+    assert pick("bfloat16", 2048, 2048, 2048) == (256, 1)          # 128 tiles: one wave
+    assert pick("tfloat32", 512, 512, 4096, nb=8) == (128, 1)      # 8 x 4 x 4 narrow tiles

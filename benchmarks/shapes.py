@@ -1,0 +1,233 @@
+"""Every shape, not only big squares (issue 14): ``gemm.matmul`` untuned, as a new user calls
+it, against cuBLAS (torch.mm) and Triton in the same run, on a suite of LLM and scientific
+shapes. GPU only.
+
+    python3 benchmarks/shapes.py [--dtypes bf16 fp32] [--reps R] [--calls C] [--no-graphs]
+        [--json PATH] [--plot PNG] [--quick]
+
+Shapes: M in 1, 16, 64, 128, 512, 2048, 8192 over (N, K) in 4096x4096, 14336x4096,
+4096x14336, 128256x4096 (a weight stored (N, K) row-major, so B = W.T is K-major, A
+row-major), and square, tall-skinny and K-heavy problems. bf16: out bf16 as torch.mm;
+Triton's tutorial kernel (benchmarks/triton_baseline.py, best of its configs) beside, and on
+a 9.x GPU our default kernel without split-K ("no split-K": the default config passed
+explicitly, which keeps split_k=1), to show what the shape-aware split-K gives. fp32:
+our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would use TF32:
+left out). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
+<= 2^-8 |ref| + 1e-3 |A| @ |B|; fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event
+timings of a CUDA graph of ``--calls`` calls (3 rotating input sets): the GPU's time alone
+(``--no-graphs``: the calls queued from Python, where the host's work per call shows);
+each call's host time is measured apart. Prints a table per dtype with the ratio per shape
+and the geometric mean, last.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import gemm  # noqa: E402
+from gemm import hopper  # noqa: E402
+
+LLM_M = (1, 16, 64, 128, 512, 2048, 8192)
+LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
+OTHER = [("square", s, s, s) for s in (1024, 2048, 4096, 8192)] + [
+    ("tall-skinny", 65536, 128, 128), ("tall-skinny", 65536, 64, 4096),
+    ("K-heavy", 1024, 1024, 16384), ("K-heavy", 256, 256, 65536),
+    ("K-heavy", 2048, 2048, 32768)]
+SETS = 3
+
+
+def suite(quick=False):
+    """(kind, M, N, K) of every shape."""
+    shapes = [("LLM", m, n, k) for n, k in LLM_NK for m in LLM_M]
+    shapes += OTHER
+    if quick:
+        shapes = [s for s in shapes if s[1] * s[2] * s[3] <= 2 ** 36]
+    return shapes
+
+
+def operands(m, n, k, dtype, gen):
+    a = torch.randn((m, k), device="cuda", generator=gen).to(dtype)
+    w = torch.randn((n, k), device="cuda", generator=gen).to(dtype)
+    return a, w.T
+
+
+def median_us(fn, sets, reps, calls=1):
+    """Median microseconds per call of ``fn`` over ``reps`` timings, each of ``calls`` calls
+    queued back to back between two CUDA events (the sets in turn). One call: the GPU waits
+    for each call's host work too (a call's latency); many: the host work overlaps the GPU's
+    (a kernel's throughput, as a loop of calls or a CUDA graph sees it)."""
+    for s in sets:
+        fn(*s)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for j in range(calls):
+            fn(*sets[(i * calls + j) % len(sets)])
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def graph_us(fn, sets, reps, calls=10):
+    """Median microseconds per call of ``fn`` replayed from a CUDA graph of ``calls`` calls
+    (the sets in turn): the GPU's time alone, without the host's work per call. Warmed up
+    on the capture's stream first (a first call allocates and binds there)."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for s in sets:
+            fn(*s)
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for j in range(calls):
+            fn(*sets[j % len(sets)])
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def host_us(fn, args, calls=200):
+    """Microseconds of host time per call (the GPU's work not waited for)."""
+    import time
+    fn(*args)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def error(a, b, out, bf16, gen):
+    """Error / tolerance on 64 random rows of the product, against float64."""
+    rows = torch.randint(0, a.shape[0], (min(64, a.shape[0]),), device="cuda", generator=gen)
+    a64, b64 = a[rows].double(), b.double()
+    ref, bound = a64 @ b64, a64.abs() @ b64.abs()
+    tol = 2 ** -8 * ref.abs() + 1e-3 * bound if bf16 else 1e-5 * bound
+    err = (out[rows].double() - ref).abs() / (tol + 1e-30)
+    return float(err.nan_to_num(nan=float("inf")).max())
+
+
+def run(dtype_name, shapes, reps, calls, graphs, log):
+    bf16 = dtype_name == "bf16"
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    triton = None
+    if bf16:
+        from benchmarks.triton_baseline import triton_matmul as triton
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    rows = []
+    for kind, m, n, k in shapes:
+        sets = [operands(m, n, k, dtype, gen) for _ in range(SETS)]
+        sets = [(a, b, torch.empty((m, n), device="cuda", dtype=dtype)) for a, b in sets]
+        a, b, out = sets[0]
+        out.fill_(math.nan)
+        gemm.matmul(a, b, out)
+        err = error(a, b, out, bf16, gen)
+        fns = {"ours": lambda x, y, o: gemm.matmul(x, y, o),
+               "cuBLAS": lambda x, y, o: torch.mm(x, y, out=o)}
+        if triton:
+            fns["Triton"] = lambda x, y, o: triton(x, y, o)
+        if bf16 and hopper.hopper_supported(torch.cuda.current_device()):
+            plain = hopper.HopperConfig()           # the default's tiles without split-K
+            fns["no split-K"] = lambda x, y, o: gemm.matmul(x, y, o, kernel=plain)
+        t = {name: (graph_us(fn, sets, reps, calls) if graphs else
+                    median_us(fn, sets, reps, calls)) for name, fn in fns.items()}
+        host = {f"{name}_host_us": host_us(fns[name], sets[0]) for name in ("ours", "cuBLAS")}
+        flops = 2 * m * n * k
+        row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err,
+                   **{f"{name}_us": v for name, v in t.items()}, **host,
+                   ratio=t["cuBLAS"] / t["ours"], tflops=flops / t["ours"] / 1e6)
+        rows.append(row)
+        log(json.dumps(row))
+        del sets, a, b, out
+        torch.cuda.empty_cache()
+    return rows
+
+
+def table(rows):
+    names = [n for n in ("ours", "no split-K", "cuBLAS", "Triton") if f"{n}_us" in rows[0]]
+    lines = ["| shape (M x N x K) | " + " | ".join(f"{n} us" for n in names)
+             + " | ours TFLOP/s | ours / cuBLAS | host us ours / cuBLAS | error |",
+             "|---|" + "---|" * (len(names) + 4)]
+    for r in rows:
+        lines.append(f"| {r['kind']} {r['m']}x{r['n']}x{r['k']} | "
+                     + " | ".join(f"{r[n + '_us']:.1f}" for n in names)
+                     + f" | {r['tflops']:.1f} | {r['ratio']:.2f}x | "
+                     f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |")
+    geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+    worst = min(rows, key=lambda r: r["ratio"])
+    lines.append(f"\ngeometric mean ours / cuBLAS: {geo:.3f}x over {len(rows)} shapes; lowest "
+                 f"{worst['ratio']:.2f}x at {worst['m']}x{worst['n']}x{worst['k']}")
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(12, 4))
+    for dt in sorted({r["dtype"] for r in rows}):
+        sel = [r for r in rows if r["dtype"] == dt]
+        ax.plot(range(len(sel)), [r["ratio"] for r in sel], "o-", label=dt)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_ylabel("ours / cuBLAS (speed)")
+    ax.set_xlabel("shape index (benchmarks/shapes.py order)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json")
+    ap.add_argument("--plot")
+    ap.add_argument("--quick", action="store_true", help="only shapes of <= 2^36 M*N*K")
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="time calls queued from Python instead of replayed CUDA graphs")
+    ap.add_argument("--calls", type=int, default=10,
+                    help="calls queued back to back per timing (1: each call's latency, "
+                         "the host's work included)")
+    args = ap.parse_args()
+    rows = []
+    for dt in args.dtypes:
+        rows += run(dt, suite(args.quick), args.reps, args.calls, not args.no_graphs,
+                    lambda s: print(s, flush=True))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    how = "calls queued from Python" if args.no_graphs else "calls in a CUDA graph"
+    print(f"\n{torch.cuda.get_device_name()}, gemm.matmul untuned, median of {args.reps} "
+          f"timings of {args.calls} {how}")
+    for dt in args.dtypes:
+        print(f"\n### {dt}\n")
+        print(table([r for r in rows if r["dtype"] == dt]))
+
+
+if __name__ == "__main__":
+    main()

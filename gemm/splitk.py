@@ -1,0 +1,104 @@
+"""Split-K's second step and its workspace.
+
+A kernel run with ``split_k = S`` (:class:`gemm.hopper.HopperConfig`) cuts K into S ranges of
+whole k-tiles; each (range, output tile) is a work unit that writes its f32 partial tile,
+unscaled, to matrix ``s * NB + z`` of a workspace (``NB`` products of a batch, each partial an
+(M, ldw) row-major matrix in the kernel's orientation). :func:`reduce_splits` then writes
+
+    out = alpha * (partial_0 + partial_1 + ... + partial_{S-1}) + beta * out
+
+adding the partials in order, so the result does not depend on which unit finished first
+(deterministic), converted once to the out's type (float32, or bfloat16 / float16 bits).
+
+The workspace is device memory of ours (``cuMemAlloc`` through ``cuda.bindings``), one per
+device and stream, grown when a call needs more and kept, as cuBLAS keeps its workspace: two
+calls on one stream run in order, so they can share it; calls on different streams do not.
+"""
+
+from functools import lru_cache
+
+from ._env import simulator_active
+from .codegen import load_module
+from .launch import Launcher
+
+__all__ = ["reduce_splits", "workspace", "THREADS"]
+
+THREADS = 256
+_SCALARS = ("uint32",) * 7 + ("float32",) * 2
+# out dtype -> (numba type of the out's elements, load as float32, store from float32)
+_OUT = {"float32": ("float32", "", ""),
+        "bfloat16": ("uint16", "bf16_to_f32", "cvt_rn_bf16_f32"),
+        "float16": ("uint16", "f16_to_f32", "cvt_rn_f16_f32")}
+_SOURCE = '''\
+import numpy as np
+from numba import cuda, float32
+from gemm.arch import bf16_to_f32, cvt_rn_bf16_f32, cvt_rn_f16_f32, f16_to_f32
+U = np.uint32
+
+
+@cuda.jit("void(float32[::1], {ctype}[::1], uint32, uint32, uint32, uint32, uint32, uint32, "
+          "uint32, float32, float32)"{cache})
+def kernel(W, C, M, N, ldw, NB, S, ldc, sCb, alpha, beta):
+    i = U(cuda.blockIdx.x) * U({threads}) + U(cuda.threadIdx.x)
+    mn = M * N
+    if i >= NB * mn:
+        return
+    z = i // mn
+    r = i - z * mn
+    row = r // N
+    col = r - row * N
+    w = (z * M + row) * ldw + col
+    step = NB * M * ldw
+    acc = float32(0)
+    for s in range(S):
+        acc += W[w + U(s) * step]
+    v = alpha * acc
+    g = z * sCb + row * ldc + col
+    if beta != float32(0):
+        v += beta * {load}(C[g])
+    C[g] = {store}(v)
+'''
+
+
+@lru_cache(maxsize=None)
+def _launcher(out_dtype):
+    ctype, load, store = _OUT[out_dtype]
+    sim = simulator_active()
+    source = _SOURCE.format(ctype=ctype, load=load, store=store, threads=THREADS,
+                            cache="" if sim else ", cache=True")
+    kernel = load_module(source, "splitk").kernel
+    return Launcher(kernel, 2, (4, 4 if ctype == "float32" else 2), _SCALARS, free_scalars=2)
+
+
+def reduce_splits(out_dtype, workspace, out, m, n, ldw, products, splits, ldc, out_stride,
+                  alpha, beta, stream=0):
+    """Launch the reduction of ``splits`` partials (``workspace``: (device address, elements),
+    or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
+    kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
+    ldc + col``). Returns the launcher's bound launch (None in the simulator)."""
+    grid = (-(-products * m * n // THREADS), 1, 1)
+    return _launcher(out_dtype)(grid, (THREADS, 1, 1), stream, (workspace, out),
+                                (m, n, ldw, products, splits, ldc, out_stride, alpha, beta))
+
+
+_spaces = {}        # (device, stream) -> (device address, bytes)
+
+
+def workspace(nbytes, stream, device):
+    """The device address of at least ``nbytes`` of workspace for calls on ``stream`` of
+    ``device`` (in the current context: the device's primary one). Kept between calls; when
+    too small, a larger one replaces it after the stream's work is done."""
+    key = (device, stream)
+    got = _spaces.get(key)
+    if got is not None and got[1] >= nbytes:
+        return got[0]
+    from .binary import _check, _current_context, _driver
+    _current_context()
+    drv = _driver()
+    if got is not None:
+        _check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        _check(drv.cuMemFree(got[0]), "cuMemFree(split-K workspace)")
+    size = max(nbytes, 1 << 20)
+    ptr = int(_check(drv.cuMemAlloc(size), "cuMemAlloc(split-K workspace)"))
+    _spaces[key] = (ptr, size)
+    return ptr

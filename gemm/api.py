@@ -16,10 +16,12 @@ TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mm
 ('tensorcore', 'tensorcore')
 """
 
+from dataclasses import replace
 from typing import Any, Optional
 
-from gemm import autotune, hopper, simt, tensorcore
+from gemm import autotune, hopper, simt, splitk, tensorcore
 from gemm._env import simulator_active
+from gemm.hopper import _sm_count
 from gemm.launch import Launcher
 from gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, check_stream,
                            kernel_buffer, new_like, operand, output_operand, product_operands,
@@ -129,7 +131,7 @@ def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
 
 
 _launchers = {}
-_SCALARS = ("uint32",) * 12 + ("float32",) * 2
+_SCALARS = ("uint32",) * 14 + ("float32",) * 2
 
 
 def _launcher(kernel, a_unit, b_unit, vec_a, vec_b):
@@ -141,7 +143,7 @@ def _launcher(kernel, a_unit, b_unit, vec_a, vec_b):
         va = simt.copy_vector(cfg, a_unit, cfg.bM, vec_a)
         vb = simt.copy_vector(cfg, b_unit, cfg.bN, vec_b)
         make = simt.simt_kernel if simulator_active() else simt.simt_binary
-        kern = make(cfg, a_unit, b_unit, va, vb)
+        kern = make(replace(cfg, split_k=1), a_unit, b_unit, va, vb)   # a run-time choice
         entry = _launchers[key] = (cfg, Launcher(kern, 3, 4, _SCALARS, free_scalars=2))
     return entry
 
@@ -320,15 +322,70 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     b_unit = 1 - b.unit_mode
     cfg, launch = _launcher(kernel, a.unit_mode, b_unit, _vector(a), _vector(b))
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
-    grid = ((m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN, nb)
+    tiles = (m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN
+    k_tiles = -(-k // cfg.bK)
+    split = cfg.split_k if kernel is not None or sim else simt_split(
+        nb * tiles[0] * tiles[1], k_tiles, _sm_count(c.device) * cfg.min_blocks)
+    kps = -(-k_tiles // min(split, MAX_GRID_YZ // nb))     # blocks z: nb x the ranges
+    split = -(-k_tiles // kps)                    # no range without a k-tile
+    handle = 0 if sim else stream_handle(stream, a)
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
-    scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn, a.bstride, b.bstride, c.bstride,
-               alpha, beta)
-    plan = launch(grid, (cfg.threads, 1, 1), 0 if sim else stream_handle(stream, a),
-                  buffers, scalars)
+    strides = (sam, sak, sbn, sbk)
+    if split == 1:
+        plan = launch(tiles + (nb,), (cfg.threads, 1, 1), handle, buffers,
+                      (m, n, k) + strides + (scm, scn, a.bstride, b.bstride, c.bstride, nb,
+                                             kps, alpha, beta))
+    else:
+        plan = _split_k(launch, cfg, tiles, buffers, (m, n, k) + strides, (a, b, c), nb,
+                        split, kps, handle, alpha, beta)
     if not sim:
         _keep_plan(kernel, (a, b, c), plan)
     return out
+
+
+def simt_split(blocks, k_tiles, slots):
+    """The split-K of a SIMT call without a named kernel: as many K ranges as fill the GPU's
+    block ``slots`` (SMs x blocks per SM), each of at least 8 k-tiles, none below 2 ranges."""
+    split = min(slots // max(blocks, 1), k_tiles // 8, 64)
+    return split if split >= 2 else 1
+
+
+def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, alpha, beta):
+    """The SIMT kernel writing ``split`` K ranges' partial products to a workspace in C's
+    orientation (its unit stride along the workspace's rows), then gemm.splitk's reduction
+    into C. Returns the plan (None in the simulator)."""
+    a, b, c = ops
+    m, n = scalars[0], scalars[1]
+    col = c.unit_mode == 0                  # column-major C: the workspace holds C^T
+    rows, cols = (n, m) if col else (m, n)
+    ldw = cols + cols % 2
+    size = split * nb * rows * ldw
+    if size >= 2 ** 32:
+        raise ValueError(f"matmul: split_k={split} needs a workspace of {size} floats; at "
+                         "most 2**32 - 1")
+    sw = (1, ldw) if col else (ldw, 1)
+    ldc = c.strides[1] if col else c.strides[0]
+    if c.kind == "sim":
+        import numpy as np
+        w = np.zeros(size, np.float32)
+    else:
+        w = (splitk.workspace(4 * size, stream, c.device), size)
+    kernel_scalars = scalars + sw + (a.bstride, b.bstride, rows * ldw, nb, kps)
+    grid = tiles + (nb * split,)
+    out = buffers[2]
+    kern = launch(grid, (cfg.threads, 1, 1), stream, buffers[:2] + (w,),
+                  kernel_scalars + (1.0, 0.0))
+    red = splitk.reduce_splits("float32", w, out, rows, cols, ldw, nb, split, ldc, c.bstride,
+                               alpha, beta, stream)
+    if kern is None:
+        return None
+    device = c.device
+
+    def plan(addresses, stream, alpha, beta):
+        ws = splitk.workspace(4 * size, stream, device)
+        kern((addresses[0], addresses[1], ws), stream, 1.0, 0.0)
+        red((ws, addresses[2]), stream, alpha, beta)
+    return plan
 
 
 def _in_parts(A, B, out, a, b, shape, out_dtype, rest):

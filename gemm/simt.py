@@ -45,7 +45,10 @@ class SimtConfig:
     ``vector_mn``: each thread owns runs of this many consecutive M (and N) elements, so its
     shared -> register reads may be vectorized (a permutation of the tiled MMA); 1 is MoYe's
     plain layout. ``min_blocks > 1`` asks the compiler (launch bounds) for few enough
-    registers that this many blocks fit on one SM.
+    registers that this many blocks fit on one SM. ``split_k``: K cut into that many ranges
+    of whole k-tiles, one block per (range, tile), the f32 partials added in order by a
+    second kernel (gemm.splitk); the kernel takes the ranges at run time, so this field does
+    not change what is compiled.
     """
 
     bM: int = 128
@@ -56,8 +59,12 @@ class SimtConfig:
     pad: int = None
     vector_mn: int = 1
     min_blocks: int = 1
+    split_k: int = 1
 
     def __post_init__(self):
+        if not (isinstance(self.split_k, int) and not isinstance(self.split_k, bool)
+                and 1 <= self.split_k <= 64):
+            raise ValueError(f"split_k must be an int in 1..64, not {self.split_k!r}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, not {self.pipeline!r}")
         if self.pad is None:
@@ -89,7 +96,7 @@ def copy_vector(cfg, unit, bmn, vec):
 
 
 SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], "
-              + ", ".join(["uint32"] * 12) + ", float32, float32)")
+              + ", ".join(["uint32"] * 14) + ", float32, float32)")
 
 
 def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):

@@ -22,7 +22,7 @@ from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
 from .arch.tile_plan import ADD
-from .codegen import Source, batch_offset, code, sym
+from .codegen import Source, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
 from .simt import copy_vector
@@ -179,16 +179,19 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")
     align = "" if simulator else ", alignment=16"
+    # Block z computes product z % NB of a batch over k-tiles [k0, KT): its range of K, z // NB
+    # (split-K: then C is the workspace of partials, matrix z; else KPS covers all of K).
     with src.block("def kernel(A, B, C, M, N, K, sAm, sAk, sBn, sBk, sCm, sCn, sAb, sBb, sCb, "
-                   "alpha, beta):"):
+                   "NB, KPS, alpha, beta):"):
         src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "by = U(cuda.blockIdx.y)",
+            "z = U(cuda.blockIdx.z)", "bz = z % NB", "k0 = (z // NB) * KPS",
             f"sA = cuda.shared.array({a.smem_size}, float32{align})",
             f"sB = cuda.shared.array({b.smem_size}, float32{align})",
-            f"KT = (K + U({cfg.bK - 1})) // U({cfg.bK})")
+            f"KT = min((K + U({cfg.bK - 1})) // U({cfg.bK}), k0 + KPS)")
         for op in (a, b):
             p = op.name.lower()
             base0 = op.coords[(0,) * len(next(iter(op.coords)))]
-            src(f"{p}_g = {code(op.src[0])} + {batch_offset(f's{op.name}b')}",
+            src(f"{p}_g = {code(op.src[0])} + bz * s{op.name}b",
                 f"{p}_s = {code(op.dst[0])}",
                 f"{p}_cmn = {code(base0[0])}",
                 f"{p}_ck = {code(sympy.expand(base0[1]).subs(KT, 0))}")
@@ -215,7 +218,7 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
             _load_frag(src, "B", mma.b, kb, slot, stage, mma.mma_n, cfg.vector_mn)
 
         if cfg.pipeline == "prefetch":
-            src("kt = U(0)")
+            src("kt = k0")
             issue("kt", "U(0)")
             with src.block("while kt < KT:"):
                 src("cp_async_wait_all()", "cuda.syncthreads()")
@@ -234,7 +237,7 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
                 raise ValueError("double buffering needs equal A and B stage sizes")
             # rd/wr: the stages being read and written; cur: the stage the register loads
             # read, switched to the freshly written one once its copies have landed.
-            src("rd = U(0)", "wr = U(1)", "cur = U(0)", "kt = U(0)")
+            src("rd = U(0)", "wr = U(1)", "cur = U(0)", "kt = k0")
             issue("kt", "U(0)")
             src("cp_async_wait_all()", "cuda.syncthreads()")
             load(0, 0, "U(0)")
@@ -262,7 +265,7 @@ def _epilogue(src, mma):
     base, _, rest = mma.c
     coords = mma.c_coords
     m0, n0 = coords[(0, 0, 0)]
-    src(f"cg = {code(base)} + {batch_offset('sCb')}", f"cm = {code(m0)}", f"cn = {code(n0)}")
+    src(f"cg = {code(base)} + z * sCb", f"cm = {code(m0)}", f"cn = {code(n0)}")
     plan = []
     for i in range(mma.mma_m):
         for j in range(mma.mma_n):

@@ -27,12 +27,13 @@ def small(pipeline, vector_mn=1, pad=None):
                       vector_mn=vector_mn, pad=pad)
 
 
-def case(cfg, m, n, k, a_order, b_order, alpha=1.0, beta=0.0, seed=0):
+def case(cfg, m, n, k, a_order, b_order, alpha=1.0, beta=0.0, seed=0, c_order="C"):
     rng = np.random.default_rng(seed)
     a = np.asarray(rng.standard_normal((m, k)), np.float32, order=a_order)
     b = np.asarray(rng.standard_normal((k, n)), np.float32, order=b_order)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
-    out = cuda.to_device(c0 if beta else np.full((m, n), np.nan, np.float32))
+    out = cuda.to_device(np.asarray(c0 if beta else np.full((m, n), np.nan, np.float32),
+                                    order=c_order))
     gemm.matmul(cuda.to_device(a), cuda.to_device(b), out, alpha=alpha, beta=beta, kernel=cfg)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref = alpha * (a64 @ b64) + beta * c0
@@ -155,6 +156,14 @@ def split_reductions():
         if not np.array_equal(got_f[untouched], before[untouched]):
             err = float("inf")                  # an element outside the out was written
         got[name] = float(err)
+    # the SIMT kernel with split-K: uneven ranges, both out majors, a batch, alpha and beta
+    from dataclasses import replace
+    for name, pipeline, split in (("prefetch", "prefetch", 3), ("double", "double_buffer", 5)):
+        cfg = replace(small(pipeline), split_k=split)
+        got[f"simt {name} split {split}, row out"] = batch_case(
+            cfg, "float32", 2, 2, 33, 20, 50, alpha=0.5, beta=-2.0, out="row", seed=8)
+        got[f"simt {name} split {split}, col out"] = case(cfg, 20, 33, 45, "F", "C", 1.5, 0.5,
+                                                          seed=9, c_order="F")
     return got
 
 

@@ -212,3 +212,31 @@ def test_batched_and_broadcast_products(dtype, kernel):
     assert float(((out.double() - ref).abs() / (rel * bound)).max()) <= 1.0, SEED
     if dtype != torch.float32:          # the default out follows torch.matmul's type
         assert gemm.matmul(A, B, **kw).dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_k_by_shape_first_and_repeated_calls(dtype):
+    """Shapes whose default splits K (few output tiles, long K), row- and column-major outs
+    with beta, a first call and a repeated one (the fast path's plan, new data): against
+    float64, outs NaN-poisoned; a named kernel with split_k too."""
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    rel = 2e-6 if dtype == torch.float32 else 1e-3
+    kernels = [None] + ([gemm.simt.SimtConfig(bK=16, pad=4, vector_mn=4, min_blocks=2,
+                                              split_k=7)] if dtype == torch.float32 else [])
+    for kernel in kernels:
+        for m, n, k, col in ((16, 1024, 8192, False), (200, 136, 20000, True)):
+            for _ in range(2):
+                A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+                B = torch.randn(k, n, device="cuda", generator=g).to(dtype)
+                c0 = torch.randn(m, n, device="cuda", generator=g)
+                out = c0.T.contiguous().T if col else c0.clone()
+                gemm.matmul(A, B, out, alpha=0.5, beta=-1.0, kernel=kernel)
+                ref = 0.5 * (A.double() @ B.double()) - c0.double()
+                bound = 0.5 * (A.double().abs() @ B.double().abs()) + c0.double().abs()
+                err = float(((out.double() - ref).abs() / (rel * k ** 0.5 * bound)).max())
+                assert err <= 1.0, (SEED, kernel, m, n, k, col, err)
+                poisoned = torch.full((m, n), float("nan"), device="cuda")
+                gemm.matmul(A, B, poisoned, kernel=kernel)          # beta 0: out not read
+                err = (poisoned.double() - A.double() @ B.double()).abs() / (
+                    rel * k ** 0.5 * (A.double().abs() @ B.double().abs()))
+                assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, (SEED, kernel)

@@ -1,10 +1,11 @@
 """Autotuning of the tensor-core kernels: a search over tile shape, warp layout and ring depth
 (SM80's mma.sync kernel) and, on a GPU of compute capability 9.x, over the Hopper kernel's
-tile, ring depth, consumer warpgroups and delay_release, per problem, with an on-disk cache
-that :func:`gemm.matmul` reads.
+tile, ring depth, consumer warpgroups, delay_release and split-K (:func:`split_candidates`),
+per problem, with an on-disk cache that :func:`gemm.matmul` reads.
 
 A *problem* is what decides which kernel is fastest: the device (name and compute
-capability), M, N, K, the operands' type ("bfloat16", "float16", or "tfloat32" for float32
+capability), M, N, K (each rounded up to a quarter of its octave above 16, :func:`bucket`:
+nearby shapes share a tuned config), the operands' type ("bfloat16", "float16", or "tfloat32" for float32
 inputs), the major of A, B and ``out`` (which mode has the unit stride) and the output type.
 :func:`problem_key` writes it as one readable string, for example (one line, wrapped here)::
 
@@ -40,8 +41,9 @@ from gemm._env import simulator_active
 from gemm.operands import current_stream, operand
 from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
-__all__ = ["candidates", "hopper_candidates", "compile_any", "tune", "problem_key", "tuned_config", "lookup", "record",
-           "load_cache", "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
+__all__ = ["candidates", "hopper_candidates", "split_candidates", "compile_any", "tune",
+           "problem_key", "bucket", "tuned_config", "lookup", "record", "load_cache",
+           "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
 
 CACHE_ENV = "GEMM_AUTOTUNE_CACHE"
 FORMAT = 1
@@ -89,6 +91,23 @@ def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
     return out
 
 
+def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
+    """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the default
+    Hopper tiles and the 2 x 64 x 128 ones, each with the K ranges (2 to 32) whose work units
+    fit in two waves and keep >= 4 k-tiles per range. They share one compiled kernel per
+    tile shape (the ranges are a run-time argument)."""
+    from dataclasses import replace
+    out = []
+    for base in hopper_candidates(dtype, smem_limit)[:1]:
+        for cfg in (base, replace(base, bN=128)):
+            tiles = -(-m // cfg.tile_m) * -(-n // cfg.bN)
+            k_tiles = -(-k // cfg.bK)
+            for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
+                if tiles * split <= 2 * sms and k_tiles // split >= 4:
+                    out.append(replace(cfg, split_k=split))
+    return out
+
+
 def compile_any(variant):
     """Compile a tensor-core or Hopper variant (the compile function of spawned workers)."""
     from gemm import hopper, tensorcore
@@ -128,11 +147,13 @@ def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT, cc=(0, 0)):
 def config_label(cfg):
     """A short name: ``128x128x32 w2x2 s4`` (block tile, warps, stages), or for the Hopper
     kernel ``hopper 128x256 c2 s3 d0`` (block tile, consumers, stages, delay_release; then
-    ``g16`` for a group_m other than 8, ``pingpong`` for that schedule)."""
+    ``g16`` for a group_m other than 8, ``pingpong`` for that schedule, ``split4`` for
+    split-K)."""
     if hasattr(cfg, "consumers"):
         return (f"hopper {cfg.tile_m}x{cfg.bN} c{cfg.consumers} s{cfg.stages} "
                 f"d{cfg.delay_release}" + (f" g{cfg.group_m}" if cfg.group_m != 8 else "")
-                + (" pingpong" if cfg.schedule == "pingpong" else ""))
+                + (" pingpong" if cfg.schedule == "pingpong" else "")
+                + (f" split{cfg.split_k}" if cfg.split_k > 1 else ""))
     wm, wn = cfg.warps
     return f"{cfg.bM}x{cfg.bN}x{cfg.bK} w{wm}x{wn} s{cfg.stages}"
 
@@ -167,6 +188,7 @@ class _Problem:
     dtype: str
     out_dtype: str
     device: int
+    shape: tuple = ()           # (M, N, K)
 
 
 def _problem(A, B, out, out_dtype, caller):
@@ -189,9 +211,24 @@ def _problem(A, B, out, out_dtype, caller):
                             f"{out_dtype!r}")
         out_major = "N"
     name, cc, _ = _device_info(a.device)
-    key = (f"{name} sm{cc[0]}{cc[1]} | {m}x{n}x{k} {dtype} | A {'K' if a.unit_mode else 'M'}"
+    size = "x".join(str(bucket(x)) for x in (m, n, k))
+    key = (f"{name} sm{cc[0]}{cc[1]} | {size} {dtype} | A {'K' if a.unit_mode else 'M'}"
            f"-major, B {'N' if b.unit_mode else 'K'}-major | out {out_dtype} {out_major}-major")
-    return _Problem(key, dtype, out_dtype, a.device)
+    return _Problem(key, dtype, out_dtype, a.device, (m, n, k))
+
+
+def bucket(x):
+    """The extent a problem's key records for ``x`` (M, N or K): ``x`` itself up to 16, else
+    ``x`` rounded up to a quarter of its octave (20, 24, 28, 32, 40, .., 4096, 5120, ...), so
+    that nearby shapes share one tuned config.
+
+    >>> [bucket(x) for x in (1, 16, 17, 20, 33, 1000, 4096, 4097)]
+    [1, 16, 20, 20, 40, 1024, 4096, 5120]
+    """
+    if x <= 16:
+        return x
+    step = 1 << (x.bit_length() - 3)
+    return -(-x // step) * step
 
 
 def problem_key(A, B, out=None, out_dtype=None, *, caller="problem_key"):
@@ -419,6 +456,9 @@ def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, wor
     if configs is None:
         _, cc, smem = _device_info(problem.device)
         configs = candidates(problem.dtype, smem, cc)
+        if cc[0] == 9 and problem.shape:
+            configs += split_candidates(problem.dtype, *problem.shape,
+                                        hopper._sm_count(problem.device), smem)
     configs = list(dict.fromkeys(configs))
     for c in configs:
         if not isinstance(c, (tc.TensorCoreConfig, hopper.HopperConfig)):

@@ -469,3 +469,22 @@ if __name__ == "__main__":
     assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
     sys.path.insert(0, HERE)
     print(json.dumps(_simulated_cases()))
+
+
+def test_bucket_shares_keys_between_nearby_shapes_only():
+    values = [autotune.bucket(x) for x in range(1, 70000)]
+    assert all(b >= x and b < 1.25 * x + 1 for x, b in zip(range(1, 70000), values))
+    assert values == sorted(values)                         # monotone
+    assert all(autotune.bucket(b) == b for b in set(values))  # a bucket is its own bucket
+    assert len(set(values[1024:2048])) == 4                 # x in 1025..2048: 4 buckets
+
+
+def test_split_candidates_fill_two_waves_with_long_enough_ranges():
+    got = autotune.split_candidates("bfloat16", 1024, 1024, 16384, 132)
+    assert got and all(c.split_k > 1 for c in got)
+    for c in got:
+        tiles = -(-1024 // c.tile_m) * -(-1024 // c.bN)
+        assert tiles * c.split_k <= 2 * 132 and (16384 // c.bK) // c.split_k >= 4
+    assert {c.bN for c in got} == {128, 256}
+    assert autotune.split_candidates("bfloat16", 8192, 8192, 8192, 132) == []   # many tiles
+    assert "split4" in autotune.config_label(got[0].__class__(split_k=4))

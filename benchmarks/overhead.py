@@ -6,10 +6,10 @@ and what its parts cost; then the same for a bf16 call on the tensor cores.
 
 import torch
 
-import gemm
-from gemm import api
-from gemm.operands import operand
-from gemm.report import overhead, per_call_us
+from layoutalg import gemm
+from layoutalg.gemm import api
+from layoutalg.gemm.operands import operand
+from layoutalg.gemm.report import overhead, per_call_us
 
 
 overhead()

@@ -42,6 +42,10 @@ are declared integer and non-negative.
 i0_0 + i0_1*x + 8*i1
 """
 
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence, Union
+
 from .errors import LayoutError
 from .int_tuple import _congruent, _is_sympy, fmt, is_int, leaves
 from .layout import Layout, _flat
@@ -58,7 +62,7 @@ def _sympy():
 
 
 # --- constructors --------------------------------------------------------------------------
-def stride_symbols(names, **assumptions):
+def stride_symbols(names: Union[str, Sequence[str]], **assumptions: Any) -> tuple:
     """A tuple of integer sympy symbols for strides, e.g. ``stride_symbols("w x y z")``.
 
     Further sympy assumptions may be given (``positive=True`` lets ``cosize`` order them).
@@ -71,7 +75,7 @@ def stride_symbols(names, **assumptions):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def extent_symbols(names, **assumptions):
+def extent_symbols(names: Union[str, Sequence[str]], **assumptions: Any) -> tuple:
     """A tuple of positive integer sympy symbols for extents (the algebra refuses a symbolic
     extent without these two assumptions). A divisibility fact is stated by writing the
     extent as a multiple: ``8 * n`` is known to be divisible by 8.
@@ -85,7 +89,7 @@ def extent_symbols(names, **assumptions):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def symbolic_layout(shape, stride):
+def symbolic_layout(shape: Any, stride: Any) -> Layout:
     """A Layout whose string entries are symbols: in ``shape`` positive integer extents, in
     ``stride`` integer strides. ``stride`` may also be one string of names, one per leaf of
     the shape, in order.
@@ -129,7 +133,7 @@ def _unflatten(template, it):
 
 
 # --- the index as an expression --------------------------------------------------------------
-def coord_symbols(L, name="i"):
+def coord_symbols(L: Layout, name: str = "i") -> Any:
     """The coordinate symbols of layout ``L``, a nested tuple congruent with its shape (a
     single symbol for a rank-1 layout with an integer shape): ``i{k}`` for mode ``k``,
     ``i{k}_{j}`` for leaf ``j`` of a hierarchical mode ``k``.
@@ -162,7 +166,7 @@ def _check_layout(L, what):
     raise TypeError(f"{what} needs a Layout, not {type(L).__name__}: {L!r}")
 
 
-def layout_expr(L, coords=None):
+def layout_expr(L: Layout, coords: Any = None) -> Any:
     """The index ``L(coords)`` as a sympy expression, expanded and collected by coordinate.
 
     ``coords``: None (the symbols of :func:`coord_symbols`); a coordinate congruent with the
@@ -257,7 +261,7 @@ def _iter_leaves(t):
         yield t
 
 
-def latex(L, coords=None):
+def latex(L: Layout, coords: Any = None) -> Latex:
     """The layout and its index formula in LaTeX, as a :class:`Latex` (shown rendered in a
     notebook): ``shape:stride`` then ``coordinates -> index``.
 
@@ -284,7 +288,7 @@ def latex(L, coords=None):
 
 
 # --- back to numbers ----------------------------------------------------------------------
-def free_symbols(L):
+def free_symbols(L: Layout) -> set:
     """The sympy symbols in the shape and stride of ``L``.
 
     >>> sorted(map(str, free_symbols(symbolic_layout(("n", 4), (1, "n")))))
@@ -298,7 +302,7 @@ def free_symbols(L):
     return out
 
 
-def substitute(L, values):
+def substitute(L: Layout, values: Mapping[Any, Any]) -> Layout:
     """``L`` with its symbols replaced: ``values`` maps symbols (or their names) to numbers.
     Leaves that become integers are stored as ``int``, so the result is a numeric Layout
     when every symbol is given.
@@ -323,7 +327,7 @@ def substitute(L, values):
     return Layout(conv(L.shape), conv(L.stride))
 
 
-def same_function(A, B):
+def same_function(A: Layout, B: Layout) -> bool:
     """True when layouts ``A`` and ``B`` have the same size and ``A(i) == B(i)`` for every
     index ``i`` (decided by sympy for symbolic strides): equality as functions, which
     ignores how the modes are grouped and size-1 modes. Needs integer sizes.

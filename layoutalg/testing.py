@@ -26,8 +26,13 @@ given a result fails. This module needs hypothesis, which the algebra does not:
 ``pip install hypothesis`` (or the ``test`` extra); ``import layoutalg`` never imports it.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 try:
     from hypothesis import strategies as st
+    from hypothesis.strategies import SearchStrategy
 except ImportError as e:
     raise ImportError("layoutalg.testing needs hypothesis, which is not installed: "
                       "pip install hypothesis (or pip install 'layoutalg[test]')") from e
@@ -149,12 +154,12 @@ def layouts(draw, kinds=STRIDE_KINDS, max_depth=3, max_leaves=5, max_size=MAX_SI
     return Layout(shp, _unflatten(std, shp))
 
 
-def injective_layouts(**kw):
+def injective_layouts(**kw: Any) -> SearchStrategy:
     """Layouts with distinct offsets (compact, permuted or gapped strides)."""
     return layouts(kinds=("compact", "row_major", "permuted", "gapped"), **kw)
 
 
-def compact_layouts(**kw):
+def compact_layouts(**kw: Any) -> SearchStrategy:
     """Bijections onto ``[0, size)``: compact strides in a random order."""
     return layouts(kinds=("compact", "row_major", "permuted"), **kw)
 
@@ -236,7 +241,7 @@ def product_pairs(draw):
 
 
 # --- post-conditions ----------------------------------------------------------------------
-def offsets(L):
+def offsets(L: Layout) -> list:
     """``[L(i) for i in range(size(L))]``: the function of a layout, index by index.
 
     >>> offsets(Layout((2, 3), (3, 1)))
@@ -282,7 +287,7 @@ def _check_by_mode(call, check, A, tiler, R):
             _fail(call, R, f"mode {k}: {e}")
 
 
-def check_coalesce(A, R, profile=None):
+def check_coalesce(A: Layout, R: Layout, profile: Any = None) -> None:
     """``R == coalesce(A, profile)``: R has A's size and function, depth <= 1, no size-1
     modes (unless R is ``1:0``), and no neighbours that still merge (``d1 == s0 * d0``).
     With a tuple ``profile``, R has A's rank, mode k < len(profile) is mode k of A coalesced
@@ -315,7 +320,7 @@ def check_coalesce(A, R, profile=None):
             _fail(call, R, f"modes {k} and {k + 1} ({s0}:{d0}, {s1}:{d1}) still merge into one")
 
 
-def check_filter(A, R):
+def check_filter(A: Layout, R: Layout) -> None:
     """``R == filter(A)``: R reaches the same offsets as A, has no stride-0 modes (unless R
     is ``1:0``), and its size is the product of A's extents of non-zero stride.
 
@@ -335,7 +340,7 @@ def check_filter(A, R):
         _fail(call, R, f"its size is {R.size}, not {size} (A's extents of non-zero stride)")
 
 
-def check_composition(A, B, R):
+def check_composition(A: Layout, B: Any, R: Layout) -> None:
     """``R == A o B``: R is compatible with B's shape and ``R(i) == A(B(i))`` for every index
     i of B's domain. B may be an int n (``n:1``) or a tuple of tilers, applied mode by mode
     (None keeps A's mode). A may be any layout, a swizzled ComposedLayout included.
@@ -360,7 +365,7 @@ def check_composition(A, B, R):
                            f"gives {R(i)}, not A(B({i})) = A({B(i)}) = {A(B(i))}")
 
 
-def check_complement(A, M, R):
+def check_complement(A: Layout, M: Any, R: Layout) -> None:
     """``R == complement(A, M)``: with A' the layout of A's modes of non-zero stride, R is
     ordered (``R(k-1) < R(k)``), the concatenation ``(A', R)`` is injective (so R's offsets
     are disjoint from A's but for 0) and reaches exactly ``[0, size(A') * size(R))``, which
@@ -403,7 +408,7 @@ def check_complement(A, M, R):
                        f"{cotarget}: R has copies too many")
 
 
-def check_right_inverse(A, R):
+def check_right_inverse(A: Layout, R: Layout) -> None:
     """``R == right_inverse(A)``: ``A(R(i)) == i`` for every index i of R's domain, and R has
     A's size when A is a bijection onto ``[0, size(A))``.
 
@@ -422,7 +427,7 @@ def check_right_inverse(A, R):
         _fail(call, R, f"its size is {R.size}, but A is a bijection onto [0, {A.size})")
 
 
-def check_left_inverse(A, R):
+def check_left_inverse(A: Layout, R: Layout) -> None:
     """``R == left_inverse(A)``: ``R(A(i)) == i`` for every index i of A's domain.
 
     >>> from layoutalg import left_inverse
@@ -445,7 +450,7 @@ def _checked_complement(call, R, L, cotarget):
     return rest
 
 
-def check_logical_divide(A, B, R):
+def check_logical_divide(A: Layout, B: Any, R: Layout) -> None:
     """``R == logical_divide(A, B) == A o (B, B*)``, with ``B* = complement(B, size(A))``: R
     has rank 2, mode 0 compatible with B's shape, mode 1 with B*'s, and
     ``R(i, j) == A(B(i) + B*(j))`` for every i in B's domain and j in B*'s. B may be an int
@@ -478,7 +483,7 @@ def check_logical_divide(A, B, R):
                                f"B*({j})) = A({B(i) + rest(j)}) = {want}, with B* = {rest}")
 
 
-def check_logical_product(A, B, R):
+def check_logical_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == logical_product(A, B) == (A, A* o B)``, with ``A* = complement(A, size(A) *
     cosize(B))``: R has rank 2, mode 0 is A, mode 1 is compatible with B's shape and
     ``R[1](j) == A*(B(j))`` for every j in B's domain. B may be an int n (``n:1``) or a
@@ -553,7 +558,7 @@ def _check_regrouped(op, A, B, R, check, reference):
             _fail(call, R, f"mode {k} is {got}, not {w} (from {name} = {P})")
 
 
-def check_zipped_divide(A, B, R):
+def check_zipped_divide(A: Layout, B: Any, R: Layout) -> None:
     """``R == zipped_divide(A, B)``: :func:`check_logical_divide`'s result regrouped as
     ``((tiles), (rests))`` (with a Layout tiler, the logical divide itself).
 
@@ -564,28 +569,28 @@ def check_zipped_divide(A, B, R):
     _check_regrouped("zipped_divide", A, B, R, check_logical_divide, logical_divide)
 
 
-def check_tiled_divide(A, B, R):
+def check_tiled_divide(A: Layout, B: Any, R: Layout) -> None:
     """``R == tiled_divide(A, B)``: the zipped divide as ``((tiles), rest0, rest1, ...)``."""
     _check_regrouped("tiled_divide", A, B, R, check_logical_divide, logical_divide)
 
 
-def check_flat_divide(A, B, R):
+def check_flat_divide(A: Layout, B: Any, R: Layout) -> None:
     """``R == flat_divide(A, B)``: the zipped divide as ``(tile0, ..., rest0, ...)``."""
     _check_regrouped("flat_divide", A, B, R, check_logical_divide, logical_divide)
 
 
-def check_zipped_product(A, B, R):
+def check_zipped_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == zipped_product(A, B)``: :func:`check_logical_product`'s result regrouped as
     ``((A's modes), (copies))`` (with a Layout B, the logical product itself)."""
     _check_regrouped("zipped_product", A, B, R, check_logical_product, logical_product)
 
 
-def check_tiled_product(A, B, R):
+def check_tiled_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == tiled_product(A, B)``: the zipped product as ``((A's modes), copies0, ...)``."""
     _check_regrouped("tiled_product", A, B, R, check_logical_product, logical_product)
 
 
-def check_flat_product(A, B, R):
+def check_flat_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == flat_product(A, B)``: the zipped product as ``(A0, A1, ..., copies0, ...)``."""
     _check_regrouped("flat_product", A, B, R, check_logical_product, logical_product)
 
@@ -612,7 +617,7 @@ def _check_rank_product(op, A, B, R):
                            f"logical_product = {P})")
 
 
-def check_blocked_product(A, B, R):
+def check_blocked_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == blocked_product(A, B)``: copies of A arranged as B, mode by mode: mode i of R
     is ``(A_i, copies_i)`` of the logical product of A and B padded to the same rank.
 
@@ -623,7 +628,7 @@ def check_blocked_product(A, B, R):
     _check_rank_product("blocked_product", A, B, R)
 
 
-def check_raked_product(A, B, R):
+def check_raked_product(A: Layout, B: Any, R: Layout) -> None:
     """``R == raked_product(A, B)``: as :func:`check_blocked_product`, with mode i of R
     ``(copies_i, A_i)``."""
     _check_rank_product("raked_product", A, B, R)

@@ -21,6 +21,10 @@ page) and grid lines are one path, so a cell costs about 120 bytes (a 128x64 til
 [('0,0', '0'), ('0,1', '1'), ('0,2', '2'), ('1,0', '3'), ('1,1', '4'), ('1,2', '5')]
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
 import colorsys
 from html import escape
 from math import gcd
@@ -28,6 +32,9 @@ from math import gcd
 from .errors import LayoutError
 from .int_tuple import is_int, product
 from .layout import Layout
+
+if TYPE_CHECKING:
+    from .types import AnyLayout
 
 __all__ = [
     "Svg", "svg_layout", "svg_swizzle_banks", "svg_tv", "svg_tv_layout", "smem_banks",
@@ -69,7 +76,7 @@ PALETTE_8 = _make_palette(8)      # values and threads, cycling like CuTe's pict
 PALETTE_32 = _make_palette(32)    # one colour per shared-memory bank
 
 
-def color_of(key, palette=PALETTE_8):
+def color_of(key: Any, palette: Sequence[str] = PALETTE_8) -> str:
     """The palette's colour of an integer key (the palette cycles).
 
     >>> color_of(0) == color_of(8) != color_of(1)
@@ -257,7 +264,9 @@ def _num(x):
 
 
 # --- pictures of layouts -------------------------------------------------------------
-def svg_layout(L, *, color=None, palette=PALETTE_8, title=None, axis_labels=True):
+def svg_layout(L: AnyLayout, *, color: Optional[Callable[[int], Any]] = None,
+               palette: Sequence[str] = PALETTE_8, title: Optional[str] = None,
+               axis_labels: bool = True) -> Svg:
     """SVG of a rank-1 or rank-2 layout (or ComposedLayout): each cell labelled with its
     offset and coloured by it.
 
@@ -285,7 +294,8 @@ def svg_layout(L, *, color=None, palette=PALETTE_8, title=None, axis_labels=True
     return c.svg()
 
 
-def smem_banks(L, element_bytes, *, banks=32, bank_bytes=4):
+def smem_banks(L: AnyLayout, element_bytes: int, *, banks: int = 32,
+               bank_bytes: int = 4) -> List[List[int]]:
     """The shared-memory bank of each element of a rank-1 or rank-2 layout of offsets (in
     elements), as a list of rows: ``(offset * element_bytes // bank_bytes) % banks``.
 
@@ -312,8 +322,9 @@ def _bank(offset, element_bytes, banks, bank_bytes):
     return (offset * element_bytes // bank_bytes) % banks
 
 
-def svg_swizzle_banks(L, element_bytes, *, highlight=(), banks=32, bank_bytes=4,
-                      title=None, axis_labels=True):
+def svg_swizzle_banks(L: AnyLayout, element_bytes: int, *, highlight: Sequence[Any] = (),
+                      banks: int = 32, bank_bytes: int = 4, title: Optional[str] = None,
+                      axis_labels: bool = True) -> Svg:
     """SVG of the shared-memory bank each element of a (possibly swizzled) layout lands in:
     each cell labelled with its bank ``(offset * element_bytes // bank_bytes) % banks`` and
     coloured by it.
@@ -364,7 +375,7 @@ def _tile_dims(tile, what):
     return rows, cols
 
 
-def tv_owners(layout_tv, tile):
+def tv_owners(layout_tv: Layout, tile: Tuple[int, ...]) -> Dict[Tuple[int, int], list]:
     """{(row, col): [(thread, value), ...]} of a TV layout ``(thread, value) -> column-major
     index`` in a ``tile`` (M, N) (or (N,) for a rank-1 tile, one row): who holds each
     element, in increasing (thread, value) order.
@@ -419,7 +430,8 @@ def _tv_label_sizes(tv_layouts):
     return _cell_width(1 + max(len(str(threads - 1)), len(str(values - 1))))
 
 
-def svg_tv(layout_tv, tile, *, title=None, palette=PALETTE_8):
+def svg_tv(layout_tv: Layout, tile: Tuple[int, ...], *, title: Optional[str] = None,
+           palette: Sequence[str] = PALETTE_8) -> Svg:
     """SVG of a TV layout ``(thread, value) -> column-major index`` in ``tile`` (M, N):
     each element labelled with the thread and value that hold it (``T12``, ``V3``; the
     first of them, by thread then value, when several threads hold it) and coloured by
@@ -434,7 +446,8 @@ def svg_tv(layout_tv, tile, *, title=None, palette=PALETTE_8):
     return _tv_canvas(layout_tv, tile, title, palette).svg()
 
 
-def svg_tv_layout(tiled, *, palette=PALETTE_8, title=None):
+def svg_tv_layout(tiled: Any, *, palette: Sequence[str] = PALETTE_8,
+                  title: Optional[str] = None) -> Svg:
     """SVG of a TiledCopy or TiledMMA: each element of the tile labelled with the thread and
     value that hold it and coloured by thread, like CuTe's print_svg / print_latex.
 
@@ -503,7 +516,7 @@ def _svg_tiled_mma(tiled, palette, title):
     return c.svg()
 
 
-def side_by_side(*pictures, gap=16):
+def side_by_side(*pictures: Any, gap: int = 16) -> Svg:
     """One picture of several SVG pictures placed left to right (each a nested ``<svg>``).
 
     >>> from layoutalg import Layout
@@ -533,7 +546,8 @@ def _attr(tag, name):
 
 
 # --- timelines ------------------------------------------------------------------------
-def svg_timeline(lanes, *, title=None, unit=24, time_label="time"):
+def svg_timeline(lanes: Any, *, title: Optional[str] = None, unit: int = 24,
+                 time_label: str = "time") -> Svg:
     """SVG of a timeline: one row per lane, each interval a box from its start to its end.
 
     ``lanes``: a sequence of ``(name, intervals)``, an interval ``(start, end, label)`` or

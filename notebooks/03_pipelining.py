@@ -26,7 +26,7 @@
 #
 # **GPU or simulator.** numba chooses its CUDA simulator once, when `numba.cuda` is first
 # imported, from `NUMBA_ENABLE_CUDASIM`. So the first cell decides, before anything imports
-# numba: it asks a child process whether a GPU is usable (as `python -m gemm` does) and, if
+# numba: it asks a child process whether a GPU is usable (as `python -m layoutalg.gemm` does) and, if
 # not, sets `NUMBA_ENABLE_CUDASIM=1`. On a GPU the kernels run at 2048^3 and are timed; in
 # the simulator they run at a small size with partial tiles (a 32x32x8 tile on 8x8 threads,
 # every thread a Python thread) and are only checked, not timed.
@@ -57,9 +57,9 @@ print("numba's CUDA simulator (small sizes, no timings)" if SIMULATOR
 import numpy as np
 from numba import cuda
 
-import gemm
-from gemm.pipeline import BlockSpec, emit_pipeline
-from gemm.simt import SimtConfig, simt_source
+from layoutalg import gemm
+from layoutalg.gemm.pipeline import BlockSpec, emit_pipeline
+from layoutalg.gemm.simt import SimtConfig, simt_source
 from layoutalg.viz import svg_timeline
 
 # %% [markdown]

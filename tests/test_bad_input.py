@@ -79,27 +79,48 @@ def test_version_and_typing_marker():
     assert os.path.exists(os.path.join(os.path.dirname(layoutalg.__file__), "py.typed"))
 
 
-def test_gemm_without_numba_says_which_extra(monkeypatch):
+@pytest.mark.parametrize("name", ["layoutalg.gemm", "gemm"])
+def test_gemm_without_numba_says_which_extra(monkeypatch, name):
     import importlib
     import sys
     import importlib.util as util
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec",
                         lambda name, *a: None if name == "numba_cuda" else real(name, *a))
-    saved = sys.modules.pop("gemm", None)
+    saved = {n: sys.modules.pop(n, None) for n in ("gemm", "layoutalg.gemm")}
     try:
         with pytest.raises(ImportError, match=r"layoutalg\[gemm\]"):
-            importlib.import_module("gemm")
+            importlib.import_module(name)
     finally:
-        sys.modules.pop("gemm", None)
-        if saved is not None:
-            sys.modules["gemm"] = saved
+        for n, module in saved.items():
+            sys.modules.pop(n, None)
+            if module is not None:
+                sys.modules[n] = module
+
+
+def test_the_old_name_gemm_is_the_same_package():
+    """``import gemm`` (the kernels' name before layoutalg.gemm) gives the same modules, so a
+    class reached either way is one class, and ``python -m gemm`` runs the same CLI."""
+    import subprocess
+    import sys
+    import gemm
+    import gemm.hopper
+    from gemm.api import matmul
+    import layoutalg.gemm as lg
+    import layoutalg.gemm.hopper as lh
+    assert gemm is lg and gemm.hopper is lh and matmul is lg.api.matmul
+    assert lh.__spec__.name == "layoutalg.gemm.hopper"      # its own spec, not the alias's
+    from gemm.hopper import HopperConfig
+    assert HopperConfig is lh.HopperConfig
+    out = subprocess.run([sys.executable, "-m", "gemm", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "python -m layoutalg.gemm tune" in out.stdout, out.stderr
 
 
 def test_cli_help_is_plain_text_with_examples(capsys):
-    from gemm.__main__ import main
+    from layoutalg.gemm.__main__ import main
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0
-    assert "``" not in out and "examples:" in out and "python -m gemm tune" in out
+    assert "``" not in out and "examples:" in out and "python -m layoutalg.gemm tune" in out

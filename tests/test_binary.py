@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from gemm import binary, codegen
+from layoutalg.gemm import binary, codegen
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gemm.collective import ring_plan
+from layoutalg.gemm.collective import ring_plan
 
 HERE = os.path.dirname(__file__)
 

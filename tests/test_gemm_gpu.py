@@ -19,7 +19,7 @@ from gpucase import require_gpu  # noqa: E402
 require_gpu()
 
 torch = pytest.importorskip("torch")
-import gemm  # noqa: E402
+from layoutalg import gemm  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 KERNELS = list(gemm.KERNELS)
@@ -72,7 +72,7 @@ def test_alpha_beta_and_column_major_out(kernel):
 def test_repeated_calls_reuse_one_plan_with_new_data_and_streams():
     """After the first call, calls with tensors of the same kind take the planned launch:
     new addresses, alpha and beta, and the caller's current stream must all reach it."""
-    from gemm import api
+    from layoutalg.gemm import api
     rng = np.random.default_rng(SEED + 3)
     m, n, k = 200, 130, 70
     plans = len(api._plans)

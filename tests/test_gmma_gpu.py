@@ -9,17 +9,17 @@ instructions."""
 import numpy as np
 import pytest
 
-from gemm._env import simulator_active
+from layoutalg.gemm._env import simulator_active
 
 if simulator_active():
     pytest.skip("wgmma has no simulator twin yet", allow_module_level=True)
 
 from numba import cuda  # noqa: E402
 
-from gemm.arch.sm90 import (  # noqa: E402
-    fence_mbarrier_init, fence_proxy_async, mbarrier_arrive_expect_tx, mbarrier_init,
-    mbarrier_wait, smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile, wgmma_wait,
-)
+from layoutalg.gemm.arch.sm90 import (# noqa: E402 fence_mbarrier_init, fence_proxy_async,
+                                      mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait,
+                                      smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile,
+                                      wgmma_wait)
 from layoutalg import tile_to_shape  # noqa: E402
 from layoutalg.atom import decode, encode  # noqa: E402
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom  # noqa: E402
@@ -225,7 +225,7 @@ def test_tma_kernels_compile_to_sm90a(case):
 @pytest.mark.skipif(not _has_hopper(), reason="needs a GPU of compute capability 9.x")
 @pytest.mark.parametrize("case", TMA_CASES, ids=str)
 def test_tma_then_wgmma_matches_float64(case):
-    from gemm.tma import tensor_map
+    from layoutalg.gemm.tma import tensor_map
     op, m, n, K, _, (bmaj, _) = case
     rng = np.random.default_rng(sum(map(ord, str(case))))
     kernel, ta, tb, (ba, bb), da, db = tma_plan(case)

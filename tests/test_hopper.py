@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from gemm.hopper import HopperConfig, HopperVariant
+from layoutalg.gemm.hopper import HopperConfig, HopperVariant
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
@@ -54,7 +54,7 @@ def ptx_d_fragment(thread, i):
 
 @pytest.mark.parametrize("bm, bn", [(128, 128), (64, 256), (64, 64)])
 def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
-    from gemm.hopper_gen import hopper_plan
+    from layoutalg.gemm.hopper_gen import hopper_plan
     p = hopper_plan(HopperVariant(HopperConfig(bM=bm, bN=bn)))
     for t in range(128):
         row0, col0 = p.thread_base[t]
@@ -74,7 +74,7 @@ def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
     ("tfloat32", "K", "K")])
 def test_descriptors_and_boxes(dtype, a_major, b_major):
     from layoutalg.atom.gmma import GmmaDescriptor
-    from gemm.hopper_gen import hopper_plan
+    from layoutalg.gemm.hopper_gen import hopper_plan
     cfg = HopperConfig(dtype=dtype)
     p = hopper_plan(HopperVariant(cfg, a_major, b_major))
     mode = 1 << 62                              # 128-byte swizzle
@@ -93,8 +93,8 @@ def test_descriptors_and_boxes(dtype, a_major, b_major):
                                 dict(consumers=1, delay_release=0),
                                 dict(consumers=1, schedule="plain", delay_release=1)])
 def test_the_kernels_pipeline_schedule_is_right(kw):
-    from gemm.hopper_gen import pipeline_of
-    from gemm.pipeline_sm90 import check_schedule
+    from layoutalg.gemm.hopper_gen import pipeline_of
+    from layoutalg.gemm.pipeline_sm90 import check_schedule
     p = pipeline_of(HopperVariant(HopperConfig(**kw)))
     for tiles, steps in ((1, 1), (3, 5), (4, 2)):
         check_schedule(p.schedule(tiles, steps), p, interleavings=20)
@@ -118,8 +118,8 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
                               delay_release=1), out_dtype="bfloat16"), 128, 16, None, 1),
 ])
 def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
-    from gemm.arch.inspect import local_memory_ops, ptxas_usage
-    from gemm.hopper import ptx
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from layoutalg.gemm.hopper import ptx
     text = ptx(**kw)
     assert ".target sm_90a" in text
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k{k}" in text
@@ -142,7 +142,7 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
 
 @pytest.mark.parametrize("vector", [False, True])
 def test_store_pairs_twin(vector):
-    from gemm.arch.sim_tile import store_pairs_tile       # pure numpy
+    from layoutalg.gemm.arch.sim_tile import store_pairs_tile       # pure numpy
     plan = ((0, 0, 0), (2, 1, 2))
     acc = np.float32([1, 2, 3, 4])
     C = np.full(3 * 4, 10, np.float32)
@@ -155,7 +155,7 @@ def test_store_pairs_twin(vector):
 
 
 def test_store_pairs_twin_rounds_to_bfloat16():
-    from gemm.arch.sim_tile import store_pairs_tile
+    from layoutalg.gemm.arch.sim_tile import store_pairs_tile
     C = np.zeros(2, np.uint16)
     store_pairs_tile("bfloat16", ((0, 0, 0),))(C, np.float32([1 + 2 ** -9, -3]), 1.0, 0.0,
                                                0, 0, 1, 2, 2)
@@ -166,7 +166,7 @@ def test_store_pairs_twin_rounds_to_bfloat16():
 
 @needs_ptx
 def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
-    from gemm import hopper, precompile
+    from layoutalg.gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths, with and without split-K
@@ -200,7 +200,7 @@ def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, 
     """The emitted decode of a persistent grid's work unit (gemm.hopper_gen._coords), run in
     Python: units 0 .. tiles x products x K ranges - 1 map one to one onto (row, column,
     product, K range)."""
-    from gemm.hopper_gen import _coords
+    from layoutalg.gemm.hopper_gen import _coords
     src = _Uint32Source()
     names = _coords(group_m, sk > 1)(src, "u")
     code = compile("\n".join(src), "coords", "exec")
@@ -217,7 +217,7 @@ def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, 
 
 
 def test_default_split_fills_the_sms_only_where_tiles_are_few():
-    from gemm.hopper import MAX_SPLIT_K, MIN_SPLIT_TILES, default_split
+    from layoutalg.gemm.hopper import MAX_SPLIT_K, MIN_SPLIT_TILES, default_split
     assert default_split(132, 1000, 132) == 1 and default_split(45, 1000, 132) == 1
     assert default_split(32, 256, 132) == 4             # 1024 x 1024 x 16384 bf16
     assert default_split(16, 64, 132) == 8              # a decode step: 16 x 4096 x 4096
@@ -227,7 +227,7 @@ def test_default_split_fills_the_sms_only_where_tiles_are_few():
 
 
 def test_default_config_splits_k_or_narrows_tiles_by_shape():
-    from gemm.hopper import default_config
+    from layoutalg.gemm.hopper import default_config
 
     def pick(dtype, m, n, k, nb=1):
         cfg = default_config(dtype, m, n, k, nb, 132)

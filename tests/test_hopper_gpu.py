@@ -21,7 +21,7 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 from benchmarks import hopper_check as hc  # noqa: E402
-from gemm.hopper import hopper_supported  # noqa: E402
+from layoutalg.gemm.hopper import hopper_supported  # noqa: E402
 
 if not hopper_supported(torch.cuda.current_device()):
     pytest.skip("needs a GPU of compute capability 9.x", allow_module_level=True)

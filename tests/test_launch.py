@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from gemm.launch import BoundLaunch, Launcher
+from layoutalg.gemm.launch import BoundLaunch, Launcher
 
 SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
 SIZES = [8] * 14 + [4] * 5

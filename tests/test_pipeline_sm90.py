@@ -4,9 +4,10 @@ consumer count and step count, and each kind of broken schedule is caught."""
 
 import pytest
 
-from gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
-                                check_schedule, emit_pipeline, emit_pipeline_warp_specialized)
-from gemm.codegen import Source
+from layoutalg.gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
+                                          check_schedule, emit_pipeline,
+                                          emit_pipeline_warp_specialized)
+from layoutalg.gemm.codegen import Source
 
 SPEC = TmaSpec("m", 4096, ((0, 0, 0),), lambda coords, k: ("k", "m"))
 

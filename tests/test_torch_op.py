@@ -6,7 +6,7 @@ reason, where torch is not installed."""
 import pytest
 
 torch = pytest.importorskip("torch", reason="gemm.torch needs torch (not installed here)")
-import gemm.torch as gt  # noqa: E402
+import layoutalg.gemm.torch as gt  # noqa: E402
 
 
 def _meta(*shape, dtype=torch.bfloat16):

@@ -19,12 +19,19 @@ ldmatrix row, the 32-bit register), ``value_bits``.
 (32,(32,4)):(32,(1,1024))
 """
 
+from __future__ import annotations
+
+from typing import Optional, Union
+
 import numpy as np
 
 from ..algebra import upcast
 from ..errors import LayoutError
 from ..int_tuple import check_positive_int, is_int, leaves
 from ..layout import Layout
+
+# an element type: a numpy dtype or scalar type, or a name such as "bfloat16"
+ValueType = Union[str, type, np.dtype]
 
 __all__ = [
     "CopyAtom", "UniversalCopy", "SM80_CP_ASYNC_CACHEALWAYS", "SM80_CP_ASYNC_CACHEGLOBAL",
@@ -36,7 +43,7 @@ _TYPE_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "b8": 8, 
               "b32": 32, "b64": 64, "b128": 128}
 
 
-def type_bits(value_type):
+def type_bits(value_type: ValueType) -> int:
     """Width in bits of a value type: an int (bits), a PTX type name or a numpy dtype.
 
     >>> type_bits(16), type_bits("bf16"), type_bits(np.float32)
@@ -159,7 +166,8 @@ def _size(fn, nbytes, bits, default=None):
 
 
 @_register
-def UniversalCopy(bits=None, value_type=None, *, nbytes=None):
+def UniversalCopy(bits: Optional[int] = None, value_type: Optional[ValueType] = None, *,
+                  nbytes: Optional[int] = None) -> CopyAtom:
     """One thread moves ``bits`` bits (8, 16, 32, 64 or 128; or ``nbytes=`` 1 to 16) with a
     plain load and store.
 
@@ -179,7 +187,9 @@ def UniversalCopy(bits=None, value_type=None, *, nbytes=None):
 
 
 @_register
-def SM80_CP_ASYNC_CACHEALWAYS(nbytes=None, value_type=None, *, bits=None):
+def SM80_CP_ASYNC_CACHEALWAYS(nbytes: Optional[int] = None,
+                              value_type: Optional[ValueType] = None, *,
+                              bits: Optional[int] = None) -> CopyAtom:
     """``cp.async.ca.shared.global [dst], [src], nbytes`` for 4, 8 or 16 bytes (PTX ISA
     9.7.9.25.3 "cp.async"; or ``bits=`` 32, 64, 128): one thread copies global to shared
     memory asynchronously, caching at all levels. The source and destination must be
@@ -197,7 +207,9 @@ def SM80_CP_ASYNC_CACHEALWAYS(nbytes=None, value_type=None, *, bits=None):
 
 
 @_register
-def SM80_CP_ASYNC_CACHEGLOBAL(nbytes=None, value_type=None, *, bits=None):
+def SM80_CP_ASYNC_CACHEGLOBAL(nbytes: Optional[int] = None,
+                              value_type: Optional[ValueType] = None, *,
+                              bits: Optional[int] = None) -> CopyAtom:
     """``cp.async.cg.shared.global [dst], [src], 16`` (PTX ISA 9.7.9.25.3 "cp.async"): caches
     in L2 only. The PTX ISA allows only 16 bytes (128 bits) with ``.cg``; other sizes raise
     ValueError. (MoYe.jl's CACHEGLOBAL atom silently issues ``.ca``; this one is
@@ -241,26 +253,26 @@ def _ldsm(name, num, trans, value_type, args):
 
 
 @_register
-def SM75_U32x1_LDSM_N(value_type=None):
+def SM75_U32x1_LDSM_N(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x1.shared.b16``: one 8x8 matrix, one register per thread.
     Values default to 16 bits (2 per thread)."""
     return _ldsm("SM75_U32x1_LDSM_N", 1, False, value_type, ())
 
 
 @_register
-def SM75_U32x2_LDSM_N(value_type=None):
+def SM75_U32x2_LDSM_N(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x2.shared.b16``: two matrices, two registers per thread."""
     return _ldsm("SM75_U32x2_LDSM_N", 2, False, value_type, ())
 
 
 @_register
-def SM75_U32x4_LDSM_N(value_type=None):
+def SM75_U32x4_LDSM_N(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: four matrices, four registers per thread."""
     return _ldsm("SM75_U32x4_LDSM_N", 4, False, value_type, ())
 
 
 @_register
-def SM75_U16x2_LDSM_T(value_type=None):
+def SM75_U16x2_LDSM_T(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16``: one matrix, transposed.
 
     >>> print(SM75_U16x2_LDSM_T().layout_dst)
@@ -270,12 +282,12 @@ def SM75_U16x2_LDSM_T(value_type=None):
 
 
 @_register
-def SM75_U16x4_LDSM_T(value_type=None):
+def SM75_U16x4_LDSM_T(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16``: two matrices, transposed."""
     return _ldsm("SM75_U16x4_LDSM_T", 2, True, value_type, ())
 
 
 @_register
-def SM75_U16x8_LDSM_T(value_type=None):
+def SM75_U16x8_LDSM_T(value_type: Optional[ValueType] = None) -> CopyAtom:
     """``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16``: four matrices, transposed."""
     return _ldsm("SM75_U16x8_LDSM_T", 4, True, value_type, ())

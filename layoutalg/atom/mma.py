@@ -22,6 +22,10 @@ as ``t + 4*g`` (t = threadID_in_group, g = groupID) gives the thread mode ``(4,8
 ((16, 8, 16), 'm16n8k16', 'f16', 'f32')
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..layout import Layout
@@ -35,7 +39,7 @@ __all__ = [
 ]
 
 
-def storage_dtype(type_name):
+def storage_dtype(type_name: str) -> np.dtype:
     """The numpy dtype that holds values of a type on the CPU: ``f16`` in float16, ``bf16``
     as its raw 16 bits in uint16 (numpy has no bfloat16; GPU kernels move the same bits),
     ``tf32``/``f32`` in float32, else the numpy dtype of that name."""
@@ -44,7 +48,7 @@ def storage_dtype(type_name):
             "f64": np.dtype(np.float64)}.get(type_name) or np.dtype(type_name)
 
 
-def encode(x, type_name):
+def encode(x: Any, type_name: str) -> np.ndarray:
     """Numbers -> the storage of ``type_name`` (see storage_dtype), rounding as a conversion
     instruction does: ``f16`` and ``bf16`` round to nearest even; ``tf32`` rounds to nearest
     with ties away from zero (``cvt.rna.tf32.f32``) and stays in float32. Data already in the
@@ -69,7 +73,7 @@ def encode(x, type_name):
     return x.astype(st)
 
 
-def decode(x, type_name):
+def decode(x: Any, type_name: str) -> np.ndarray:
     """The storage of ``type_name`` -> its numbers (float64 for floating types)."""
     x = np.asarray(x)
     if type_name == "bf16":
@@ -79,7 +83,7 @@ def decode(x, type_name):
     return x
 
 
-def round_to_type(x, type_name):
+def round_to_type(x: Any, type_name: str) -> np.ndarray:
     """``x`` rounded to the values of ``type_name`` (as numbers).
 
     >>> round_to_type(np.array([1 + 2**-8, 1 + 3 * 2**-9]), "bf16").tolist()
@@ -165,7 +169,7 @@ class MMAAtom:
     __repr__ = __str__
 
 
-def UniversalFMA(a_type=np.float32, b_type=None, c_type=None):
+def UniversalFMA(a_type: Any = np.float32, b_type: Any = None, c_type: Any = None) -> MMAAtom:
     """One thread computes ``d = a * b + c`` on scalars of any numpy dtype (1x1x1).
 
     >>> atom = UniversalFMA(np.float32)
@@ -214,7 +218,7 @@ def _sm80(name, k, layout_A, layout_B, a, b, c, d):
                    _WARP, layout_A, layout_B, _C_16x8, a, b, c, d)
 
 
-def SM80_16x8x16_F32BF16BF16F32_TN():
+def SM80_16x8x16_F32BF16BF16F32_TN() -> MMAAtom:
     """``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`` (PTX ISA 9.7.14.5.8): a warp
     multiplies a 16x16 bf16 A (row-major, "T") by a 16x8 bf16 B (column-major, "N"; given as
     8x16 (N, K)) into a 16x8 f32 C. A: 8 values per thread, B: 4, C: 4."""
@@ -222,21 +226,21 @@ def SM80_16x8x16_F32BF16BF16F32_TN():
                  "bf16", "bf16", "f32", "f32")
 
 
-def SM80_16x8x16_F32F16F16F32_TN():
+def SM80_16x8x16_F32F16F16F32_TN() -> MMAAtom:
     """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` (PTX ISA 9.7.14.5.8): f16 inputs,
     f32 accumulators; layouts as SM80_16x8x16_F32BF16BF16F32_TN."""
     return _sm80("SM80_16x8x16_F32F16F16F32_TN", 16, _A_16x16, _B_8x16,
                  "f16", "f16", "f32", "f32")
 
 
-def SM80_16x8x16_F16F16F16F16_TN():
+def SM80_16x8x16_F16F16F16F16_TN() -> MMAAtom:
     """``mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16`` (PTX ISA 9.7.14.5.8): f16 inputs
     and f16 accumulators (C in two .f16x2 registers, same element layout as f32)."""
     return _sm80("SM80_16x8x16_F16F16F16F16_TN", 16, _A_16x16, _B_8x16,
                  "f16", "f16", "f16", "f16")
 
 
-def SM80_16x8x8_F16F16F16F16_TN():
+def SM80_16x8x8_F16F16F16F16_TN() -> MMAAtom:
     """``mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16`` (PTX ISA 9.7.14.5.7): a 16x8 f16 A
     (4 values per thread), an 8x8 f16 B (2 values), a 16x8 f16 C (4 values).
 
@@ -247,7 +251,7 @@ def SM80_16x8x8_F16F16F16F16_TN():
                  "f16", "f16", "f16", "f16")
 
 
-def SM80_16x8x8_F32TF32TF32F32_TN():
+def SM80_16x8x8_F32TF32TF32F32_TN() -> MMAAtom:
     """``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (PTX ISA 9.7.14.5.7): tf32 A
     (four .b32 registers, rows g and g+8 alternate first), tf32 B (two registers), f32 C.
 
@@ -301,7 +305,7 @@ def _sm90(name, k, n, a, b, a_major, b_major):
     return atom
 
 
-def SM90_64xNx16_F32BF16BF16_SS(n, a_major="K", b_major="K"):
+def SM90_64xNx16_F32BF16BF16_SS(n: int, a_major: str = "K", b_major: str = "K") -> MMAAtom:
     """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16`` with A and B in shared memory:
     a warpgroup (128 threads) multiplies a 64x16 bf16 A by a 16xN bf16 B (given as (N, K))
     into a 64xN f32 accumulator, N a multiple of 8 in 8..256. ``a_major`` / ``b_major``: "K"
@@ -317,12 +321,12 @@ def SM90_64xNx16_F32BF16BF16_SS(n, a_major="K", b_major="K"):
     return _sm90("SM90_64xNx16_F32BF16BF16_SS", 16, n, "bf16", "bf16", a_major, b_major)
 
 
-def SM90_64xNx16_F32F16F16_SS(n, a_major="K", b_major="K"):
+def SM90_64xNx16_F32F16F16_SS(n: int, a_major: str = "K", b_major: str = "K") -> MMAAtom:
     """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16``: as the bf16 form, f16 inputs."""
     return _sm90("SM90_64xNx16_F32F16F16_SS", 16, n, "f16", "f16", a_major, b_major)
 
 
-def SM90_64xNx8_F32TF32TF32_SS(n, a_major="K", b_major="K"):
+def SM90_64xNx8_F32TF32TF32_SS(n: int, a_major: str = "K", b_major: str = "K") -> MMAAtom:
     """``wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32``: a 64x8 tf32 A and an 8xN tf32
     B, both K-major in shared memory (wgmma transposes only 16-bit types: an MN-major tf32
     operand raises LayoutError)."""

@@ -45,10 +45,9 @@ from llvmlite import ir
 from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
-from gemm.arch._lowering import (
-    F32, I32, I64, VOID, TypingError, array_data, asm, check_array, check_int, fence_intrinsic,
-    literal_int, shared_base, to_int, unpack, wait_group_intrinsic,
-)
+from layoutalg.gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
+                                           check_array, check_int, fence_intrinsic, literal_int,
+                                           shared_base, to_int, unpack, wait_group_intrinsic)
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",

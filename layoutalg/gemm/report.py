@@ -1,4 +1,4 @@
-"""What ``python -m gemm`` prints: each kernel checked against a reference and timed.
+"""What ``python -m layoutalg.gemm`` prints: each kernel checked against a reference and timed.
 
 SIMT kernels (fp32): the reference is cuBLAS through torch (TF32 off) or CuPy when either is
 installed, else numpy in float64 on the host. Tensor-core kernel (bf16, f16, and tf32 on
@@ -14,8 +14,8 @@ import math
 import numpy as np
 from tqdm import tqdm
 
-from gemm import api, autotune
-from gemm._env import simulator_active
+from layoutalg.gemm import api, autotune
+from layoutalg.gemm._env import simulator_active
 
 __all__ = ["run", "bench", "tune", "check", "check64", "Backend", "overhead", "per_call_us",
            "bfloat16_bits", "tensorcore_tol", "TENSORCORE_DTYPES"]
@@ -244,7 +244,7 @@ def _tensorcore_operands(backend, m, n, k, dtype):
 
 
 def _hopper_device():
-    from gemm.hopper import hopper_supported
+    from layoutalg.gemm.hopper import hopper_supported
     from numba import cuda
     return hopper_supported(cuda.get_current_device().id)
 
@@ -253,8 +253,8 @@ def _tensorcore_choices(backend, A, B, C, dtype):
     """[(matmul keywords, label)] of the tensor-core calls to show: matmul's own choice (the
     tuned config, else the device's default: the Hopper kernel on 9.x) and, on a 9.x GPU,
     the SM80 mma.sync kernel beside it; bf16 bits (no torch) need explicit configs."""
-    from gemm.hopper import HopperConfig
-    from gemm.tensorcore import TensorCoreConfig
+    from layoutalg.gemm.hopper import HopperConfig
+    from layoutalg.gemm.tensorcore import TensorCoreConfig
     sm80 = TensorCoreConfig(dtype=dtype)
     hopper = not simulator_active() and _hopper_device()
     default = HopperConfig(dtype=dtype) if hopper else sm80
@@ -357,7 +357,7 @@ def _run_simulator(backend):
 
 def tune(sizes, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32", reps=20,
          workers=None, force=False):
-    """``python -m gemm tune``: tune the tensor-core kernel for M = N = K = each size (A
+    """``python -m layoutalg.gemm tune``: tune the tensor-core kernel for M = N = K = each size (A
     row-major when ``a_major`` is "K", else column-major; B likewise with "K" or "N"), unless
     the cache has the problem already (``force`` tunes again). Prints each winner and the
     fastest candidates; returns an exit status."""

@@ -20,7 +20,7 @@ costs a dictionary lookup. In the CUDA simulator it only checks its arguments.
 232448
 """
 
-from gemm._env import simulator_active
+from layoutalg.gemm._env import simulator_active
 
 __all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "STATIC_SHARED_LIMIT",
            "DYNAMIC_SHARED_LIMIT"]

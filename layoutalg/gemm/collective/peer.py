@@ -159,7 +159,7 @@ class PeerRing:
             self.graph_error = f"{type(e).__name__}: {e}"
             self.comm = torch.cuda.Stream(self.device)
             import logging
-            logging.getLogger("gemm.collective").warning(
+            logging.getLogger("layoutalg.gemm.collective").warning(
                 "all_gather_matmul: no CUDA graph (%s); every call is enqueued",
                 self.graph_error)
             return None

@@ -5,8 +5,8 @@ per problem, with an on-disk cache that :func:`gemm.matmul` reads.
 
 A *problem* is what decides which kernel is fastest: the device (name and compute
 capability), M, N, K (each rounded up to a quarter of its octave above 16, :func:`bucket`:
-nearby shapes share a tuned config), the operands' type ("bfloat16", "float16", or "tfloat32" for float32
-inputs), the major of A, B and ``out`` (which mode has the unit stride) and the output type.
+nearby shapes share a tuned config), the operands' type ("bfloat16", "float16", or
+"tfloat32" for float32 inputs), the major of A, B and ``out`` (which mode has the unit stride) and the output type.
 :func:`problem_key` writes it as one readable string, for example (one line, wrapped here)::
 
     NVIDIA H100 80GB HBM3 sm90 | 4096x4096x4096 bfloat16 | A K-major, B K-major |
@@ -27,6 +27,10 @@ True
 ['hopper 128x256 c2 s3 d0', 'hopper 128x256 c2 s4 d0']
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
 import json
 import os
 import statistics
@@ -37,9 +41,9 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
-from gemm._env import simulator_active
-from gemm.operands import current_stream, operand
-from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.operands import current_stream, operand
+from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
 __all__ = ["candidates", "hopper_candidates", "split_candidates", "compile_any", "tune",
            "problem_key", "bucket", "tuned_config", "lookup", "record", "load_cache",
@@ -81,7 +85,7 @@ class AutotuneCacheWarning(UserWarning):
 
 def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
     """The HopperConfigs :func:`tune` tries on a 9.x GPU (see ``_HOPPER``)."""
-    from gemm.hopper import HopperConfig
+    from layoutalg.gemm.hopper import HopperConfig
     out = []
     for bm, bn, stages, consumers, delay, group, schedule in _HOPPER:
         cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers,
@@ -110,7 +114,7 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
 
 def compile_any(variant):
     """Compile a tensor-core or Hopper variant (the compile function of spawned workers)."""
-    from gemm import hopper, tensorcore
+    from layoutalg.gemm import hopper, tensorcore
     if isinstance(variant, hopper.HopperVariant):
         hopper.compile_variant(variant)
     else:
@@ -122,7 +126,7 @@ def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT, cc=(0, 0)):
     see the comment on the search space above), leaving out those that are invalid for the
     dtype (their construction raises ValueError) or need more than ``smem_limit`` bytes of
     shared memory, then on compute capability ``cc`` 9.x the :func:`hopper_candidates`."""
-    from gemm import tensorcore as tc
+    from layoutalg.gemm import tensorcore as tc
     if dtype not in tc.DTYPES:
         raise ValueError(f"candidates: dtype must be one of {tc.DTYPES}, got {dtype!r}")
     if not isinstance(smem_limit, int) or isinstance(smem_limit, bool) or smem_limit <= 0:
@@ -164,7 +168,7 @@ def _device_info(index):
     """(name, compute capability, opt-in shared bytes per block) of CUDA device ``index``."""
     if simulator_active():
         return "numba CUDA simulator", (0, 0), SMEM_LIMIT
-    from gemm.binary import device_properties
+    from layoutalg.gemm.binary import device_properties
     return device_properties(index)
 
 
@@ -217,7 +221,7 @@ def _problem(A, B, out, out_dtype, caller):
     return _Problem(key, dtype, out_dtype, a.device, (m, n, k))
 
 
-def bucket(x):
+def bucket(x: int) -> int:
     """The extent a problem's key records for ``x`` (M, N or K): ``x`` itself up to 16, else
     ``x`` rounded up to a quarter of its octave (20, 24, 28, 32, 40, .., 4096, 5120, ...), so
     that nearby shapes share one tuned config.
@@ -231,7 +235,8 @@ def bucket(x):
     return -(-x // step) * step
 
 
-def problem_key(A, B, out=None, out_dtype=None, *, caller="problem_key"):
+def problem_key(A: Any, B: Any, out: Any = None, out_dtype: Optional[str] = None, *,
+                caller: str = "problem_key") -> str:
     """The cache key of ``tensorcore_matmul(A, B, out, out_dtype=out_dtype)`` on this device
     (see the module docstring); errors name ``caller``."""
     return _problem(A, B, out, out_dtype, caller).key
@@ -242,7 +247,7 @@ def problem_key(A, B, out=None, out_dtype=None, *, caller="problem_key"):
 _memory = {}        # path -> (file signature, entries): the file is parsed once per change
 
 
-def cache_path():
+def cache_path() -> str:
     """``$GEMM_AUTOTUNE_CACHE``, else ``~/.cache/layoutalg-gemm/autotune.json``."""
     return os.environ.get(CACHE_ENV) or os.path.join(
         os.path.expanduser("~"), ".cache", "layoutalg-gemm", "autotune.json")
@@ -258,7 +263,7 @@ def _signature(path):
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-def load_cache(path=None):
+def load_cache(path: Optional[str] = None) -> dict:
     """The cache's entries {key: entry}; {} when the file is missing, and, with an
     :class:`AutotuneCacheWarning`, when it is unreadable or not an autotune cache."""
     path = path or cache_path()
@@ -286,7 +291,7 @@ def load_cache(path=None):
 def _config_from(d):
     """The TensorCoreConfig or HopperConfig (it has ``consumers``) stored as ``d`` (lists back
     to tuples); None if it is not one this version can build."""
-    from gemm import hopper, tensorcore as tc
+    from layoutalg.gemm import hopper, tensorcore as tc
     kind = hopper.HopperConfig if "consumers" in d else tc.TensorCoreConfig
     try:
         return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
@@ -296,7 +301,7 @@ def _config_from(d):
         return None
 
 
-def lookup(key, path=None):
+def lookup(key: str, path: Optional[str] = None) -> Any:
     """The tuned config (TensorCoreConfig or HopperConfig) stored under ``key``, or None."""
     entry = load_cache(path).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
@@ -304,7 +309,7 @@ def lookup(key, path=None):
     return _config_from(entry["config"])
 
 
-def tuned_config(A, B, out=None, out_dtype=None):
+def tuned_config(A: Any, B: Any, out: Any = None, out_dtype: Optional[str] = None) -> Any:
     """The tuned config for this call from the cache, or None."""
     return lookup(problem_key(A, B, out, out_dtype, caller="tuned_config"))
 
@@ -393,7 +398,7 @@ def _measure(A, B, out, cfg, out_dtype, reps, warmup):
     call's plan (as gemm.matmul repeats a call), so the argument checks of a call are not
     timed: on small problems they would outweigh the kernel."""
     from numba import cuda
-    from gemm import hopper, tensorcore
+    from layoutalg.gemm import hopper, tensorcore
     kernel = hopper if isinstance(cfg, hopper.HopperConfig) else tensorcore
     out, plan = kernel.launch_matmul(A, B, out, 1.0, 0.0, cfg, out_dtype, "tune")
     ops = [operand(x, name, False, "tune") for x, name in ((A, "A"), (B, "B"), (out, "out"))]
@@ -430,8 +435,9 @@ def _scratch_like(out):
     return new.T if col else new
 
 
-def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, workers=None,
-         progress=True):
+def tune(A: Any, B: Any, out: Any = None, *, out_dtype: Optional[str] = None,
+         configs: Optional[Sequence[Any]] = None, reps: int = 20, warmup: int = 3,
+         workers: Optional[int] = None, progress: bool = True) -> Any:
     """Find the fastest config (TensorCoreConfig, or on a 9.x GPU possibly a HopperConfig) for
     ``matmul(A, B, out)`` on these operands, store it (and every timing) in the cache, and
     return it.
@@ -445,7 +451,7 @@ def tune(A, B, out=None, *, out_dtype=None, configs=None, reps=20, warmup=3, wor
     None) fixes the output's type and major; the timed calls write a scratch array, never
     ``out``. ``progress``: tqdm progress bars on stderr. Needs a GPU.
     """
-    from gemm import hopper, tensorcore as tc
+    from layoutalg.gemm import hopper, tensorcore as tc
     if simulator_active():
         raise RuntimeError("tune: needs a CUDA GPU; the numba CUDA simulator has nothing to "
                            "time")

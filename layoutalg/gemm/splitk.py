@@ -32,7 +32,7 @@ _OUT = {"float32": ("float32", "", ""),
 _SOURCE = '''\
 import numpy as np
 from numba import cuda, float32
-from gemm.arch import bf16_to_f32, cvt_rn_bf16_f32, cvt_rn_f16_f32, f16_to_f32
+from layoutalg.gemm.arch import bf16_to_f32, cvt_rn_bf16_f32, cvt_rn_f16_f32, f16_to_f32
 U = np.uint32
 
 

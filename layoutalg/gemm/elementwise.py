@@ -23,18 +23,22 @@ or always with ``shared="dynamic"``) they are slices of the block's dynamic shar
 True
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
 from dataclasses import dataclass
 from functools import lru_cache
 
 import sympy
 
-from gemm._env import simulator_active
-from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
-from gemm.codegen import Source, load_module, sym
-from gemm.launch import Launcher
-from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
-                           operand, output_operand)
-from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
+from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
+from layoutalg.gemm.codegen import Source, load_module, sym
+from layoutalg.gemm.launch import Launcher
+from layoutalg.gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
+                                     operand, output_operand)
+from layoutalg.gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 
 __all__ = ["AddConfig", "add_matrices", "prepare_add", "add_source", "add_kernel",
            "ADD_SIGNATURE"]
@@ -140,7 +144,7 @@ def add_source(cfg, units=(1, 1), vectors=(4, 4, 4), simulator=False, jit=True):
     src = Source()
     src("import numpy as np",
         "from numba import cuda",
-        f"from gemm.arch import {', '.join(ARCH_IMPORTS)}",
+        f"from layoutalg.gemm.arch import {', '.join(ARCH_IMPORTS)}",
         "U = np.uint32",
         f"# add_matrices: {cfg}, x unit mode {units[0]}, y unit mode {units[1]}, "
         f"vectors {vectors}",
@@ -173,7 +177,7 @@ def _launcher(cfg, units, vectors):
     kernel = add_kernel(cfg, units, vectors)
     nbytes = cfg.shared_bytes if cfg.dynamic else 0
     if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
-        from gemm.arch.smem import allow_dynamic_shared
+        from layoutalg.gemm.arch.smem import allow_dynamic_shared
         kernel.compile(ADD_SIGNATURE)
         allow_dynamic_shared(kernel, nbytes, ADD_SIGNATURE)
     return Launcher(kernel, 3, 4, _SCALARS), nbytes
@@ -203,8 +207,9 @@ def _default_blocks(cfg, tiles):
     return min(tiles, dev.MULTIPROCESSOR_COUNT * max(1, per_sm))
 
 
-def add_matrices(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, threads=128,
-                 shared="auto", num_blocks=None):
+def add_matrices(x: Any, y: Any, out: Any = None, *, block: Tuple[int, int] = (8, 128),
+                 stages: int = 3, delay_release: int = 0, threads: int = 128,
+                 shared: Any = "auto", num_blocks: Optional[int] = None) -> Any:
     """``out = x + y`` for two float32 CUDA matrices of one shape (numba device arrays, CuPy
     arrays, torch tensors; row- or column-major or transposed views). ``out``: same shape,
     float32, on the same device (it may be ``x`` or ``y`` itself); None makes a row-major

@@ -22,6 +22,10 @@ What TMA needs, and what the kernel does otherwise:
 True
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -213,7 +217,7 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
 def hopper_function(variant):
     """The generated kernel as a plain Python function (its module cached on disk)."""
     def source():
-        from gemm.hopper_gen import hopper_source
+        from layoutalg.gemm.hopper_gen import hopper_source
         return hopper_source(variant)
     return kernel_module("hopper", variant, source).kernel
 
@@ -230,8 +234,9 @@ def hopper_kernel(variant):
 
 def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32"):
     """The kernel's PTX for sm_90a (no GPU needed): ``config`` a :class:`HopperConfig` (None:
-    the default for ``dtype``; its split_k > 1: the split-K kernel), ``dtype`` "bfloat16", "float16" or "tfloat32", the majors of
-    X and Y ("K" or "MN"), ``out_dtype`` "float32", "bfloat16" or "float16"."""
+    the default for ``dtype``; its split_k > 1: the split-K kernel), ``dtype`` "bfloat16",
+    "float16" or "tfloat32", the majors of X and Y ("K" or "MN"), ``out_dtype`` "float32",
+    "bfloat16" or "float16"."""
     from numba import cuda
     v = _variant(config, dtype, a_major, b_major, out_dtype)
     text, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
@@ -253,7 +258,7 @@ def compile_variant(variant):
     hopper_binary(variant)
 
 
-def hopper_supported(device=0):
+def hopper_supported(device: int = 0) -> bool:
     """Whether device ``device`` runs this kernel (compute capability 9.x)."""
     return device_properties(device or 0)[1][0] == 9
 
@@ -439,13 +444,15 @@ def _sm_count(device):
         "cuDeviceGetAttribute")
 
 
-def plan_call(A, B, out=None, *, config=None, out_dtype=None):
+def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,
+              out_dtype: Optional[str] = None) -> HopperVariant:
     """The :class:`HopperVariant` a call with these arguments compiles."""
     return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
 
 
-def hopper_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None,
-                  stream=None):
+def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
+                  config: Optional[HopperConfig] = None, out_dtype: Optional[str] = None,
+                  stream: Any = None) -> Any:
     """``out = alpha * A @ B + beta * out`` with the Hopper kernel (compute capability 9.x).
 
     Arguments as :func:`gemm.tensorcore.tensorcore_matmul`; ``config`` a

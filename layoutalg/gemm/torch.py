@@ -3,12 +3,13 @@
 implementation gives the result's shape and type), and differentiable (the backward runs the
 same kernels). On a GPU::
 
-    import torch, gemm.torch
+    import torch
+    from layoutalg.gemm import torch as gt
     a = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    y = gemm.torch.matmul(a, w)                  # bfloat16, as torch.mm
+    y = gt.matmul(a, w)                          # bfloat16, as torch.mm
     y.float().sum().backward()                   # a.grad = dy @ w.T, w.grad = a.T @ dy
-    f = torch.compile(lambda x, z: gemm.torch.matmul(x, z).relu(), fullgraph=True)
+    f = torch.compile(lambda x, z: gt.matmul(x, z).relu(), fullgraph=True)
 
 The operator takes CUDA tensors ``a`` (M, K) and ``b`` (K, N), or batches of them ((B, M, K),
 (B, K, N), a 2-D or batch-of-1 operand shared by every product, as ``torch.matmul``), of
@@ -22,7 +23,7 @@ from typing import Optional
 
 import torch
 
-import gemm
+from layoutalg import gemm
 
 __all__ = ["matmul"]
 

@@ -2,12 +2,12 @@
 
 A new kernel variant takes numba a few seconds to compile; its cubin is kept in
 ``gemm.codegen.cache_dir()`` (gemm.binary), so a later call or process loads it in a
-millisecond. ``python -m gemm precompile`` fills that cache using every core, before tests or
-benchmarks that touch many variants: every SIMT variant, and on a GPU
-the tensor-core kernel in its default configuration for each operand type and pair of majors
+millisecond. ``python -m layoutalg.gemm precompile`` fills that cache using every core,
+before tests or benchmarks that touch many variants: every SIMT variant, and on a GPU the
+tensor-core kernel in its default configuration for each operand type and pair of majors
 (with 16-byte-aligned operands, the usual case), and on a GPU of compute capability 9.x the
-Hopper kernel's (:func:`hopper_variants`), which ``gemm.matmul`` runs there. Configurations found by ``python -m gemm
-tune`` were compiled while tuning.
+Hopper kernel's (:func:`hopper_variants`), which ``gemm.matmul`` runs there. Configurations
+found by ``python -m layoutalg.gemm tune`` were compiled while tuning.
 
 The workers are spawned, not forked: planning the tensor-core variants touches the GPU, and
 a forked child of a process holding a CUDA context cannot use CUDA.
@@ -15,14 +15,14 @@ a forked child of a process holding a CUDA context cannot use CUDA.
 
 from dataclasses import replace
 
-from gemm._env import simulator_active
+from layoutalg.gemm._env import simulator_active
 
 __all__ = ["variants", "tensorcore_variants", "hopper_variants", "precompile"]
 
 
 def variants(names=None):
     """(kernel name, A unit mode, B unit mode, A vector, B vector) for every distinct kernel."""
-    from gemm import api, simt
+    from layoutalg.gemm import api, simt
     out = set()
     for name in names or api.KERNELS:
         cfg = api.KERNELS[name]
@@ -49,7 +49,7 @@ def tensorcore_variants(dtypes=None):
         return []
     import numpy as np
     from numba import cuda
-    from gemm import tensorcore as tc
+    from layoutalg.gemm import tensorcore as tc
     out = []
     for dtype in dtypes or tc.DTYPES:
         if dtype not in _ELEMENT:
@@ -72,7 +72,7 @@ def hopper_variants(dtypes=None):
     and without split-K; [] elsewhere and in the simulator."""
     if simulator_active():
         return []
-    from gemm import hopper
+    from layoutalg.gemm import hopper
     if not hopper.hopper_supported():
         return []
     out = []
@@ -91,10 +91,10 @@ def hopper_variants(dtypes=None):
 def _compile(job):
     kind, variant = job
     if kind in ("tensorcore", "hopper"):
-        from gemm import hopper, tensorcore
+        from layoutalg.gemm import hopper, tensorcore
         (hopper if kind == "hopper" else tensorcore).compile_variant(variant)
         return job
-    from gemm import api, simt
+    from layoutalg.gemm import api, simt
     name, a_unit, b_unit, va, vb = variant
     make = simt.simt_kernel if simulator_active() else simt.simt_binary
     make(api.KERNELS[name], a_unit, b_unit, va, vb)
@@ -109,7 +109,7 @@ def precompile(names=None, workers=None, progress=True, tensorcore=True):
     if tensorcore:
         todo += [("tensorcore", v) for v in tensorcore_variants()]
         todo += [("hopper", v) for v in hopper_variants()]
-    from gemm.autotune import _compile_all
+    from layoutalg.gemm.autotune import _compile_all
     failed = _compile_all(todo, workers, progress, compile_fn=_compile)
     if failed:
         raise RuntimeError(f"precompile: {len(failed)} of {len(todo)} variants failed; first: "

@@ -30,9 +30,9 @@ PIPELINES = ("prefetch", "double_buffer")
 def __getattr__(name):
     # the generator, imported on first use (sympy and layoutalg come with it)
     if name == "simt_source":
-        from gemm.simt_gen import simt_source
+        from layoutalg.gemm.simt_gen import simt_source
         return simt_source
-    raise AttributeError(f"module 'gemm.simt' has no attribute {name!r}")
+    raise AttributeError(f"module 'layoutalg.gemm.simt' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
     sim = simulator_active()
 
     def source():
-        from gemm.simt_gen import simt_source
+        from layoutalg.gemm.simt_gen import simt_source
         return simt_source(cfg, a_unit, b_unit, vec_a, vec_b, sim)
     return kernel_module("simt", (cfg, a_unit, b_unit, vec_a, vec_b, sim), source).kernel
 

@@ -19,8 +19,8 @@ import ctypes
 
 import numpy as np
 
-from gemm._env import simulator_active
-from gemm.binary import Binary
+from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.binary import Binary
 
 __all__ = ["Launcher", "BoundLaunch"]
 

@@ -33,7 +33,7 @@ __all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "ACK_RULE"
 if TYPE_CHECKING:
     import torch
 
-log = logging.getLogger("gemm.collective")
+log = logging.getLogger("layoutalg.gemm.collective")
 
 PATHS = ("peer", "sendrecv")
 _rings = {}      # (group, rank, m, k, dtype, device) -> PeerRing
@@ -207,7 +207,7 @@ def _agree(g, rank, size, a):
 
 
 def _multiply_gpu(src, b, out_rows):
-    import gemm
+    from layoutalg import gemm
     gemm.matmul(src, b, out_rows)
 
 
@@ -241,7 +241,7 @@ def _sendrecv(g, rank, size, a, b, out, m, multiply):
             current = nxt
 
 
-def release(group=None):
+def release(group: Any = None) -> None:
     """Close the peer buffers kept for ``group`` (every rank calls it); the next call makes
     them again."""
     g = group

@@ -1,4 +1,4 @@
-"""The main job: ``python -m gemm`` runs every kernel and checks it.
+"""The main job: ``python -m layoutalg.gemm`` runs every kernel and checks it.
 
 With a GPU: each SIMT kernel at a default size (4096^3), checked element by element against
 cuBLAS (through torch or CuPy when installed, else numpy float64 on the host), and the
@@ -9,11 +9,12 @@ printed as tables of TFLOP/s and the ratio to cuBLAS measured in the same run. W
 the same kernels in numba's CUDA simulator on small problems with partial tiles, checked
 against numpy; the output says it is the simulator.
 
-``python -m gemm bench --sizes 1024 2048 4096`` times the SIMT kernels and cuBLAS at each size
-and writes JSON and a PNG plot (matplotlib). ``python -m gemm tune --sizes 4096 8192 --dtype
-bfloat16`` tunes the tensor-core kernel for those problems into the autotune cache that
-``gemm.matmul`` reads (see gemm.autotune). ``python -m gemm precompile`` fills numba's disk
-cache with every kernel variant.
+``python -m layoutalg.gemm bench --sizes 1024 2048 4096`` times the SIMT kernels and cuBLAS
+at each size and writes JSON and a PNG plot (matplotlib). ``python -m layoutalg.gemm tune
+--sizes 4096 8192 --dtype bfloat16`` tunes the tensor-core kernel for those problems into the
+autotune cache that ``gemm.matmul`` reads (see gemm.autotune). ``python -m layoutalg.gemm
+precompile`` fills numba's disk cache with every kernel variant. (``python -m gemm`` is the
+same.)
 """
 
 import argparse
@@ -32,11 +33,11 @@ def _gpu_present():
 
 
 EXAMPLES = """examples:
-  python -m gemm                                 check and time every kernel
-  python -m gemm run --size 8192                 the same at 8192^3 (GPU)
-  python -m gemm precompile                      compile every kernel variant ahead of time
-  python -m gemm tune --sizes 4096 8192 --dtype bfloat16
-  python -m gemm bench --sizes 1024 2048 4096 --json out.json --plot out.png
+  python -m layoutalg.gemm                         check and time every kernel
+  python -m layoutalg.gemm run --size 8192         the same at 8192^3 (GPU)
+  python -m layoutalg.gemm precompile              compile every kernel variant ahead of time
+  python -m layoutalg.gemm tune --sizes 4096 8192 --dtype bfloat16
+  python -m layoutalg.gemm bench --sizes 1024 2048 4096 --json out.json --plot out.png
 """
 
 
@@ -46,7 +47,7 @@ def _plain(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gemm", description=_plain(__doc__),
+    parser = argparse.ArgumentParser(prog="python -m layoutalg.gemm", description=_plain(__doc__),
                                      epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
@@ -80,12 +81,12 @@ def main(argv=None):
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1" and not _gpu_present():
         print("No CUDA GPU found: re-running in numba's CUDA simulator.", flush=True)
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-        sys.exit(subprocess.run([sys.executable, "-m", "gemm", *(argv or sys.argv[1:])],
+        sys.exit(subprocess.run([sys.executable, "-m", "layoutalg.gemm", *(argv or sys.argv[1:])],
                                 env=env).returncode)
 
-    from gemm import report
+    from layoutalg.gemm import report
     if args.command == "precompile":
-        from gemm.precompile import precompile
+        from layoutalg.gemm.precompile import precompile
         print(f"compiled {precompile(tensorcore=not args.no_tensorcore)} kernel variants")
         return 0
     if args.command == "tune":

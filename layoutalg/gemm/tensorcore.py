@@ -14,6 +14,10 @@ needed: a process that finds the variant's compiled kernel on disk
 names (``smem_layout``, ``ring_events``, ``bank_conflicts``) are reachable from here too.
 """
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -46,9 +50,9 @@ _GENERATOR = ("smem_layout", "ring_events", "bank_conflicts", "tensorcore_source
 def __getattr__(name):
     # the generator's names, imported on first use (sympy and layoutalg come with it)
     if name in _GENERATOR:
-        from gemm import tensorcore_gen
+        from layoutalg.gemm import tensorcore_gen
         return getattr(tensorcore_gen, name)
-    raise AttributeError(f"module 'gemm.tensorcore' has no attribute {name!r}")
+    raise AttributeError(f"module 'layoutalg.gemm.tensorcore' has no attribute {name!r}")
 
 
 def _is_int(x):
@@ -228,7 +232,7 @@ def tensorcore_function(variant):
     v, sim = variant_of(variant), simulator_active()
 
     def source():
-        from gemm.tensorcore_gen import tensorcore_source
+        from layoutalg.gemm.tensorcore_gen import tensorcore_source
         return tensorcore_source(v, sim)
     return kernel_module("tensorcore", (v, sim), source).kernel
 
@@ -390,14 +394,16 @@ def _with_dtype(config, dtype):
     return TensorCoreConfig(dtype=dtype) if config is None else replace(config, dtype=dtype)
 
 
-def plan_call(A, B, out=None, *, config=None, out_dtype=None):
+def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[TensorCoreConfig] = None,
+              out_dtype: Optional[str] = None) -> Variant:
     """The :class:`Variant` a call with these arguments compiles (hashable and picklable; see
     :func:`compile_variant`). Checks the arguments like :func:`tensorcore_matmul`."""
     return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
 
 
-def tensorcore_matmul(A, B, out=None, *, alpha=1.0, beta=0.0, config=None, out_dtype=None,
-                      stream=None):
+def tensorcore_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0,
+                      beta: float = 0.0, config: Optional[TensorCoreConfig] = None,
+                      out_dtype: Optional[str] = None, stream: Any = None) -> Any:
     """``out = alpha * A @ B + beta * out`` on the tensor cores.
 
     ``A`` (M, K) and ``B`` (K, N): CUDA arrays (numba device arrays, CuPy arrays, torch

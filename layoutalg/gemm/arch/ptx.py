@@ -40,14 +40,14 @@ from llvmlite import ir
 from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
-from gemm.arch import ptx_convert
-from gemm.arch._lowering import (
-    F32, I32, VOID, TypingError, asm, cast_args, check_array, check_float, check_int,
-    fence_intrinsic, global_address, item_pointer, literal_int, reg_list, shared_address,
-    to_int, unpack, wait_group_intrinsic,
-)
-from gemm.arch.ptx_convert import *  # noqa: F401,F403  (the conversions are part of this layer)
-from gemm.arch.tile_plan import CP_ASYNC_SIZES, MMA_FORMS
+from layoutalg.gemm.arch import ptx_convert
+from layoutalg.gemm.arch._lowering import (F32, I32, VOID, TypingError, asm, cast_args, check_array,
+                                           check_float, check_int, fence_intrinsic, global_address,
+                                           item_pointer, literal_int, reg_list, shared_address,
+                                           to_int, unpack, wait_group_intrinsic)
+# the conversions are part of this layer
+from layoutalg.gemm.arch.ptx_convert import *  # noqa: F401,F403
+from layoutalg.gemm.arch.tile_plan import CP_ASYNC_SIZES, MMA_FORMS
 
 __all__ = [
     "cp_async_ca", "cp_async_cg", "cp_async_ca_zfill", "cp_async_cg_zfill",

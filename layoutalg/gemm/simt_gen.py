@@ -173,8 +173,8 @@ def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
     src = Source()
     src("import numpy as np",
         "from numba import cuda, float32",
-        "from gemm.arch import (cp_async_commit, cp_async_wait_all, cp_async_zfill_tile,",
-        "                       fill_tile, fma_tile, load_tile, store_c_tile)",
+        "from layoutalg.gemm.arch import (cp_async_commit, cp_async_wait_all,",
+        "    cp_async_zfill_tile, fill_tile, fma_tile, load_tile, store_c_tile)",
         "U = np.uint32",
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")

@@ -16,16 +16,18 @@ TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mm
 ('tensorcore', 'tensorcore')
 """
 
-from dataclasses import replace
-from typing import Any, Optional
+from __future__ import annotations
 
-from gemm import autotune, hopper, simt, splitk, tensorcore
-from gemm._env import simulator_active
-from gemm.hopper import _sm_count
-from gemm.launch import Launcher
-from gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, check_stream,
-                           kernel_buffer, new_like, operand, output_operand, product_operands,
-                           stream_handle)
+from dataclasses import replace
+from typing import Any, Optional, Tuple
+
+from layoutalg.gemm import autotune, hopper, simt, splitk, tensorcore
+from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.hopper import _sm_count
+from layoutalg.gemm.launch import Launcher
+from layoutalg.gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
+                                     check_stream, kernel_buffer, new_like, operand, output_operand,
+                                     product_operands, stream_handle)
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 
@@ -51,7 +53,7 @@ def _kernel_names():
     return sorted(KERNELS) + list(TENSORCORE_KERNELS)
 
 
-def kernel_config(kernel):
+def kernel_config(kernel: Any) -> simt.SimtConfig:
     """The SimtConfig named or given by ``kernel`` (None: the default)."""
     if kernel is None:
         kernel = DEFAULT_KERNEL
@@ -87,7 +89,8 @@ def _family(kernel):
                     f"{type(kernel).__name__} {kernel!r}")
 
 
-def route(a_dtype, b_dtype, kernel=None, allow_tf32=False):
+def route(a_dtype: str, b_dtype: str, kernel: Any = None,
+          allow_tf32: bool = False) -> Tuple[str, Any]:
     """Which kernel ``matmul`` runs for operands of these dtypes (numpy names):
     ``("simt", SimtConfig)`` or ``("tensorcore", choice)``, where choice is a TensorCoreConfig
     or HopperConfig, "tensorcore" (the tuned config from the cache, else the device's default),
@@ -195,7 +198,7 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
-      (the config tuned for this problem, see ``python -m gemm tune``, else the device's
+      (the config tuned for this problem, see ``python -m layoutalg.gemm tune``, else the device's
       default: on compute capability 9.x the Hopper kernel's when TMA can read A and B
       (16-byte aligned rows, tf32 operands K-major), its tiles and split-K chosen from the
       shape by ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"

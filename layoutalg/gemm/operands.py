@@ -14,7 +14,7 @@ apart (:func:`batch_count` checks that a call's batches agree).
 
 import numpy as np
 
-from gemm._env import simulator_active
+from layoutalg.gemm._env import simulator_active
 
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
            "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",

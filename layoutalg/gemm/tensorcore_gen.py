@@ -79,7 +79,7 @@ LDA, LDB, LDC = sym("lda"), sym("ldb"), sym("ldc")
 def smem_layout(cfg, bmn, major="K"):
     """The shared tile of one stage, (bmn, bK) -> element offset, swizzled.
 
-    >>> from gemm.tensorcore import TensorCoreConfig
+    >>> from layoutalg.gemm.tensorcore import TensorCoreConfig
     >>> cfg = TensorCoreConfig(bK=64)
     >>> print(smem_layout(cfg, 128, "K"))
     Sw<3,3,3> o 0 o (128,64):(64,1)
@@ -105,7 +105,7 @@ def ring_events(stages, k_tiles, k_blocks=2, delay_release=0):
     k-tile's first one after the ring's wait and sync), to check with
     :func:`gemm.pipeline.check_ring`.
 
-    >>> from gemm.pipeline import check_ring
+    >>> from layoutalg.gemm.pipeline import check_ring
     >>> check_ring(ring_events(4, 9, delay_release=1), 9)
     []
     """
@@ -437,12 +437,11 @@ def _emit(k, simulator):
     smem_type = "float32" if cfg.dtype == "tfloat32" else "uint16"
     src("import numpy as np",
         "from numba import cuda, float32, uint16",
-        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cp_async_commit, cp_async_tile,",
-        "                       cp_async_wait, cp_async_zfill_tile, cvt_rn_bf16_f32,",
-        "                       cvt_rn_bf16x2_f32,",
-        "                       cvt_rn_f16_f32, cvt_rn_f16x2_f32, f16_to_f32, f16x2_to_f32,",
-        "                       fill_tile, ld_v4_b32, ld_v4_f32, load_tile, mma_tile,",
-        "                       scaled_store_tile, st_v4_b32, st_v4_f32)",
+        "from layoutalg.gemm.arch import (",
+        "    bf16_to_f32, bf16x2_to_f32, cp_async_commit, cp_async_tile, cp_async_wait,",
+        "    cp_async_zfill_tile, cvt_rn_bf16_f32, cvt_rn_bf16x2_f32, cvt_rn_f16_f32,",
+        "    cvt_rn_f16x2_f32, f16_to_f32, f16x2_to_f32, fill_tile, ld_v4_b32, ld_v4_f32,",
+        "    load_tile, mma_tile, scaled_store_tile, st_v4_b32, st_v4_f32)",
         "U = np.uint32",
         f"ZERO = {'np.float32(0)' if smem_type == 'float32' else 'np.uint16(0)'}",
         f"# {v}",

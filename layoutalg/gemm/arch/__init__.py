@@ -35,8 +35,8 @@ these names). Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` res
 True
 """
 
-from gemm._env import simulator_active
-from gemm.arch import sim as _sim, sim_tile as _sim_tile     # pure Python: the names
+from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.arch import sim as _sim, sim_tile as _sim_tile     # pure Python: the names
 
 IMPLEMENTATION = "sim" if simulator_active() else "ptx"
 __all__ = list(_sim.__all__) + list(_sim_tile.__all__)
@@ -46,11 +46,11 @@ def __getattr__(name):
     # The instructions are imported on first use: the PTX layer imports numba, which a process
     # that only launches compiled kernels (gemm.binary) does without.
     if name not in __all__:
-        raise AttributeError(f"module 'gemm.arch' has no attribute {name!r}")
+        raise AttributeError(f"module 'layoutalg.gemm.arch' has no attribute {name!r}")
     if IMPLEMENTATION == "sim":
         impl, tile = _sim, _sim_tile
     else:
-        from gemm.arch import ptx as impl, tile
+        from layoutalg.gemm.arch import ptx as impl, tile
     globals().update({n: getattr(impl, n) for n in impl.__all__})
     globals().update({n: getattr(tile, n) for n in tile.__all__})
     return globals()[name]

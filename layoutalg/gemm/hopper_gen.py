@@ -177,9 +177,9 @@ def hopper_source(v):
                        f"{p.store_plan!r}, {split or v.vec_c})")
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
-        "from gemm.arch.sm90 import (" + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc",
-                                                                         "wgmma_tile")) + ")",
-        "from gemm.arch.tile import store_pairs_tile",
+        "from layoutalg.gemm.arch.sm90 import ("
+        + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc", "wgmma_tile")) + ")",
+        "from layoutalg.gemm.arch.tile import store_pairs_tile",
         "U = np.uint32", "U64 = np.uint64", f"# {v}", "")
 
     def desc(start, bits):

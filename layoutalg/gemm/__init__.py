@@ -1,0 +1,29 @@
+"""layoutalg.gemm: numba-cuda matrix-multiply kernels driven by layoutalg
+(``from layoutalg import gemm``; the top-level ``gemm`` package is this one under its old
+name).
+
+The package is layered like CuTe: ``gemm.arch`` wraps single PTX instructions (cp.async,
+ldmatrix, mma.sync, vector loads and stores, conversions) as numba intrinsics, with pure-Python
+twins for numba's CUDA simulator; the kernels above it are generated from layoutalg layouts.
+
+Importing ``layoutalg.gemm`` itself is light: numba is imported only by the submodules that need it.
+"""
+
+import importlib.util as _util
+
+if _util.find_spec("numba") is None or _util.find_spec("numba_cuda") is None:
+    raise ImportError("layoutalg.gemm (the kernels) needs numba-cuda, sympy and tqdm: "
+                      "pip install 'layoutalg[gemm]'; the algebra alone is layoutalg")
+
+__all__ = ["matmul", "KERNELS", "SimtConfig"]
+
+
+def __getattr__(name):
+    # The API is imported on first use, so ``import gemm`` stays cheap.
+    if name in ("matmul", "KERNELS"):
+        from layoutalg.gemm import api
+        return getattr(api, name)
+    if name == "SimtConfig":
+        from layoutalg.gemm.simt import SimtConfig
+        return SimtConfig
+    raise AttributeError(f"module 'layoutalg.gemm' has no attribute {name!r}")

@@ -240,3 +240,29 @@ def test_split_k_by_shape_first_and_repeated_calls(dtype):
                 err = (poisoned.double() - A.double() @ B.double()).abs() / (
                     rel * k ** 0.5 * (A.double().abs() @ B.double().abs()))
                 assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, (SEED, kernel)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_k_call_captured_in_a_cuda_graph(dtype):
+    """A call whose default splits K, warmed up on the default stream, then captured by
+    torch.cuda.graph (its own stream: the workspace comes from the graph's pool) and replayed
+    on new data: against float64."""
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    m, n, k = 16, 1024, 8192
+    A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+    B = torch.randn(k, n, device="cuda", generator=g).to(dtype)
+    out = torch.empty(m, n, device="cuda")
+    gemm.matmul(A, B, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm.matmul(A, B, out)
+    A.copy_(torch.randn(m, k, device="cuda", generator=g).to(dtype))
+    B.copy_(torch.randn(k, n, device="cuda", generator=g).to(dtype))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    rel = 2e-6 if dtype == torch.float32 else 1e-3
+    err = (out.double() - A.double() @ B.double()).abs() / (
+        rel * k ** 0.5 * (A.double().abs() @ B.double().abs()))
+    assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, SEED

@@ -16,10 +16,10 @@ if simulator_active():
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.arch.sm90 import (# noqa: E402 fence_mbarrier_init, fence_proxy_async,
-                                      mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait,
-                                      smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile,
-                                      wgmma_wait)
+from layoutalg.gemm.arch.sm90 import (  # noqa: E402
+    fence_mbarrier_init, fence_proxy_async, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait, smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile, wgmma_wait,
+)
 from layoutalg import tile_to_shape  # noqa: E402
 from layoutalg.atom import decode, encode  # noqa: E402
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom  # noqa: E402

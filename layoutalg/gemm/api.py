@@ -371,8 +371,10 @@ def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, 
     if c.kind == "sim":
         import numpy as np
         w = np.zeros(size, np.float32)
+        owner = None
     else:
-        w = (splitk.workspace(4 * size, stream, c.device), size)
+        ptr, owner = splitk.workspace(4 * size, stream, c.device, c.kind)
+        w = (ptr, size)
     kernel_scalars = scalars + sw + (a.bstride, b.bstride, rows * ldw, nb, kps)
     grid = tiles + (nb * split,)
     out = buffers[2]
@@ -380,14 +382,16 @@ def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, 
                   kernel_scalars + (1.0, 0.0))
     red = splitk.reduce_splits("float32", w, out, rows, cols, ldw, nb, split, ldc, c.bstride,
                                alpha, beta, stream)
+    del owner                           # the launches are enqueued
     if kern is None:
         return None
-    device = c.device
+    device, kind = c.device, c.kind
 
     def plan(addresses, stream, alpha, beta):
-        ws = splitk.workspace(4 * size, stream, device)
+        ws, owner = splitk.workspace(4 * size, stream, device, kind)
         kern((addresses[0], addresses[1], ws), stream, 1.0, 0.0)
         red((ws, addresses[2]), stream, alpha, beta)
+        del owner
     return plan
 
 

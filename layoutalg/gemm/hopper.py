@@ -483,19 +483,23 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
 
     mm, nn, ldc, nb, sc = call.shape
     size = call.split * nb * mm * call.ldw        # the split-K workspace's floats
-    device = call.c.device
+    device, kind = call.c.device, call.c.kind
 
     def first(x, y, c, stream, alpha, beta):
         """Bind the launches (kernel, and with split-K the reduction) with a first call."""
         m = [(ptr, 16) for ptr in maps(x, y)]
         out = (c, call.c.span)
-        w = (splitk.workspace(4 * size, stream, device), size) if call.split > 1 else out
+        w, owner = out, None
+        if call.split > 1:
+            ptr, owner = splitk.workspace(4 * size, stream, device, kind)
+            w = (ptr, size)
         kernel = _launcher(v)(call.grid, (v.config.threads, 1, 1), stream, [*m, out, w],
                               call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
         reduce = None
         if call.split > 1:
             reduce = splitk.reduce_splits(v.out_dtype, w, out, mm, nn, call.ldw, nb,
                                           call.split, ldc, sc, alpha, beta, stream)
+        del owner                   # the launches are enqueued
         return kernel, reduce
 
     x, y = (op.ptr for op in call.ops)
@@ -509,7 +513,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         if reduce is None:
             kernel((*maps(x, y), c, c), stream, alpha, beta)
             return
-        w = splitk.workspace(4 * size, stream, device)
+        w, owner = splitk.workspace(4 * size, stream, device, kind)
         kernel((*maps(x, y), c, w), stream, alpha, beta)
         reduce((w, c), stream, alpha, beta)
+        del owner                   # the launches are enqueued
     return call.out, plan

@@ -57,6 +57,10 @@ shared slots; :meth:`Pipeline.schedule` gives the events of a whole pipeline.
 ('wait', 0)
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
 from collections import deque
 from dataclasses import dataclass
 
@@ -143,7 +147,8 @@ class _ReadyOnce:
                              "at the point from which it reads the next step's slot")
 
 
-def emit_ring(src, *, stages, delay_release=0, steps, issue, body, prime=None):
+def emit_ring(src: Any, *, stages: int, delay_release: int = 0, steps: str,
+              issue: Callable, body: Callable, prime: Optional[Callable] = None) -> None:
     """Write a cp.async ring of ``stages`` slots over ``steps`` steps into ``src``.
 
     ``steps``: the name of a uint32 variable of the kernel, the number of steps (any value
@@ -232,7 +237,9 @@ def _emit_ring(src, plan, steps, issue, body, prime):
     plan.walk(run, each_step)
 
 
-def ring_schedule(stages, steps, delay_release=0, *, issue=None, body=None, prime=None):
+def ring_schedule(stages: int, steps: int, delay_release: int = 0, *,
+                  issue: Optional[Callable] = None, body: Optional[Callable] = None,
+                  prime: Optional[Callable] = None) -> List[tuple]:
     """The events of :func:`emit_ring`'s code over ``steps`` steps, in one thread's program
     order, from the plan that emit_ring writes. The ring's own events are ("commit",),
     ("wait", n) and ("sync",); the callbacks model what emit_ring's callbacks write, by
@@ -321,7 +328,7 @@ def _ring_events(plan, steps, issue=None, body=None, prime=None):
     return events
 
 
-def check_ring(events, steps):
+def check_ring(events: Sequence[tuple], steps: int) -> List[str]:
     """Violations of a ring's events (an empty list: none), from a model of cp.async and
     shared slots, for ``steps`` steps. Events: ("copy_in", step, slot), ("commit",),
     ("wait", n), ("sync",), ("read", step, slot); others are ignored.
@@ -664,7 +671,9 @@ class Pipeline:
         return [sym(n) for n in names]
 
 
-def emit_pipeline(body, grid, in_specs, out_specs=(), stages=2, delay_release=0):
+def emit_pipeline(body: Callable, grid: Sequence[Any], in_specs: Sequence[Any],
+                  out_specs: Sequence[Any] = (), stages: int = 2,
+                  delay_release: int = 0) -> Pipeline:
     """A :class:`Pipeline` running ``body(src, step, *in_tiles, *out_tiles)`` over the steps
     of ``grid`` (a tuple of ints, variable names or sympy expressions; its product is the
     number of steps, the last index running fastest). ``body`` writes the code of one step into

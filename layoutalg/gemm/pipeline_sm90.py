@@ -57,6 +57,10 @@ landed, and that nothing deadlocks.
 'ok: 8 steps, 2 cooperative consumers, 3 slots, delay_release 1, 200 interleavings'
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
 from dataclasses import dataclass
 
 from .pipeline_sm90_model import check_schedule
@@ -408,9 +412,12 @@ class WarpSpecializedPipeline(_Ring):
         return out
 
 
-def emit_pipeline_warp_specialized(body, grid, in_specs, out_specs=(), max_concurrent_steps=2,
-                                   delay_release=0, num_compute_wgs=1, memory_registers=40,
-                                   compute_context=None, consumer_schedule="cooperative"):
+def emit_pipeline_warp_specialized(
+        body: Callable, grid: PersistentGrid, in_specs: Sequence[TmaSpec],
+        out_specs: Sequence[Any] = (), max_concurrent_steps: int = 2, delay_release: int = 0,
+        num_compute_wgs: int = 1, memory_registers: Optional[int] = 40,
+        compute_context: Optional[ComputeContext] = None,
+        consumer_schedule: str = "cooperative") -> WarpSpecializedPipeline:
     """A :class:`WarpSpecializedPipeline` (Pallas' argument names, and CUTLASS's
     ``consumer_schedule``; see the module): call its ``emit(src)`` inside a kernel,
     ``schedule(tiles, steps)`` for its events."""
@@ -530,8 +537,10 @@ class WgmmaPipeline(_Ring):
         return {"producer": [], 0: ev}
 
 
-def emit_pipeline(body, grid, in_specs, out_specs=(), max_concurrent_steps=2, delay_release=0,
-                  compute_context=None):
+def emit_pipeline(body: Callable, grid: PersistentGrid, in_specs: Sequence[TmaSpec],
+                  out_specs: Sequence[Any] = (), max_concurrent_steps: int = 2,
+                  delay_release: int = 0,
+                  compute_context: Optional[ComputeContext] = None) -> WgmmaPipeline:
     """A :class:`WgmmaPipeline` (Pallas' ``emit_pipeline`` arguments): one warpgroup loading
     and multiplying; ``emit(src)`` inside a kernel of 128 threads, ``schedule(tiles, steps)``
     for its events."""

@@ -13,6 +13,10 @@ The workers are spawned, not forked: planning the tensor-core variants touches t
 a forked child of a process holding a CUDA context cannot use CUDA.
 """
 
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
 from dataclasses import replace
 
 from layoutalg.gemm._env import simulator_active
@@ -20,7 +24,7 @@ from layoutalg.gemm._env import simulator_active
 __all__ = ["variants", "tensorcore_variants", "hopper_variants", "precompile"]
 
 
-def variants(names=None):
+def variants(names: Optional[Sequence[str]] = None) -> list:
     """(kernel name, A unit mode, B unit mode, A vector, B vector) for every distinct kernel."""
     from layoutalg.gemm import api, simt
     out = set()
@@ -40,7 +44,7 @@ def variants(names=None):
 _ELEMENT = {"bfloat16": "uint16", "float16": "float16", "tfloat32": "float32"}
 
 
-def tensorcore_variants(dtypes=None):
+def tensorcore_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     """``gemm.tensorcore.plan_call`` of the default TensorCoreConfig for each dtype (default
     all of ``gemm.tensorcore.DTYPES``; one whose default config does not construct is left
     out) and each of the four (A, B) majors, on 64x64 operands (16-byte aligned, as large ones
@@ -65,7 +69,7 @@ def tensorcore_variants(dtypes=None):
     return list(dict.fromkeys(out))
 
 
-def hopper_variants(dtypes=None):
+def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     """On a GPU of compute capability 9.x, the default :class:`gemm.hopper.HopperConfig` of
     each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
     one of the input type, in the default's two tile widths (gemm.hopper.default_config), with
@@ -101,7 +105,8 @@ def _compile(job):
     return job
 
 
-def precompile(names=None, workers=None, progress=True, tensorcore=True):
+def precompile(names: Optional[Sequence[str]] = None, workers: Optional[int] = None,
+               progress: bool = True, tensorcore: bool = True) -> int:
     """Compile every variant of the named SIMT kernels (all by default) and, when
     ``tensorcore``, the :func:`tensorcore_variants` and :func:`hopper_variants`; returns how
     many."""

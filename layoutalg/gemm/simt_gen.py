@@ -15,6 +15,10 @@ Partial tiles are predicated through identity tensors: cp.async's zero-fill form
 the in-bounds bytes and the epilogue stores only in-bounds elements.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import sympy
 
 from layoutalg import Layout, size
@@ -164,7 +168,8 @@ def _fma(src, mma, slot):
     src(f"{src.define(f'fma_tile({plan!r})')}(acc, fa, fb)")
 
 
-def simt_source(cfg, a_unit, b_unit, vec_a=4, vec_b=4, simulator=False):
+def simt_source(cfg: Any, a_unit: int, b_unit: int, vec_a: int = 4, vec_b: int = 4,
+                simulator: bool = False) -> str:
     """The numba source of the kernel for ``cfg``, A's and B's unit-stride modes (0: the
     M/N mode, 1: the K mode) and the widest cp.async each global operand allows."""
     a = _Operand("A", cfg, a_unit, vec_a, cfg.bM, BX, S_AM, S_AK)

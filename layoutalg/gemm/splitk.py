@@ -10,10 +10,16 @@ unscaled, to matrix ``s * NB + z`` of a workspace (``NB`` products of a batch, e
 adding the partials in order, so the result does not depend on which unit finished first
 (deterministic), converted once to the out's type (float32, or bfloat16 / float16 bits).
 
-The workspace is device memory of ours (``cuMemAlloc`` through ``cuda.bindings``), one per
-device and stream, grown when a call needs more and kept, as cuBLAS keeps its workspace: two
-calls on one stream run in order, so they can share it; calls on different streams do not.
+The workspace (:func:`workspace`): for torch tensors a tensor of torch's caching allocator,
+so that calls captured in a CUDA graph get memory of the graph's pool; otherwise device memory
+of ours (``cuMemAlloc`` through ``cuda.bindings``), one per device and stream, grown when a
+call needs more and kept, as cuBLAS keeps its workspace: two calls on one stream run in order,
+so they can share it; calls on different streams do not.
 """
+
+from __future__ import annotations
+
+from typing import Any, Tuple
 
 from functools import lru_cache
 
@@ -70,8 +76,9 @@ def _launcher(out_dtype):
     return Launcher(kernel, 2, (4, 4 if ctype == "float32" else 2), _SCALARS, free_scalars=2)
 
 
-def reduce_splits(out_dtype, workspace, out, m, n, ldw, products, splits, ldc, out_stride,
-                  alpha, beta, stream=0):
+def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw: int,
+                  products: int, splits: int, ldc: int, out_stride: int, alpha: float,
+                  beta: float, stream: int = 0) -> Any:
     """Launch the reduction of ``splits`` partials (``workspace``: (device address, elements),
     or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
     kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
@@ -84,14 +91,23 @@ def reduce_splits(out_dtype, workspace, out, m, n, ldw, products, splits, ldc, o
 _spaces = {}        # (device, stream) -> (device address, bytes)
 
 
-def workspace(nbytes, stream, device):
-    """The device address of at least ``nbytes`` of workspace for calls on ``stream`` of
-    ``device`` (in the current context: the device's primary one). Kept between calls; when
-    too small, a larger one replaces it after the stream's work is done."""
+def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tuple[int, Any]:
+    """``(device address, owner)`` of at least ``nbytes`` of workspace for a call on
+    ``stream`` of ``device`` whose operands are of ``kind``. For torch tensors, a tensor from
+    torch's caching allocator (``owner``; keep it until the call's launches are enqueued):
+    it follows torch's stream and CUDA-graph rules, so a call captured in a graph gets
+    memory of the graph's pool. Otherwise memory of ours (``owner`` None), kept per device and
+    stream and grown, after the stream's work is done, when too small."""
+    if kind == "torch":
+        import torch
+        t = torch.empty(-(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
+        if stream != torch._C._cuda_getCurrentRawStream(device):
+            t.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
+        return t.data_ptr(), t
     key = (device, stream)
     got = _spaces.get(key)
     if got is not None and got[1] >= nbytes:
-        return got[0]
+        return got[0], None
     from .binary import _check, _current_context, _driver
     _current_context()
     drv = _driver()
@@ -101,4 +117,4 @@ def workspace(nbytes, stream, device):
     size = max(nbytes, 1 << 20)
     ptr = int(_check(drv.cuMemAlloc(size), "cuMemAlloc(split-K workspace)"))
     _spaces[key] = (ptr, size)
-    return ptr
+    return ptr, None

@@ -49,6 +49,10 @@ Fragments and accumulators are local arrays that only the plans index, with cons
 they stay in registers (no local memory).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import math
 from contextlib import ExitStack
 from functools import lru_cache
@@ -590,7 +594,7 @@ def kernel_plan(v):
     return _Kernel(v)
 
 
-def tensorcore_source(variant, simulator=False):
+def tensorcore_source(variant: Any, simulator: bool = False) -> str:
     """The numba source of the kernel of a :class:`Variant` (a TensorCoreConfig means
     ``Variant(config)``: K-major operands, f32 out, 16-byte copies)."""
     return _emit(kernel_plan(variant_of(variant)), simulator)

@@ -23,11 +23,10 @@ page) and grid lines are one path, so a cell costs about 120 bytes (a 128x64 til
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
-
 import colorsys
 from html import escape
 from math import gcd
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import LayoutError
 from .int_tuple import is_int, product

@@ -23,7 +23,7 @@ from typing import Any, Optional, Tuple
 
 from layoutalg.gemm import autotune, hopper, simt, splitk, tensorcore
 from layoutalg.gemm._env import simulator_active
-from layoutalg.gemm.hopper import _sm_count
+from layoutalg.gemm.binary import sm_count
 from layoutalg.gemm.launch import Launcher
 from layoutalg.gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
                                      check_stream, kernel_buffer, new_like, operand, output_operand,
@@ -328,7 +328,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     tiles = (m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN
     k_tiles = -(-k // cfg.bK)
     split = cfg.split_k if kernel is not None or sim else simt_split(
-        nb * tiles[0] * tiles[1], k_tiles, _sm_count(c.device) * cfg.min_blocks)
+        nb * tiles[0] * tiles[1], k_tiles, sm_count(c.device) * cfg.min_blocks)
     kps = -(-k_tiles // min(split, MAX_GRID_YZ // nb))     # blocks z: nb x the ranges
     split = -(-k_tiles // kps)                    # no range without a k-tile
     handle = 0 if sim else stream_handle(stream, a)

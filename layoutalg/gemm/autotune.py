@@ -29,8 +29,6 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
-
 import json
 import os
 import statistics
@@ -40,6 +38,7 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from typing import Any, Optional, Sequence
 
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.operands import current_stream, operand
@@ -452,6 +451,7 @@ def tune(A: Any, B: Any, out: Any = None, *, out_dtype: Optional[str] = None,
     ``out``. ``progress``: tqdm progress bars on stderr. Needs a GPU.
     """
     from layoutalg.gemm import hopper, tensorcore as tc
+    from layoutalg.gemm.binary import sm_count
     if simulator_active():
         raise RuntimeError("tune: needs a CUDA GPU; the numba CUDA simulator has nothing to "
                            "time")
@@ -464,7 +464,7 @@ def tune(A: Any, B: Any, out: Any = None, *, out_dtype: Optional[str] = None,
         configs = candidates(problem.dtype, smem, cc)
         if cc[0] == 9 and problem.shape:
             configs += split_candidates(problem.dtype, *problem.shape,
-                                        hopper._sm_count(problem.device), smem)
+                                        sm_count(problem.device), smem)
     configs = list(dict.fromkeys(configs))
     for c in configs:
         if not isinstance(c, (tc.TensorCoreConfig, hopper.HopperConfig)):

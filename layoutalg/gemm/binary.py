@@ -19,7 +19,8 @@ from functools import lru_cache
 
 from .codegen import cache_dir
 
-__all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "device_properties"]
+__all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "device_properties",
+           "sm_count"]
 
 
 def _driver():
@@ -46,6 +47,17 @@ def _current_context():
         ctx = _check(drv.cuDevicePrimaryCtxRetain(0), "cuDevicePrimaryCtxRetain")
         _check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+@lru_cache(maxsize=None)
+def sm_count(index):
+    """The number of SMs of CUDA device ``index`` (None: 0), from the driver."""
+    drv = _driver()
+    _check(drv.cuInit(0), "cuInit")
+    dev = _check(drv.cuDeviceGet(index or 0), "cuDeviceGet")
+    return _check(drv.cuDeviceGetAttribute(
+        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+        "cuDeviceGetAttribute")
 
 
 @lru_cache(maxsize=None)

@@ -25,10 +25,9 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
-
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Optional, Tuple
 
 import sympy
 

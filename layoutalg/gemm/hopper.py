@@ -24,17 +24,16 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any, Optional
 
 import numpy as np
 
 from . import splitk
 from ._env import simulator_active
 from .arch.smem import DYNAMIC_SHARED_LIMIT
-from .binary import compiled_binary, device_properties, load_or_compile
+from .binary import compiled_binary, device_properties, load_or_compile, sm_count
 from .codegen import kernel_module, module_name
 from .launch import Launcher
 from .operands import (batch_count, check_same_device, check_spans, operand, output_operand,
@@ -349,7 +348,7 @@ class _Call:
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1)
-        sms = _sm_count(c.device)
+        sms = sm_count(c.device)
         if config is None:
             cfg = default_config(dtype, mm, nn, k, nb, sms)
         else:
@@ -432,16 +431,6 @@ def _out_dtype(out, out_dtype, caller):
         raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
                         f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
     return out_dtype, stored
-
-
-@lru_cache(maxsize=None)
-def _sm_count(device):
-    from .binary import _check, _driver
-    drv = _driver()
-    dev = _check(drv.cuDeviceGet(device or 0), "cuDeviceGet")
-    return _check(drv.cuDeviceGetAttribute(
-        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-        "cuDeviceGetAttribute")
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,

@@ -59,10 +59,9 @@ shared slots; :meth:`Pipeline.schedule` gives the events of a whole pipeline.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
-
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence
 
 import sympy
 

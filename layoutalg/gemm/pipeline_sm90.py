@@ -59,9 +59,8 @@ landed, and that nothing deadlocks.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
-
 from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
 
 from .pipeline_sm90_model import check_schedule
 

@@ -15,9 +15,8 @@ a forked child of a process holding a CUDA context cannot use CUDA.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 from dataclasses import replace
+from typing import Optional, Sequence
 
 from layoutalg.gemm._env import simulator_active
 

@@ -19,9 +19,8 @@ so they can share it; calls on different streams do not.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
-
 from functools import lru_cache
+from typing import Any, Tuple
 
 from ._env import simulator_active
 from .codegen import load_module

@@ -16,10 +16,9 @@ names (``smem_layout``, ``ring_events``, ``bank_conflicts``) are reachable from 
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any, Optional
 
 import numpy as np
 

@@ -51,11 +51,10 @@ they stay in registers (no local memory).
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from contextlib import ExitStack
 from functools import lru_cache
+from typing import Any
 
 import sympy
 

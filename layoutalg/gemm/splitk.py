@@ -1,9 +1,10 @@
 """Split-K's second step and its workspace.
 
-A kernel run with ``split_k = S`` (:class:`gemm.hopper.HopperConfig`) cuts K into S ranges of
-whole k-tiles; each (range, output tile) is a work unit that writes its f32 partial tile,
-unscaled, to matrix ``s * NB + z`` of a workspace (``NB`` products of a batch, each partial an
-(M, ldw) row-major matrix in the kernel's orientation). :func:`reduce_splits` then writes
+A kernel run with ``split_k = S`` (:class:`gemm.hopper.HopperConfig`,
+:class:`gemm.simt.SimtConfig`, or chosen by shape for a call without a config) cuts K into S
+ranges of whole k-tiles; each (range, output tile) is a work unit that writes its f32 partial
+tile, unscaled, to matrix ``s * NB + z`` of a workspace (``NB`` products of a batch, each
+partial an (M, ldw) row-major matrix in the kernel's orientation). :func:`reduce_splits` then writes
 
     out = alpha * (partial_0 + partial_1 + ... + partial_{S-1}) + beta * out
 

@@ -193,6 +193,8 @@ def errors():
                                                   d(f32.T.copy()), d(np.ones((4, 4), np.float32))),
         "overlapping out": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32)),
                                                d(f32.T.copy()), broadcast((2, 4, 4))),
+        "reversed batch": lambda: gemm.matmul(d(np.ones((2, 4, 3), np.float32))[::-1],
+                                              d(f32.T.copy())),
         "float64": lambda: gemm.matmul(d(f32.astype(np.float64)), d(f32.T.copy())),
         "int32": lambda: gemm.matmul(d(f32), d(f32.T.astype(np.int32))),
         "host array": lambda: gemm.matmul(f32, d(f32.T.copy())),

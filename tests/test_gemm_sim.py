@@ -35,6 +35,7 @@ EXPECTED_ERRORS = {
     "batches differ": ("ValueError", "must agree"),
     "2-D out of a batch": ("ValueError", "expected (2, 4, 4)"),
     "overlapping out": ("ValueError", "overlap"),
+    "reversed batch": ("ValueError", "batch stride -12"),
     "float64": ("TypeError", "float64"),
     "int32": ("TypeError", "int32"),
     "host array": ("TypeError", "host"),

@@ -157,6 +157,9 @@ def _matrix(x, kind, ptr, shape, strides, dtype, device, name, allow_empty, batc
     batch = None
     if len(shape) == 3:
         batch = (shape[0], strides[0] if shape[0] > 1 else 0)
+        if batch[1] < 0:
+            raise ValueError(f"{name} has the batch stride {strides[0]}: it must be >= 0 "
+                             "(a reversed batch is not supported; make it contiguous first)")
         shape, strides = shape[1:], strides[1:]
     if device is None:
         device = _device_of(x, kind)

@@ -329,8 +329,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     k_tiles = -(-k // cfg.bK)
     split = cfg.split_k if kernel is not None or sim else simt_split(
         nb * tiles[0] * tiles[1], k_tiles, sm_count(c.device) * cfg.min_blocks)
-    kps = -(-k_tiles // min(split, MAX_GRID_YZ // nb))     # blocks z: nb x the ranges
-    split = -(-k_tiles // kps)                    # no range without a k-tile
+    split, kps = splitk.ranges(k_tiles, min(split, MAX_GRID_YZ // nb))   # z: nb x ranges
     handle = 0 if sim else stream_handle(stream, a)
     buffers = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
     strides = (sam, sak, sbn, sbk)
@@ -347,10 +346,9 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
 
 
 def simt_split(blocks, k_tiles, slots):
-    """The split-K of a SIMT call without a named kernel: as many K ranges as fill the GPU's
-    block ``slots`` (SMs x blocks per SM), each of at least 8 k-tiles, none below 2 ranges."""
-    split = min(slots // max(blocks, 1), k_tiles // 8, 64)
-    return split if split >= 2 else 1
+    """The split-K of a SIMT call without a named kernel: :func:`gemm.splitk.by_shape` over
+    the GPU's block ``slots`` (SMs x blocks per SM), 2 ranges at least."""
+    return splitk.by_shape(blocks, k_tiles, slots, least=2)
 
 
 def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, alpha, beta):

@@ -28,25 +28,23 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Optional
 
-import numpy as np
-
 from . import splitk
 from ._env import simulator_active
 from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile, sm_count
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (batch_count, check_same_device, check_spans, operand, output_operand,
+from .operands import (batch_count, check_same_device, check_spans, output_operand,
                        product_operands, stream_handle)
-from .tensorcore import DTYPES, MAJORS, OUT_DTYPES, RAW16, operand_dtype
+from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype,
+                         out_dtype_of)
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant"]
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
 SCHEDULES = ("cooperative", "pingpong", "plain")
-MAX_SPLIT_K = 64
-MIN_SPLIT_TILES = 8         # k-tiles per K range at least, in the default's split-K
+MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 
@@ -314,13 +312,11 @@ class _Call:
                                "wgmma); use gemm.tensorcore in the simulator")
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
-        for name, x in (("alpha", alpha), ("beta", beta)):
-            if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
-                raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
+        check_scalars(alpha, beta, caller)
         a, b, shape = product_operands(caller, A, B, False)
         (m, k), n = a.shape, b.shape[1]
         dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
-        out_dtype, stored = _out_dtype(out, out_dtype, caller)
+        out_dtype, stored = out_dtype_of(out, out_dtype, caller)
         self.out, c = output_operand(caller, out, a, shape, False, dtype=stored or out_dtype,
                                      beta=beta)
         nb = batch_count(caller, a, b, c)
@@ -355,7 +351,7 @@ class _Call:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
         tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
         k_tiles = -(-k // cfg.bK)
-        split = -(-k_tiles // -(-k_tiles // cfg.split_k))   # no range without a k-tile
+        split, _ = splitk.ranges(k_tiles, cfg.split_k)
         self.split, self.ldw = split, nn + nn % 2             # even ldw: paired f32 stores
         if split > 1 and split * nb * mm * self.ldw >= 2 ** 31:
             raise ValueError(f"{caller}: split_k={split} needs a workspace of "
@@ -401,12 +397,10 @@ def default_config(dtype, m, n, k, products, sms):
 
 
 def default_split(tiles, k_tiles, sms):
-    """The split-K of :func:`default_config`: as many K ranges as fill the SMs with work
-    units, each of at least MIN_SPLIT_TILES k-tiles (a range's pipeline fill, its partial
-    tile's store and the reduction must pay off); none below 3 ranges (measured: 2 ranges
-    were slower than 1 at 56 and 64 tiles on 132 SMs)."""
-    split = min(sms // max(tiles, 1), k_tiles // MIN_SPLIT_TILES, MAX_SPLIT_K)
-    return split if split >= 3 else 1
+    """The split-K of :func:`default_config` (:func:`gemm.splitk.by_shape` over the SMs);
+    none below 3 ranges (measured: 2 ranges were slower than 1 at 56 and 64 tiles on 132
+    SMs)."""
+    return splitk.by_shape(tiles, k_tiles, sms, least=3)
 
 
 def _byte_strides(op, lines, eb):
@@ -415,22 +409,6 @@ def _byte_strides(op, lines, eb):
     past its end: the map has one matrix)."""
     ld = op.strides[1 - op.unit_mode] * eb
     return ld, op.bstride * eb if op.bstride else -(-(ld * lines) // 16) * 16
-
-
-def _out_dtype(out, out_dtype, caller):
-    """(out_dtype, the stored dtype of ``out`` or None)."""
-    stored = None
-    if out is not None:
-        stored = operand(out, "out", False, caller, batched=True).dtype
-        if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
-            if out_dtype is not None and out_dtype != stored:
-                raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
-            out_dtype = stored
-    out_dtype = out_dtype or "float32"
-    if out_dtype not in OUT_DTYPES:
-        raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
-                        f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
-    return out_dtype, stored
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,

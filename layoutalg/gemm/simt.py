@@ -20,6 +20,7 @@ from functools import lru_cache
 from ._env import simulator_active
 from .binary import compiled_binary, load_or_compile
 from .codegen import kernel_module, module_name
+from .splitk import MAX_SPLIT_K
 
 __all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel",
            "simt_binary", "SIGNATURE", "PIPELINES"]
@@ -63,8 +64,8 @@ class SimtConfig:
 
     def __post_init__(self):
         if not (isinstance(self.split_k, int) and not isinstance(self.split_k, bool)
-                and 1 <= self.split_k <= 64):
-            raise ValueError(f"split_k must be an int in 1..64, not {self.split_k!r}")
+                and 1 <= self.split_k <= MAX_SPLIT_K):
+            raise ValueError(f"split_k must be an int in 1..{MAX_SPLIT_K}, not {self.split_k!r}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, not {self.pipeline!r}")
         if self.pad is None:

@@ -27,9 +27,32 @@ from ._env import simulator_active
 from .codegen import load_module
 from .launch import Launcher
 
-__all__ = ["reduce_splits", "workspace", "THREADS"]
+__all__ = ["reduce_splits", "workspace", "by_shape", "ranges", "THREADS", "MAX_SPLIT_K",
+           "MIN_RANGE_TILES"]
 
 THREADS = 256
+MAX_SPLIT_K = 64
+MIN_RANGE_TILES = 8         # k-tiles per K range at least, when the split is chosen by shape
+
+
+def by_shape(units: int, k_tiles: int, slots: int, least: int) -> int:
+    """The K ranges a call without a configured split gets: as many as fill the GPU's
+    ``slots`` with its ``units`` of work (output tiles), each of at least MIN_RANGE_TILES
+    k-tiles (a range's pipeline fill, its partial tile's store and the reduction must pay
+    off), at most MAX_SPLIT_K; 1 (no split) below ``least`` ranges."""
+    split = min(slots // max(units, 1), k_tiles // MIN_RANGE_TILES, MAX_SPLIT_K)
+    return split if split >= least else 1
+
+
+def ranges(k_tiles: int, split: int) -> Tuple[int, int]:
+    """``(ranges, k-tiles per range)`` for ``split`` asked over ``k_tiles``: the ranges are
+    trimmed so that none is empty.
+
+    >>> ranges(5, 4), ranges(64, 8), ranges(3, 64)
+    ((3, 2), (8, 8), (3, 1))
+    """
+    per = -(-k_tiles // split)
+    return -(-k_tiles // per), per
 _SCALARS = ("uint32",) * 7 + ("float32",) * 2
 # out dtype -> (numba type of the out's elements, load as float32, store from float32)
 _OUT = {"float32": ("float32", "", ""),

@@ -307,24 +307,12 @@ class _Call:
         sim = self.sim = simulator_active()
         if config is not None and not isinstance(config, TensorCoreConfig):
             raise TypeError(f"{caller}: config must be a TensorCoreConfig, got {config!r}")
-        for name, x in (("alpha", alpha), ("beta", beta)):
-            if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
-                raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
+        check_scalars(alpha, beta, caller)
         a, b, shape = product_operands(caller, A, B, sim)
         (m, k), n = a.shape, b.shape[1]
         dtype = self._dtype(a, b, config or _with_dtype(None, "bfloat16"), caller)
         config = _with_dtype(config, dtype)
-        stored = out_dtype = out_dtype or None
-        if out is not None:         # a 16-bit integer out holds the bits of out_dtype
-            stored = operand(out, "out", sim, caller, batched=True).dtype
-            if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
-                if out_dtype is not None and out_dtype != stored:
-                    raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
-                out_dtype = stored
-        out_dtype = out_dtype or "float32"
-        if out_dtype not in OUT_DTYPES:
-            raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
-                            f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
+        out_dtype, stored = out_dtype_of(out, out_dtype, caller, sim)
         self.out, c = output_operand(caller, out, a, shape, sim, dtype=stored or out_dtype,
                                      beta=beta)
         nb = batch_count(caller, a, b, c)
@@ -362,6 +350,31 @@ class _Call:
     @staticmethod
     def _dtype(a, b, config, caller):
         return operand_dtype(a, b, config.dtype, caller)
+
+
+def check_scalars(alpha, beta, caller):
+    """TypeError unless ``alpha`` and ``beta`` are real numbers (bools refused)."""
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
+            raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
+
+
+def out_dtype_of(out, out_dtype, caller, simulator=False):
+    """``(out_dtype, the stored dtype of out or None)`` of a tensor-core call: ``out``'s type,
+    which ``out_dtype`` must match unless out is 16-bit integers holding ``out_dtype``'s
+    bits; float32 when neither is given. TypeError for a type the kernels cannot write."""
+    stored = None
+    if out is not None:         # a 16-bit integer out holds the bits of out_dtype
+        stored = operand(out, "out", simulator, caller, batched=True).dtype
+        if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
+            if out_dtype is not None and out_dtype != stored:
+                raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
+            out_dtype = stored
+    out_dtype = out_dtype or "float32"
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
+                        f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
+    return out_dtype, stored
 
 
 def operand_dtype(a, b, raw16, caller):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional, Tuple
 
-from layoutalg.gemm import autotune, hopper, simt, splitk, tensorcore
+from layoutalg.gemm import autotune, hopper, simt, skinny, splitk, tensorcore
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.binary import sm_count
 from layoutalg.gemm.launch import Launcher
@@ -264,6 +264,11 @@ def _result_dtype(family, a_dtype, out, out_dtype, sim):
     return out_dtype
 
 
+def _out_dtype(out, od, sim):
+    """The type a call writes: ``od``, else ``out``'s."""
+    return od or operand(out, "out", sim, batched=True).dtype
+
+
 def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
     """matmul with a zero extent: an empty out, or ``beta * out`` (zeros for beta 0, as
     BLAS: out is not read) when K is 0. No kernel runs."""
@@ -308,6 +313,14 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     if nb > _MAX_BATCH:
         return _in_parts(A, B, out, a, b, shape, od, (alpha, beta, kernel, allow_tf32,
                                                      out_dtype, stream))
+    # few rows: a pass over B on the CUDA cores (gemm.skinny), where the SIMT rules on the
+    # out's type hold too (a float32 product gives a float32 out)
+    if (kernel is None and skinny.fits(a.dtype, m, n, k, nb, "n" if b.unit_mode == 1 else "k")
+            and (family == "tensorcore" or _out_dtype(out, od, sim) == "float32")):
+        result, plan = skinny.launch_matmul(A, B, out, alpha, beta, None, od, "matmul", stream)
+        if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
+            _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
+        return result
     if family == "tensorcore":
         result, plan = _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream)
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:

@@ -15,6 +15,7 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - ``mma_m16n8k16_f32_bf16``, ``mma_m16n8k16_f32_f16``, ``mma_m16n8k16_f16_f16``,
   ``mma_m16n8k8_f16_f16``, ``mma_m16n8k8_f32_tf32`` -> tuple of accumulators;
 - 128/64-bit vector access: ``ld_v4_b32/f32``, ``st_v4_b32/f32``, ``ld_v2_*``, ``st_v2_*``;
+- ``shfl_xor_f32(x, lane_mask)``: a butterfly shuffle over the full warp;
 - tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
   static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,
   ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``;
@@ -23,7 +24,7 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
   ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
 
-Files: ``ptx`` (cp.async, ldmatrix, mma, vector access), ``ptx_convert`` (conversions, re-exported
+Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert`` (conversions, re-exported
 by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).

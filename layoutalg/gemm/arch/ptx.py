@@ -57,7 +57,7 @@ __all__ = [
     "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
-    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32",
 ] + ptx_convert.__all__
 
 
@@ -358,3 +358,19 @@ st_v4_b32 = _make_vector_store(4, False)
 st_v4_f32 = _make_vector_store(4, True)
 st_v2_b32 = _make_vector_store(2, False)
 st_v2_f32 = _make_vector_store(2, True)
+
+
+# --- warp shuffle --------------------------------------------------------------------------------
+
+@intrinsic
+def shfl_xor_f32(typingctx, x, lane_mask):
+    """``shfl.sync.bfly.b32`` over the full warp: the float32 ``x`` of lane ``lane ^
+    lane_mask`` (a literal 1..31); every lane of the warp must call it."""
+    check_float("shfl_xor_f32", "x", x)
+    mask = literal_int("shfl_xor_f32", "lane_mask", lane_mask, range(1, 32))
+
+    def codegen(context, builder, sig, args):
+        x32 = context.cast(builder, args[0], sig.args[0], types.float32)
+        return asm(builder, F32, f"shfl.sync.bfly.b32 $0, $1, {mask}, 0x1f, 0xffffffff;",
+                   "=f,f", [x32], side_effect=True)
+    return types.float32(x, lane_mask), codegen

@@ -41,7 +41,7 @@ __all__ = [
     "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
-    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32",
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
     "cvt_rna_tf32_f32", "bf16_to_f32", "f16_to_f32", "bf16x2_to_f32", "f16x2_to_f32",
@@ -506,6 +506,18 @@ def st_v2_b32(array, idx, x0, x1):
 def st_v2_f32(array, idx, x0, x1):
     """Store 2 float32 to elements idx, idx+1 (8-byte aligned)."""
     _store("st_v2_f32", 2, np.float32, array, idx, (x0, x1))
+
+
+# --- warp shuffle --------------------------------------------------------------------------------
+
+def shfl_xor_f32(x, lane_mask):
+    """The float32 ``x`` of lane ``lane ^ lane_mask`` (1..31); the whole warp calls it."""
+    if not (isinstance(lane_mask, (int, np.integer)) and 1 <= lane_mask <= 31):
+        raise ValueError(f"shfl_xor_f32: lane_mask must be in 1..31, got {lane_mask!r}")
+
+    def compute(lanes):
+        return {lane: np.float32(lanes[lane ^ lane_mask]) for lane in lanes}
+    return _warp_collective(f"shfl_xor_f32 {lane_mask}", np.float32(x), compute)
 
 
 # --- conversions and packing ---------------------------------------------------------------------

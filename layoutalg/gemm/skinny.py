@@ -14,8 +14,13 @@ once with CUDA-core FMAs (f32 accumulate) and keeps the M rows of A in shared me
   warp order); where K is the unit stride (``x @ W.T``, a torch Linear weight) a warp owns
   ``columns`` columns and its lanes read consecutive K vectors (their sums added with
   butterfly shuffles);
-- per chunk of K, the block loads A's rows to shared memory as f32 (zeros past the edges);
-  B's loads for the chunk are issued first, so they are in flight during that copy.
+- the block first copies A's rows of its K range to shared memory as f32 (zeros past the
+  edges; a range is never longer than :meth:`SkinnyConfig.a_capacity`), then walks the
+  range in chunks of B loads and FMAs without further barriers.
+
+``gemm.matmul`` runs float32 calls of at most 8 rows (16 where B's N is the unit stride) here
+(:func:`fits`; benchmarks/RESULTS.md, "Few rows"). With more rows a block's few columns make
+the blocks read A's rows again and again, and bf16 / f16 are faster on the tensor cores.
 
 Both reductions have a fixed order: the result does not depend on timing (deterministic).
 Inputs float32, bfloat16 or float16 (bf16 / f16 as their 16-bit patterns); out float32,
@@ -40,9 +45,8 @@ from .operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffe
                        product_operands, stream_handle)
 from .tensorcore import RAW16, check_scalars, out_dtype_of
 
-__all__ = ["SkinnyConfig", "default_config", "skinny_source", "skinny_function", "skinny_kernel",
-           "launch_matmul", "choose_split",
-           "fits"]
+__all__ = ["SkinnyConfig", "default_config", "fits", "skinny_source", "skinny_function",
+           "skinny_kernel", "launch_matmul", "choose_split"]
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -360,6 +364,7 @@ def launch_matmul(A: Any, B: Any, out: Any, alpha: float, beta: float,
     Returns ``(out, plan)`` as the other kernels' ``launch_matmul`` (plan None in the
     simulator). ``out_dtype``: float32, bfloat16 or float16 (default A's type)."""
     sim = simulator_active()
+    check_scalars(alpha, beta, caller)
     a, b, shape = product_operands(caller, A, B, sim)
     if len(shape) != 2:
         raise ValueError(f"{caller}: the small-M kernel takes 2-D A and B, not a batch")
@@ -396,7 +401,6 @@ def launch_matmul(A: Any, B: Any, out: Any, alpha: float, beta: float,
         raise ValueError(f"{caller}: K = {k} needs {grid[1]} ranges of the small-M kernel; "
                          f"at most {MAX_GRID_YZ}")
     handle = 0 if sim else stream_handle(stream, a, caller)
-    check_scalars(alpha, beta, caller)
     ab = "float32" if dtype == "float32" else "uint16"
     cd = "float32" if od == "float32" else "uint16"
     buffers = [kernel_buffer(a, ab), kernel_buffer(b, ab), kernel_buffer(c, cd)]

@@ -1,0 +1,128 @@
+"""Kernels written with gemm.cute (layouts and tensors in the kernel), shared by the
+simulator, PTX and GPU tests: a transpose through two layouts, and a small GEMM whose A and B
+tiles go through shared memory as tensors of padded layouts."""
+
+import numpy as np
+from numba import cuda, float32
+
+from layoutalg import Layout
+from layoutalg.gemm.cute import (cosize, local_partition, local_tile, make_tensor, size,
+                                  static)
+
+ROW = Layout((4, 8), (8, 1))                  # 4 x 8, row-major
+COL = Layout((4, 8), (1, 4))                  # 4 x 8, column-major
+ODD = Layout((3, (5, 2)), (10, (1, 5)))       # a hierarchical mode, extents 3 and 5
+
+M, N, K = 16, 24, 12
+LA = Layout((M, K), (K, 1))                   # A row-major
+LB = Layout((K, N), (1, K))                   # B stored as (N, K) row-major: K-major
+LC = Layout((M, N), (1, M))                   # C column-major
+SA = Layout((M, K), (1, M + 1))               # shared tiles, padded columns
+SB = Layout((K, N), (N + 2, 1))
+SA_ELEMENTS, SB_ELEMENTS = cosize(SA), cosize(SB)     # shared arrays need constant sizes
+
+
+def transpose(src, dst, odd, base):
+    """dst (COL) = src (ROW, from element base) + 1000 * odd's offset of the thread's index."""
+    t = cuda.threadIdx.x
+    S = make_tensor(src, ROW, base)
+    D = make_tensor(dst, COL)
+    if t < size(ROW):
+        i = t % 4
+        j = t // 4
+        D[i, j] = S[(i, j)] + float32(1000 * ODD(t)) + float32(cosize(ODD))
+        odd[t] = ODD(t)
+
+
+def small_gemm(a, b, c):
+    """C = A @ B for the fixed (M, N, K): A and B copied to shared tensors, then the block's
+    threads take the elements of C in turn."""
+    sa = cuda.shared.array(SA_ELEMENTS, float32)
+    sb = cuda.shared.array(SB_ELEMENTS, float32)
+    gA, gB, gC = make_tensor(a, LA), make_tensor(b, LB), make_tensor(c, LC)
+    tA, tB = make_tensor(sa, SA), make_tensor(sb, SB)
+    t = cuda.threadIdx.x
+    for e in range(t, size(LA), cuda.blockDim.x):
+        tA[e] = gA[e]                      # a 1-D index: colexicographic in both
+    for e in range(t, size(LB), cuda.blockDim.x):
+        tB[e] = gB[e]
+    cuda.syncthreads()
+    for e in range(t, size(LC), cuda.blockDim.x):
+        acc = float32(0)
+        for k in range(K):
+            acc += tA[e % M, k] * tB[k, e // M]
+        gC[e] = acc
+
+
+def transpose_reference(src, base):
+    out = np.zeros(32, np.float32)
+    odd = np.zeros(32, np.uint32)
+    for t in range(32):
+        i, j = t % 4, t // 4
+        odd[t] = ODD(t)
+        out[COL((i, j))] = src[base + ROW((i, j))] + 1000 * ODD(t) + cosize(ODD)
+    return out, odd
+
+
+def operands(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    return a, b
+
+
+def run_small_gemm(seed):
+    """max |C - A @ B| of small_gemm on fresh operands (A row-major, B K-major, C
+    column-major), C poisoned with NaN first."""
+    a, b = operands(seed)
+    c = np.full(M * N, np.nan, np.float32)
+    dA, dB = cuda.to_device(a.ravel()), cuda.to_device(np.ascontiguousarray(b.T).ravel())
+    dC = cuda.to_device(c)
+    cuda.jit(small_gemm)[1, 128](dA, dB, dC)
+    got = dC.copy_to_host().reshape(N, M).T
+    return float(np.nan_to_num(np.abs(got - a.astype(np.float64) @ b), nan=np.inf).max())
+
+
+def run_transpose(seed):
+    """(max error, offsets right) of transpose on fresh data."""
+    rng = np.random.default_rng(seed)
+    src = rng.standard_normal(40).astype(np.float32)
+    dst = cuda.to_device(np.full(32, np.nan, np.float32))
+    odd = cuda.to_device(np.zeros(32, np.uint32))
+    cuda.jit(transpose)[1, 64](cuda.to_device(src), dst, odd, 5)
+    ref, ref_odd = transpose_reference(src, 5)
+    err = float(np.nan_to_num(np.abs(dst.copy_to_host() - ref), nan=np.inf).max())
+    return err, bool((odd.copy_to_host() == ref_odd).all())
+
+
+# --- tiles and partitions: MoYe's copy of a block's tile by a thread layout ------------------
+
+GM, GK = 96, 40                               # a (GM, GK) row-major matrix
+GL = Layout((GM, GK), (GK, 1))
+OL = Layout((GM, GK), (1, GM))                # copied into a column-major one
+TILE = static((32, 8))
+THREADS = Layout((8, 4))                      # 32 threads, column-major over the tile
+
+
+def tiled_copy(src, dst):
+    """Block (bx, by) copies tile (bx, by) of src to dst, each thread its partition of it;
+    column k of its partition (the slice T[None, k]) in a loop."""
+    bx, by, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    gS = local_tile(make_tensor(src, GL), TILE, (bx, by))        # (32, 8)
+    gD = local_tile(make_tensor(dst, OL), TILE, (bx, by))
+    tS = local_partition(gS, THREADS, t)                         # (4, 2)
+    tD = local_partition(gD, THREADS, t)
+    for k in range(size(tS) // 4):
+        col_s, col_d = tS[None, k], tD[None, k]                  # (4,)
+        for i in range(4):
+            col_d[i] = col_s[i]
+
+
+def run_tiled_copy(seed):
+    """max error of tiled_copy on fresh data (the out poisoned with NaN)."""
+    rng = np.random.default_rng(seed)
+    src = rng.standard_normal(GM * GK).astype(np.float32)
+    dst = cuda.to_device(np.full(GM * GK, np.nan, np.float32))
+    cuda.jit(tiled_copy)[(GM // 32, GK // 8), 32](cuda.to_device(src), dst)
+    got = dst.copy_to_host().reshape(GK, GM).T
+    return float(np.nan_to_num(np.abs(got - src.reshape(GM, GK)), nan=np.inf).max())

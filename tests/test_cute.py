@@ -1,0 +1,113 @@
+"""gemm.cute: layouts and tensors inside numba kernels. The kernels of cute_kernels.py (a
+transpose, a small GEMM through shared tensors, a tiled copy with local_tile,
+local_partition and slices) run in the simulator against numpy; their PTX (compiled on the
+CPU) shows the offsets as constant arithmetic without local memory; a coordinate that does
+not fit a layout is a typing error naming both."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+
+
+def test_kernels_match_numpy_in_simulator():
+    root = os.path.dirname(HERE)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    seed = int.from_bytes(os.urandom(4), "little")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "sim_cute_cases.py"), str(seed)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["transpose"] == 0.0 and got["odd offsets"], (seed, got)
+    assert got["small gemm"] < 1e-4, (seed, got)
+    assert got["tiled copy"] == 0.0, (seed, got)
+
+
+def _ptx(fn, sig):
+    from numba import cuda
+    return cuda.compile_ptx(fn, sig, cc=(9, 0))[0]
+
+
+@pytest.fixture(scope="module")
+def numba_cute():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip("compiles PTX: the simulator is on")
+    from layoutalg.gemm import cute
+    return cute
+
+
+def test_offsets_fold_to_constants(numba_cute):
+    from layoutalg import Layout
+    L = Layout((4, (2, 3)), (3, (1, 12)))
+    assert L((3, (1, 2))) == 34
+
+    def kernel(out):
+        out[0] = L((3, (1, 2)))         # a static coordinate: a constant
+        out[1] = numba_cute.cosize(L) * 1000 + numba_cute.size(L)
+    ptx = _ptx(kernel, "void(uint32[::1])")
+    assert "34;" in ptx and "35024;" in ptx, ptx
+
+
+def test_kernel_ptx_has_no_local_memory_or_division(numba_cute):
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    ptx = _ptx(cute_kernels.transpose, "void(float32[::1], float32[::1], uint32[::1], uint32)")
+    assert local_memory_ops(ptx) == []
+    # the layout ODD has extents 3 and 5: its offsets divide by reciprocal multiplies
+    assert "div" not in ptx and "rem" not in ptx
+    assert "mul.hi.u32" in ptx or "mul.wide.u32" in ptx
+
+
+def test_tiles_and_partitions_unroll_to_constant_offsets(numba_cute):
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    ptx = _ptx(cute_kernels.tiled_copy, "void(float32[::1], float32[::1])")
+    assert local_memory_ops(ptx) == []
+    assert "div" not in ptx and "rem" not in ptx
+    # a thread's partition of the (32, 8) tile by 8 x 4 threads: 8 loads and 8 stores
+    assert ptx.count("ld.global.f32") == 8 and ptx.count("st.global.f32") == 8
+
+
+def test_layout_argument_is_free(numba_cute):
+    from numba.cuda import types
+    from layoutalg import Layout
+    L = Layout((8, 8), (1, 8))
+
+    def kernel(out, layout):
+        out[0] = layout(5, 3)
+    ptx = _ptx(kernel, (types.Array(types.uint32, 1, "C"), numba_cute.LayoutType(L)))
+    assert "29;" in ptx                 # 5 + 3 * 8
+    # the array's 7 parameters (numba's ABI) and none for the layout
+    assert ptx.count(".param .u64") == 7
+
+
+def test_bad_coordinate_is_a_typing_error(numba_cute):
+    from layoutalg import Layout
+    L = Layout((4, 8), (8, 1))
+
+    def kernel(out):
+        out[0] = L(1, 2, 3)
+
+    def bad_engine(out):
+        T = numba_cute.make_tensor(out[0], L)
+        T[0] = 1
+    # numba raises its TypingError from numba.core or numba.cuda.core, by the path taken
+    for fn, text in ((kernel, "is not a coordinate of the layout (4,8):(8,1)"),
+                     (bad_engine, "the engine must be a 1-D or C-contiguous array")):
+        with pytest.raises(Exception) as info:
+            _ptx(fn, "void(uint32[::1])")
+        assert type(info.value).__name__ == "TypingError" and text in str(info.value)
+
+
+def test_symbolic_layout_is_refused():
+    import sympy
+    from layoutalg import Layout
+    from layoutalg.gemm import cute
+    with pytest.raises(TypeError, match="non-negative integer shapes and strides"):
+        cute.cosize(Layout((sympy.Symbol("n", positive=True, integer=True), 2), (1, 4)))

@@ -1,0 +1,29 @@
+"""gemm.cute's kernels (tests/cute_kernels.py) on a GPU (marked ``gpu``): fresh random data,
+outputs poisoned with NaN, against numpy."""
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+from gpucase import require_gpu  # noqa: E402
+
+require_gpu()
+
+import cute_kernels  # noqa: E402
+
+SEED = int.from_bytes(os.urandom(4), "little")
+
+
+def test_transpose():
+    err, odd_ok = cute_kernels.run_transpose(SEED)
+    assert err == 0.0 and odd_ok, SEED
+
+
+def test_small_gemm():
+    assert cute_kernels.run_small_gemm(SEED) < 1e-4, SEED
+
+
+def test_tiled_copy():
+    assert cute_kernels.run_tiled_copy(SEED) == 0.0, SEED

@@ -126,3 +126,112 @@ def run_tiled_copy(seed):
     cuda.jit(tiled_copy)[(GM // 32, GK // 8), 32](cuda.to_device(src), dst)
     got = dst.copy_to_host().reshape(GK, GM).T
     return float(np.nan_to_num(np.abs(got - src.reshape(GM, GK)), nan=np.inf).max())
+
+
+# --- MoYe's first pipeline (the seed's "prefetch" kernel), line for line -------------------
+# A static problem: MoYe's column-major A (M, K), B (N, K), C (M, N); the seed's tiles
+# 128 x 128 x 8, copies over 32 x 8 threads, UniversalFMA over 16 x 16 threads.
+
+from layoutalg import make_tiled_copy, make_tiled_mma  # noqa: E402
+from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS, UniversalCopy  # noqa: E402
+from layoutalg.gemm.arch import cp_async_wait_all  # noqa: E402
+from layoutalg.atom.mma import UniversalFMA  # noqa: E402
+from layoutalg.gemm.cute import (copy, fill, gemm, get_slice, make_fragment_like,  # noqa: E402
+                                 partition_A, partition_B, partition_C, partition_D,
+                                 partition_S)
+
+def moye_prefetch(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads=(16, 16),
+                  cp_async=False):
+    """The kernel for a static (M, N, K) and its launch (grid, threads): the seed's
+    configuration by default. The problem and the tiles are closure constants. Global ->
+    shared copies: cp.async when ``cp_async`` (as the seed; the shared tiles are padded to
+    bM + 1 as gemm's "prefetch" config, so one value (4 bytes) per cp.async: an 8-byte copy
+    would be misaligned, which partition_D refuses), else the universal copy."""
+    bM, bN, bK = tile
+    if copy_threads[0] * copy_threads[1] != mma_threads[0] * mma_threads[1]:
+        raise ValueError(f"moye_prefetch: the copies' {copy_threads} and the MMA's "
+                         f"{mma_threads} threads differ in number")
+    if M % bM or N % bN or K % bK:
+        raise ValueError(f"moye_prefetch: ({M}, {N}, {K}) is not a multiple of the tile {tile}")
+    MA, MB, MC = Layout((M, K), (1, M)), Layout((N, K), (1, N)), Layout((M, N), (1, M))
+    SA_LAYOUT, SB_LAYOUT = Layout((bM, bK), (1, bM + 1)), Layout((bN, bK), (1, bN + 1))
+    SA_N, SB_N = cosize(SA_LAYOUT), cosize(SB_LAYOUT)
+    TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
+    atom = SM80_CP_ASYNC_CACHEALWAYS(4, np.float32) if cp_async else UniversalCopy(32, np.float32)
+    COPY_A = make_tiled_copy(atom, Layout(copy_threads), Layout((1, 1)))
+    COPY_B = make_tiled_copy(atom, Layout(copy_threads), Layout((1, 1)))
+    MMA_C = make_tiled_mma(UniversalFMA(np.float32), Layout(mma_threads))
+    K_TILES = K // bK
+
+    def matmul_kernel(A, B, C):
+        sA = make_tensor(cuda.shared.array(SA_N, float32), SA_LAYOUT)
+        sB = make_tensor(cuda.shared.array(SB_N, float32), SB_LAYOUT)
+
+        mA = make_tensor(A, MA)
+        mB = make_tensor(B, MB)
+        mC = make_tensor(C, MC)
+
+        gA = local_tile(mA, TILE_A, (cuda.blockIdx.x, None))
+        gB = local_tile(mB, TILE_B, (cuda.blockIdx.y, None))
+        gC = local_tile(mC, TILE_C, (cuda.blockIdx.x, cuda.blockIdx.y))
+
+        # Copy partition
+        thr_copy_a = get_slice(COPY_A, cuda.threadIdx.x)
+        tAgA = partition_S(thr_copy_a, gA)                 # (CPY, CPY_M, CPY_K, k)
+        tAsA = partition_D(thr_copy_a, sA)                 # (CPY, CPY_M, CPY_K)
+
+        thr_copy_b = get_slice(COPY_B, cuda.threadIdx.x)
+        tBgB = partition_S(thr_copy_b, gB)                 # (CPY, CPY_N, CPY_K, k)
+        tBsB = partition_D(thr_copy_b, sB)                 # (CPY, CPY_N, CPY_K)
+
+        # Copy gmem to smem for k_tile=0
+        copy(COPY_A, tAgA[None, None, None, 0], tAsA)
+        copy(COPY_B, tBgB[None, None, None, 0], tBsB)
+
+        # MMA partition
+        thr_mma = get_slice(MMA_C, cuda.threadIdx.x)
+        tCsA = partition_A(thr_mma, sA)                    # (MMA, MMA_M, MMA_K)
+        tCsB = partition_B(thr_mma, sB)                    # (MMA, MMA_N, MMA_K)
+        tCgC = partition_C(thr_mma, gC)                    # (MMA, MMA_M, MMA_N)
+
+        # MMA registers
+        tCrA = make_fragment_like(tCsA, float32)           # (MMA, MMA_M, MMA_K)
+        tCrB = make_fragment_like(tCsB, float32)           # (MMA, MMA_N, MMA_K)
+        tCrC = make_fragment_like(tCgC, float32)           # (MMA, MMA_M, MMA_N)
+        fill(tCrC, 0)
+
+        for k in range(K_TILES):
+            cp_async_wait_all()
+            cuda.syncthreads()
+
+            # Copy from smem to rmem
+            copy(tCsA, tCrA)
+            copy(tCsB, tCrB)
+            cuda.syncthreads()
+
+            if k + 1 < K_TILES:
+                copy(COPY_A, tAgA[None, None, None, k + 1], tAsA)
+                copy(COPY_B, tBgB[None, None, None, k + 1], tBsB)
+
+            gemm(tCrC, tCrA, tCrB)
+
+        copy(tCrC, tCgC)
+
+    threads = mma_threads[0] * mma_threads[1]
+    return matmul_kernel, (M // bM, N // bN), threads
+
+
+def run_moye_prefetch(seed, M, N, K, **config):
+    """max |C - A B| / (|A| |B|) of moye_prefetch on fresh operands, C poisoned with NaN."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bt = rng.standard_normal((N, K)).astype(np.float32)      # B as (N, K)
+    dA = cuda.to_device(a.ravel(order="F"))
+    dB = cuda.to_device(bt.ravel(order="F"))
+    dC = cuda.to_device(np.full(M * N, np.nan, np.float32))
+    kernel, grid, threads = moye_prefetch(M, N, K, **config)
+    cuda.jit(kernel)[grid, threads](dA, dB, dC)
+    got = dC.copy_to_host().reshape(N, M).T
+    ref = a.astype(np.float64) @ bt.T.astype(np.float64)
+    bound = np.abs(a).astype(np.float64) @ np.abs(bt.T).astype(np.float64)
+    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())

@@ -16,4 +16,10 @@ if __name__ == "__main__":
     err, odd_ok = cute_kernels.run_transpose(seed)
     print(json.dumps({"transpose": err, "odd offsets": odd_ok,
                       "small gemm": cute_kernels.run_small_gemm(seed),
-                      "tiled copy": cute_kernels.run_tiled_copy(seed)}))
+                      "tiled copy": cute_kernels.run_tiled_copy(seed),
+                      "moye prefetch": cute_kernels.run_moye_prefetch(
+                          seed, 64, 32, 16, tile=(32, 16, 8), copy_threads=(8, 4),
+                          mma_threads=(8, 4)),
+                      "moye prefetch cp.async": cute_kernels.run_moye_prefetch(
+                          seed, 32, 32, 24, tile=(32, 16, 8), copy_threads=(8, 4),
+                          mma_threads=(8, 4), cp_async=True)}))

@@ -27,6 +27,8 @@ def test_kernels_match_numpy_in_simulator():
     assert got["transpose"] == 0.0 and got["odd offsets"], (seed, got)
     assert got["small gemm"] < 1e-4, (seed, got)
     assert got["tiled copy"] == 0.0, (seed, got)
+    assert got["moye prefetch"] < 1e-5, (seed, got)
+    assert got["moye prefetch cp.async"] < 1e-5, (seed, got)
 
 
 def _ptx(fn, sig):
@@ -72,6 +74,23 @@ def test_tiles_and_partitions_unroll_to_constant_offsets(numba_cute):
     assert "div" not in ptx and "rem" not in ptx
     # a thread's partition of the (32, 8) tile by 8 x 4 threads: 8 loads and 8 stores
     assert ptx.count("ld.global.f32") == 8 and ptx.count("st.global.f32") == 8
+
+
+def test_moye_kernel_compiles_to_registers(numba_cute):
+    """The seed's first kernel in its configuration (128 x 128 x 8 tiles, 256 threads):
+    fragments in registers (no local memory, no spills), the FMAs unrolled."""
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    kernel, grid, threads = cute_kernels.moye_prefetch(256, 256, 64)
+    ptx = _ptx(kernel, "void(float32[::1], float32[::1], float32[::1])")
+    assert local_memory_ops(ptx) == []
+    assert ptx.count("fma.rn.f32") >= 8 * 8 * 8       # one k-tile's 8 x 8 x 8 per thread
+    assert ptxas_usage(ptx, (9, 0))[0].spills == 0
+    # the seed's own copies: cp.async, 4 per thread per operand at both copy sites
+    ptx = _ptx(cute_kernels.moye_prefetch(256, 256, 64, cp_async=True)[0],
+               "void(float32[::1], float32[::1], float32[::1])")
+    assert ptx.count("cp.async.ca.shared.global") == 16 and "cp.async.wait_all" in ptx
+    assert local_memory_ops(ptx) == []
 
 
 def test_layout_argument_is_free(numba_cute):

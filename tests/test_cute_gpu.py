@@ -27,3 +27,10 @@ def test_small_gemm():
 
 def test_tiled_copy():
     assert cute_kernels.run_tiled_copy(SEED) == 0.0, SEED
+
+
+@pytest.mark.parametrize("cp_async", [False, True])
+@pytest.mark.parametrize("shape", [(256, 384, 64), (128, 128, 8)])
+def test_moye_prefetch_seed_configuration(shape, cp_async):
+    assert cute_kernels.run_moye_prefetch(SEED, *shape, cp_async=cp_async) < 1e-5, \
+        (SEED, shape, cp_async)

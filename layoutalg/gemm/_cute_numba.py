@@ -19,6 +19,7 @@ from numba.cuda import cgutils
 
 from layoutalg import Layout
 from layoutalg.int_tuple import is_tuple, product
+from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.gemm import cute
 from layoutalg.gemm.arch._lowering import I32, item_pointer
 
@@ -270,6 +271,10 @@ def _symbolic(ty, path, leaves):
         return ty.layout
     if isinstance(ty, StaticType):
         return ty.value
+    if isinstance(ty, ThrSliceType):
+        sym = _symbol(f"a{len(leaves)}")
+        leaves.append((sym, path, ty))
+        return ty.tiled.get_slice(sym)
     if isinstance(ty, types.BaseTuple):
         return tuple(_symbolic(t, path + (k,), leaves) for k, t in enumerate(ty.types))
     raise TypingError(f"{ty} cannot be an argument of a tensor operation in a kernel: use "
@@ -332,7 +337,10 @@ def _lower_derived(op, context, builder, sig, args):
         v = args[1 + path[0]]
         for k in path[1:]:
             v = builder.extract_value(v, k)
-        values[sym] = _to_u32(context, builder, ty, v)
+        if isinstance(ty, ThrSliceType):
+            values[sym] = cgutils.create_struct_proxy(ty)(context, builder, value=v).idx
+        else:
+            values[sym] = _to_u32(context, builder, ty, v)
     return _tensor_value(context, builder, result_ty, parent.array,
                          _lower_sympy(builder, expr, values))
 
@@ -358,20 +366,201 @@ _register_constant(cute.cosize)
 
 
 class StaticType(types.Type):
-    """The numba type of a cute.static shape: the value is in the type."""
+    """The numba type of a kernel constant held in the type: a cute.static shape, a
+    TiledCopy or a TiledMMA."""
 
     def __init__(self, value):
         self.value = value
-        super().__init__(name=f"Static{tuple(value)}")
+        text = f"Static{tuple(value)}" if isinstance(value, tuple) else type(value).__name__
+        super().__init__(name=f"{text}#{id(value) if not isinstance(value, tuple) else ''}")
 
     @property
     def key(self):
-        return tuple(self.value)
+        return tuple(self.value) if isinstance(self.value, tuple) else id(self.value)
 
 
 @typeof_impl.register(cute.Static)
+@typeof_impl.register(TiledCopy)
+@typeof_impl.register(TiledMMA)
 def _typeof_static(value, context):
     return StaticType(value)
+
+
+class ThrSliceType(types.Type):
+    """One thread's view of a static TiledCopy / TiledMMA: the thread index at run time."""
+
+    def __init__(self, tiled):
+        self.tiled = tiled
+        super().__init__(name=f"ThrSlice[{type(tiled).__name__}#{id(tiled)}]")
+
+
+@register_model(ThrSliceType)
+class _ThrSliceModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("idx", types.uint32)])
+
+
+@type_callable(cute.get_slice)
+def _type_get_slice(context):
+    def typer(tiled, idx):
+        if (isinstance(tiled, StaticType) and isinstance(tiled.value, (TiledCopy, TiledMMA))
+                and isinstance(idx, types.Integer)):
+            return ThrSliceType(tiled.value)
+    return typer
+
+
+@lower_builtin(cute.get_slice, StaticType, types.Integer)
+def _get_slice(context, builder, sig, args):
+    thr = cgutils.create_struct_proxy(sig.return_type)(context, builder)
+    thr.idx = _to_u32(context, builder, sig.args[1], args[1])
+    return thr._getvalue()
+
+
+def _register_partition(fn, method):
+    """``fn(thr, tensor)``: the ThrCopy / ThrMMA ``method`` of layoutalg, in kernels."""
+    def op(tensor, thr):
+        return getattr(thr, method)(tensor)
+    op.__name__ = method
+
+    @type_callable(fn)
+    def _type(context):
+        def typer(thr, tensor):
+            if isinstance(thr, ThrSliceType) and isinstance(tensor, TensorType):
+                return _derive(op, tensor, (thr,))[0]
+        return typer
+
+    @lower_builtin(fn, ThrSliceType, TensorType)
+    def _lower(context, builder, sig, args):
+        flipped = signature(sig.return_type, sig.args[1], sig.args[0])
+        return _lower_derived(op, context, builder, flipped, (args[1], args[0]))
+
+
+for _name in ("S", "D", "A", "B", "C"):
+    _register_partition(getattr(cute, f"partition_{_name}"), f"partition_{_name}")
+
+
+# --- fragments and the algorithms: copy, fill, gemm (unrolled) ---------------------------
+
+@type_callable(cute.make_fragment_like)
+def _type_fragment(context):
+    def typer(tensor, dtype):
+        if isinstance(tensor, TensorType) and isinstance(dtype, types.NumberClass):
+            return TensorType(types.Array(dtype.dtype, 1, "C"), Layout(tensor.layout.shape))
+    return typer
+
+
+@lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
+def _make_fragment(context, builder, sig, args):
+    from numba.cuda import nvvm
+    from numba.cuda.cudaimpl import _generic_array
+    tensor = sig.return_type
+    array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
+                           dtype=tensor.array.dtype, symbol_name="_cudapy_lmem",
+                           addrspace=nvvm.ADDRSPACE_LOCAL)
+    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
+
+
+def _at(context, builder, tensor_ty, tensor, index):
+    """Pointer to element ``index`` (a Python int: a constant offset) of a tensor."""
+    crd = ir.Constant(I32, index)
+    return _element(context, builder, tensor_ty, tensor, types.uint32, crd)
+
+
+@type_callable(cute.copy)
+def _type_copy(context):
+    def typer(a, b, c=None):
+        tensors = (a, b) if c is None else (b, c)
+        if all(isinstance(t, TensorType) for t in tensors) and (
+                c is None or isinstance(a, StaticType) and isinstance(a.value, TiledCopy)):
+            return types.none
+    return typer
+
+
+@lower_builtin(cute.copy, StaticType, TensorType, TensorType)
+def _tiled_copy(context, builder, sig, args):
+    from layoutalg.gemm.arch._lowering import GLOBAL, SHARED, asm
+    tiled, (src, dst) = sig.args[0].value, sig.args[1:]
+    if tiled.atom.kind == "universal":
+        return _copy(context, builder, signature(types.none, src, dst), args[1:])
+    try:
+        per, nbytes, kind = cute.copy_instructions(tiled, src.layout)
+    except (TypeError, ValueError) as e:
+        raise TypingError(str(e)) from None
+    for r in range(cute.size(src.layout) // per):
+        g = _at(context, builder, src, args[1], r * per)
+        d = _at(context, builder, dst, args[2], r * per)
+        g64 = builder.ptrtoint(builder.addrspacecast(g, g.type.pointee.as_pointer(GLOBAL)),
+                               ir.IntType(64))
+        d32 = builder.ptrtoint(builder.addrspacecast(d, d.type.pointee.as_pointer(SHARED)),
+                               I32)
+        asm(builder, ir.VoidType(), f"{kind}.shared.global [$0], [$1], {nbytes};",
+            "r,l,~{memory}", [d32, g64], side_effect=True)
+    return context.get_dummy_value()
+
+
+@type_callable(cute.gemm)
+def _type_gemm(context):
+    def typer(C, A, B):
+        if all(isinstance(x, TensorType) for x in (C, A, B)):
+            return types.none
+    return typer
+
+
+@type_callable(cute.fill)
+def _type_fill(context):
+    def typer(tensor, value):
+        if isinstance(tensor, TensorType) and isinstance(value, types.Number):
+            return types.none
+    return typer
+
+
+@lower_builtin(cute.fill, TensorType, types.Number)
+def _fill(context, builder, sig, args):
+    tensor = sig.args[0]
+    value = context.cast(builder, args[1], sig.args[1], tensor.dtype)
+    for i in range(cute.size(tensor.layout)):
+        builder.store(value, _at(context, builder, tensor, args[0], i))
+    return context.get_dummy_value()
+
+
+@lower_builtin(cute.copy, TensorType, TensorType)
+def _copy(context, builder, sig, args):
+    src, dst = sig.args
+    n = cute.size(src.layout)
+    if n != cute.size(dst.layout):
+        raise TypingError(f"copy: the tensors have {n} and {cute.size(dst.layout)} elements")
+    for i in range(n):
+        value = builder.load(_at(context, builder, src, args[0], i))
+        value = context.cast(builder, value, src.dtype, dst.dtype)
+        builder.store(value, _at(context, builder, dst, args[1], i))
+    return context.get_dummy_value()
+
+
+@lower_builtin(cute.gemm, TensorType, TensorType, TensorType)
+def _gemm(context, builder, sig, args):
+    C, A, B = sig.args
+    try:
+        (_, m, n), k = cute._fma_shapes(C.layout, A.layout, B.layout), \
+            int(product(A.layout.shape[2]))
+    except ValueError as e:
+        raise TypingError(str(e)) from None
+    crd = types.UniTuple(types.uint32, 3)
+
+    def ptr(ty, value, a, b):
+        c = context.make_tuple(builder, crd, [ir.Constant(I32, x) for x in (0, a, b)])
+        return _element(context, builder, ty, value, crd, c)
+    acc = {(i, j): builder.load(ptr(C, args[0], i, j)) for i in range(m) for j in range(n)}
+    for kk in range(k):
+        a = [context.cast(builder, builder.load(ptr(A, args[1], i, kk)), A.dtype, C.dtype)
+             for i in range(m)]
+        b = [context.cast(builder, builder.load(ptr(B, args[2], j, kk)), B.dtype, C.dtype)
+             for j in range(n)]
+        for i in range(m):
+            for j in range(n):
+                acc[i, j] = builder.fadd(acc[i, j], builder.fmul(a[i], b[j]))
+    for (i, j), value in acc.items():
+        builder.store(value, ptr(C, args[0], i, j))
+    return context.get_dummy_value()
 
 
 @register_model(StaticType)

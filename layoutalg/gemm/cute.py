@@ -33,7 +33,12 @@ written this way is checked on a CPU as the generated ones are.
 >>> size(Layout((4, (2, 3)), (1, (4, 8)))), cosize(Layout((4, 2), (2, 1)))
 (24, 8)
 
-Partitions of a TiledCopy / TiledMMA, ``copy`` and ``gemm`` are the next steps (issue 17).
+Also in kernels: ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
+TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
+``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom) and
+``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time. Global tensors
+with run-time shapes are the next step (issue 17); so far a kernel is compiled for static
+sizes.
 """
 
 from __future__ import annotations
@@ -43,10 +48,15 @@ from typing import Any
 from layoutalg import Layout
 from layoutalg.gemm._env import simulator_active
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+import numpy as np
+
+from layoutalg import tensor as _tensor
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
 __all__ = ["make_tensor", "size", "cosize", "static", "Static", "local_tile",
-           "local_partition", "LayoutType", "TensorType"]
+           "local_partition", "get_slice", "partition_S", "partition_D", "partition_A",
+           "partition_B", "partition_C", "make_fragment_like", "fill", "copy", "gemm",
+           "LayoutType", "TensorType"]
 
 
 def _static(layout):
@@ -95,8 +105,113 @@ def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
     return Tensor(ArrayEngine(host, int(offset)), _static(layout))
 
 
+def get_slice(tiled: Any, idx: int) -> Any:
+    """Thread ``idx``'s view of a TiledCopy or TiledMMA (a static kernel argument or
+    global), as MoYe's ``get_slice(copy_A, threadIdx().x)``."""
+    return tiled.get_slice(idx)
+
+
+def partition_S(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's share of a copy's source tile: ``(CPY, CPY_M, CPY_K, ...)``."""
+    return thr.partition_S(tensor)
+
+
+def partition_D(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's share of a copy's destination tile: ``(CPY, CPY_M, CPY_K, ...)``."""
+    return thr.partition_D(tensor)
+
+
+def partition_A(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's A values of an MMA: ``(MMA, MMA_M, MMA_K, ...)``."""
+    return thr.partition_A(tensor)
+
+
+def partition_B(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's B values of an MMA: ``(MMA, MMA_N, MMA_K, ...)``."""
+    return thr.partition_B(tensor)
+
+
+def partition_C(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's C values of an MMA: ``(MMA, MMA_M, MMA_N, ...)``."""
+    return thr.partition_C(tensor)
+
+
+def make_fragment_like(tensor: Tensor, dtype: Any) -> Tensor:
+    """A register tensor of ``dtype`` (numpy's or numba's float32, ...) with ``tensor``'s
+    shape and a compact column-major layout (MoYe's ``make_fragment_A/B/C``): in a kernel,
+    a local array that numba keeps in registers when every index is a constant."""
+    return _tensor.make_fragment_like(tensor, np.dtype(str(dtype)))
+
+
+def fill(tensor: Tensor, value: Any) -> None:
+    """Every element of ``tensor`` set to ``value`` (MoYe's ``zeros!`` for 0), unrolled."""
+    for i in range(size(tensor)):
+        tensor[i] = value
+
+
+def copy(*args: Any) -> None:
+    """``copy(src, dst)``: ``dst[i] = src[i]`` for every index of two tensors of one size
+    (CuTe's ``copy`` with the universal atom). ``copy(tiled_copy, src, dst)``: the tiled
+    copy's instruction for each of the thread's ``(CPY, ...)`` groups of a partition_S /
+    partition_D pair: ``cp.async.ca`` / ``.cg`` (global -> shared, completed by
+    ``gemm.arch.cp_async_wait_all``) or the universal copy. Unrolled in a kernel."""
+    tiled, (src, dst) = (args[0], args[1:]) if len(args) == 3 else (None, args)
+    if len(args) not in (2, 3):
+        raise TypeError("copy(src, dst) or copy(tiled_copy, src, dst)")
+    if size(src) != size(dst):
+        raise ValueError(f"copy: the tensors have {size(src)} and {size(dst)} elements")
+    kind = "universal" if tiled is None else tiled.atom.kind
+    if kind == "universal":
+        for i in range(size(src)):
+            dst[i] = src[i]
+        return
+    from layoutalg.gemm import arch
+    per, nbytes, op = copy_instructions(tiled, src)
+    issue = {"cp.async.ca": arch.cp_async_ca, "cp.async.cg": arch.cp_async_cg}[op]
+    for r in range(size(src) // per):
+        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)),
+              src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
+
+
+def copy_instructions(tiled: Any, src: Any) -> Any:
+    """(values per instruction, bytes per instruction, the instruction's kind) of a tiled
+    copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values;
+    TypeError for an instruction that copy does not issue (yet)."""
+    atom = tiled.atom
+    if atom.kind not in ("cp.async.ca", "cp.async.cg", "universal"):
+        raise TypeError(f"copy: the {atom.name} instruction is not supported in kernels yet")
+    per = int(product(src.shape[0]))
+    if per * atom.value_bits != atom.bits:
+        raise ValueError(f"copy: mode 0 of {src.shape} is not one {atom.name} instruction "
+                         f"({atom.bits // atom.value_bits} values)")
+    return per, atom.bits // 8, atom.kind
+
+
+def gemm(C: Tensor, A: Tensor, B: Tensor) -> None:
+    """``C += A B`` on one thread's UniversalFMA fragments: C ``(1, M, N)``, A ``(1, M, K)``,
+    B ``(1, N, K)`` (CuTe's ``gemm(mma, D, A, B, C)`` with D = C), unrolled."""
+    (_, m, n), k = _fma_shapes(C, A, B), int(product(A.shape[2]))
+    for kk in range(k):
+        for i in range(m):
+            for j in range(n):
+                C[0, i, j] = C[0, i, j] + A[0, i, kk] * B[0, j, kk]
+
+
+def _fma_shapes(C, A, B):
+    """The (1, M, N) of UniversalFMA fragments C, A (1, M, K), B (1, N, K); ValueError
+    otherwise."""
+    shapes = [tuple(int(product(s)) for s in x.shape) if len(x.shape) == 3 else None
+              for x in (C, A, B)]
+    c, a, b = shapes
+    if None in shapes or c[0] != 1 or a[0] != 1 or b[0] != 1 or a[1] != c[1] \
+            or b[1] != c[2] or a[2] != b[2]:
+        raise ValueError(f"gemm: UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K) "
+                         f"expected, got {C.shape}, {A.shape}, {B.shape}")
+    return c
+
+
 if simulator_active():
     LayoutType = TensorType = None      # the simulator runs kernels as Python: no numba types
 else:
-    from layoutalg.gemm._cute_numba import (LayoutType, StaticType,  # noqa: E402,F401
-                                            TensorType)                 # registers them
+    # importing it registers the types, their typing and lowering with numba
+    from layoutalg.gemm._cute_numba import LayoutType, TensorType  # noqa: E402

@@ -55,7 +55,7 @@ def test_bad_input_gets_a_clear_error():
         assert got[name][0] == kind and text in got[name][1], (name, got[name])
 
 
-@pytest.mark.parametrize("dtype,m,b_unit", [("bfloat16", 4, "k"), ("float32", 1, "n")])
+@pytest.mark.parametrize("dtype,m,b_unit", [("bfloat16", 4, "k")])
 def test_ptx_has_no_local_memory(dtype, m, b_unit):
     from layoutalg.gemm.arch.inspect import compile_ptx, local_memory_ops
     cfg = skinny.default_config(dtype, dtype, m, b_unit)

@@ -34,12 +34,18 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 # Named kernels: MoYe's two pipelines in the seed's 128x128x8 configuration, and a tuned
 # double-buffered variant (benchmarks/simt_variants.py): 128x128x16 tiles, threads owning runs
 # of 4 M and 4 N values (128-bit shared loads), 2 blocks per SM.
+# "small_m": 32-row tiles for calls of at most SMALL_M rows (the prefetch pipeline allows
+# bM != bN), which an unnamed call of so few rows gets (benchmarks/RESULTS.md, "fp32 with
+# few rows": 0.56-1.11x cuBLAS where the 128-row tile ran at 0.31-0.56x).
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),
     "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2),
+    "small_m": simt.SimtConfig(bM=32, bN=128, bK=8, mma_threads=(8, 16), pipeline="prefetch",
+                               vector_mn=4, pad=4, min_blocks=4),
 }
 DEFAULT_KERNEL = "tuned"
+SMALL_M = 64
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
 # the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
 # SM80's otherwise); "autotune" tunes on a cache miss (gemm.autotune.tune); "hopper" and
@@ -193,7 +199,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     default stream for numba arrays). Returns ``out``.
 
     - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
-      ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"). With ``allow_tf32=True``
+      ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"; "small_m" for at most
+      ``SMALL_M`` rows, and the small-M kernel ``gemm.skinny`` where ``skinny.fits``). With ``allow_tf32=True``
       and no SIMT kernel named, they run on the tensor cores as tf32 (10-bit mantissa).
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
@@ -336,7 +343,8 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     check_spans("matmul", named)
     # The kernels see MoYe's operands: A as (M, K), B as (N, K), C as (M, N).
     b_unit = 1 - b.unit_mode
-    cfg, launch = _launcher(kernel, a.unit_mode, b_unit, _vector(a), _vector(b))
+    simt_choice = kernel if kernel is not None else ("small_m" if m <= SMALL_M else None)
+    cfg, launch = _launcher(simt_choice, a.unit_mode, b_unit, _vector(a), _vector(b))
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
     tiles = (m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN
     k_tiles = -(-k // cfg.bK)

@@ -75,6 +75,9 @@ class SimtConfig:
             if tile % (thr * self.vector_mn):
                 raise ValueError(f"{what}={tile} is not a multiple of {thr} threads x "
                                  f"{self.vector_mn} values")
+            if tile * self.bK < tm * tn:
+                raise ValueError(f"{what} x bK = {tile} x {self.bK} has fewer elements than "
+                                 f"the {tm * tn} threads that copy it")
 
     @property
     def threads(self):
@@ -88,10 +91,14 @@ class SimtConfig:
 def copy_vector(cfg, unit, bmn, vec):
     """Elements per cp.async for an operand whose global tile allows ``vec``: 1 when its unit
     stride is along K (the shared tile is MN-contiguous, so the copy transposes), else the
-    largest power of two <= vec that divides the shared column stride ``bmn + pad``."""
+    largest power of two <= vec that divides the shared column stride ``bmn + pad`` and
+    leaves every thread a copy of the (bmn, bK) tile (``bmn / vec`` threads along MN times
+    bK along K at least the block's threads: a 32-row tile of 128 threads copies 2 values
+    each, not 4)."""
     if unit == 1:
         return 1
-    while vec > 1 and ((bmn + cfg.pad) % vec or bmn % vec):
+    while vec > 1 and ((bmn + cfg.pad) % vec or bmn % vec
+                       or (bmn // vec) * cfg.bK < cfg.threads):
         vec //= 2
     return vec
 

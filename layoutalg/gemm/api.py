@@ -200,8 +200,9 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
 
     - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
       ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"; "small_m" for at most
-      ``SMALL_M`` rows, and the small-M kernel ``gemm.skinny`` where ``skinny.fits``). With ``allow_tf32=True``
-      and no SIMT kernel named, they run on the tensor cores as tf32 (10-bit mantissa).
+      ``SMALL_M`` rows, and the small-M kernel ``gemm.skinny`` where ``skinny.fits``). With
+      ``allow_tf32=True`` and no SIMT kernel named, they run on the tensor cores as tf32
+      (10-bit mantissa).
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"

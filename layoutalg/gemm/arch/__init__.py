@@ -24,8 +24,8 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
   ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
 
-Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert`` (conversions, re-exported
-by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
+Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert``
+(conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).
 Hopper's wgmma and its fences are in ``gemm.arch.sm90`` (no simulator twins yet, so not among

@@ -10,12 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def simulator_report(script):
-    """Run ``script`` with ``NUMBA_ENABLE_CUDASIM=1`` (numba reads it at import, so in a
-    process of its own) and return the JSON report on the last line of its output."""
+def simulator_report(script, *args):
+    """Run ``script`` (with the command-line ``args``) with ``NUMBA_ENABLE_CUDASIM=1``
+    (numba reads it at import, so in a process of its own) and return the JSON report on
+    the last line of its output."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, str(script), *map(str, args)], env=env,
+                          capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

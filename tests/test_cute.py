@@ -4,26 +4,20 @@ local_partition and slices) run in the simulator against numpy; their PTX (compi
 CPU) shows the offsets as constant arithmetic without local memory; a coordinate that does
 not fit a layout is a typing error naming both."""
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
+
+from simcase import simulator_report
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
 
 
 def test_kernels_match_numpy_in_simulator():
-    root = os.path.dirname(HERE)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     seed = int.from_bytes(os.urandom(4), "little")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "sim_cute_cases.py"), str(seed)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = simulator_report(os.path.join(HERE, "sim_cute_cases.py"), seed)
     assert got["transpose"] == 0.0 and got["odd offsets"], (seed, got)
     assert got["small gemm"] < 1e-4, (seed, got)
     assert got["tiled copy"] == 0.0, (seed, got)

@@ -3,27 +3,19 @@ B majors, every dtype, alpha/beta, split-K, column-major out, partial vectors an
 its PTX (no local memory, the vector loads and shuffles it is built on), the default configs
 and the routing rule, and its errors."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from layoutalg.gemm import skinny
 from layoutalg.gemm.skinny import SkinnyConfig
+from simcase import simulator_report
 
-HERE = os.path.dirname(__file__)
+CASES = os.path.join(os.path.dirname(__file__), "sim_skinny_cases.py")
 
 
 def simulate(which):
-    root = os.path.dirname(HERE)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "sim_skinny_cases.py"), which],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return simulator_report(CASES, which)
 
 
 @pytest.mark.parametrize("b_unit", ["n", "k"])

@@ -7,6 +7,7 @@ A TensorType is (the array, a uint32 offset) with a static layout.
 """
 
 import operator
+from functools import lru_cache
 
 from llvmlite import ir
 from numba.cuda import types
@@ -243,16 +244,13 @@ def _setitem(context, builder, sig, args):
 # symbol for every run-time integer argument; the offset expression is then lowered to
 # uint32 IR with those symbols bound to the argument values.
 
-_OFFSET = None          # the parent tensor's offset symbol, made on first use
-
-
 def _symbol(name):
     import sympy
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
 def _has_none(ty):
-    if isinstance(ty, (types.NoneType, types.Omitted)) or ty is types.none:
+    if isinstance(ty, types.NoneType):
         return True
     return isinstance(ty, types.BaseTuple) and any(_has_none(t) for t in ty.types)
 
@@ -265,7 +263,7 @@ def _symbolic(ty, path, leaves):
         sym = _symbol(f"a{len(leaves)}")
         leaves.append((sym, path, ty))
         return sym
-    if ty is types.none or isinstance(ty, types.NoneType):
+    if isinstance(ty, types.NoneType):
         return None
     if isinstance(ty, LayoutType):
         return ty.layout
@@ -285,12 +283,15 @@ def _slice(tensor, crd):
     return tensor[crd]
 
 
+@lru_cache(maxsize=None)
 def _derive(op, tensor_ty, arg_types):
-    """(TensorType of ``op(tensor, *args)``, its offset expression, the argument leaves)."""
+    """(TensorType of ``op(tensor, *args)``, its offset expression, the argument leaves, the
+    parent's offset symbol): computed once per kind of call, for typing and for lowering."""
     from layoutalg.errors import LayoutError
     offset = _symbol("offset")
     leaves = []
     args = [_symbolic(t, (k,), leaves) for k, t in enumerate(arg_types)]
+    leaves = tuple(leaves)
     try:
         result = op(cute.Tensor(offset, tensor_ty.layout), *args)
     except (LayoutError, TypeError, ValueError) as e:

@@ -36,7 +36,7 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
 # of 4 M and 4 N values (128-bit shared loads), 2 blocks per SM.
 # "small_m": 32-row tiles for calls of at most SMALL_M rows (the prefetch pipeline allows
 # bM != bN), which an unnamed call of so few rows gets (benchmarks/RESULTS.md, "fp32 with
-# few rows": 0.56-1.11x cuBLAS where the 128-row tile ran at 0.31-0.56x).
+# few rows": 0.56-1.45x cuBLAS where the 128-row tile ran at 0.31-0.71x).
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),
@@ -378,41 +378,16 @@ def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, 
     orientation (its unit stride along the workspace's rows), then gemm.splitk's reduction
     into C. Returns the plan (None in the simulator)."""
     a, b, c = ops
-    m, n = scalars[0], scalars[1]
-    col = c.unit_mode == 0                  # column-major C: the workspace holds C^T
-    rows, cols = (n, m) if col else (m, n)
-    ldw = cols + cols % 2
-    size = split * nb * rows * ldw
-    if size >= 2 ** 32:
-        raise ValueError(f"matmul: split_k={split} needs a workspace of {size} floats; at "
-                         "most 2**32 - 1")
-    sw = (1, ldw) if col else (ldw, 1)
-    ldc = c.strides[1] if col else c.strides[0]
-    if c.kind == "sim":
-        import numpy as np
-        w = np.zeros(size, np.float32)
-        owner = None
-    else:
-        ptr, owner = splitk.workspace(4 * size, stream, c.device, c.kind)
-        w = (ptr, size)
+    rows, cols, ldw, sw, size, ldc = splitk.partials_layout(c, scalars[0], scalars[1],
+                                                            split * nb, "matmul")
+    w, owner = splitk.partials_buffer(size, stream, c)
     kernel_scalars = scalars + sw + (a.bstride, b.bstride, rows * ldw, nb, kps)
-    grid = tiles + (nb * split,)
-    out = buffers[2]
-    kern = launch(grid, (cfg.threads, 1, 1), stream, buffers[:2] + (w,),
+    kern = launch(tiles + (nb * split,), (cfg.threads, 1, 1), stream, buffers[:2] + (w,),
                   kernel_scalars + (1.0, 0.0))
-    red = splitk.reduce_splits("float32", w, out, rows, cols, ldw, nb, split, ldc, c.bstride,
-                               alpha, beta, stream)
+    red = splitk.reduce_splits("float32", w, buffers[2], rows, cols, ldw, nb, split, ldc,
+                               c.bstride, alpha, beta, stream)
     del owner                           # the launches are enqueued
-    if kern is None:
-        return None
-    device, kind = c.device, c.kind
-
-    def plan(addresses, stream, alpha, beta):
-        ws, owner = splitk.workspace(4 * size, stream, device, kind)
-        kern((addresses[0], addresses[1], ws), stream, 1.0, 0.0)
-        red((ws, addresses[2]), stream, alpha, beta)
-        del owner
-    return plan
+    return splitk.partials_plan(kern, red, size, c, 2)
 
 
 def _in_parts(A, B, out, a, b, shape, out_dtype, rest):

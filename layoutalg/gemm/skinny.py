@@ -144,14 +144,13 @@ def fits(dtype: str, m: int, n: int, k: int, batch: int, b_unit: str) -> bool:
 
 # --- the kernel's source -------------------------------------------------------------------
 
-def _b_loads(src, cfg, b_unit, name, index, live, full):
-    """Code loading ``cfg.vector`` elements of B (Y) as f32 into ``name_0..`` from element
-    ``index``: one vector load when ``full`` (a condition) holds, else element by element
-    where ``live(v)`` holds, zeros elsewhere. Returns the names."""
+def _b_loads(src, cfg, name, index, live, full):
+    """Code loading ``cfg.vector`` elements of B (Y) along its unit stride as f32 into
+    ``name_0..`` from element ``index``: one vector load when ``full`` (a condition) holds,
+    else element by element where ``live(v)`` holds, zeros elsewhere. Returns the names."""
     V, dt = cfg.vector, cfg.dtype
     names = [f"{name}_{v}" for v in range(V)]
     conv = _TO_F32[dt]
-    step = "U(1)" if b_unit == "n" else "sbk"
     with src.block(f"if {full}:"):
         if V == 1:
             src(f"{names[0]} = {conv}(Y[{index}])")
@@ -168,7 +167,7 @@ def _b_loads(src, cfg, b_unit, name, index, live, full):
         for v, nm in enumerate(names):
             src(f"{nm} = float32(0)")
             with src.block(f"if {live(v)}:"):
-                src(f"{nm} = {conv}(Y[{index} + U({v})*{step}])")
+                src(f"{nm} = {conv}(Y[{index} + U({v})])")    # B's unit stride
     return names
 
 
@@ -252,13 +251,13 @@ def skinny_source(cfg: SkinnyConfig, b_unit: str, sim: bool = False) -> str:
             if b_unit == "n":
                 for u in range(cfg.unroll):
                     src(f"k{u} = kc + w + U({WARPS * u})")
-                    names = _b_loads(src, cfg, "n", f"b{u}", f"k{u} * sbk + n",
+                    names = _b_loads(src, cfg, f"b{u}", f"k{u} * sbk + n",
                                      lambda v: f"k{u} < kend and n + U({v}) < N",
                                      f"k{u} < kend and full")
                     steps.append((f"at + (w + U({WARPS * u})) * U({RP})", names))
             else:
                 src(f"k = kc + lane * U({V})")
-                cols = [_b_loads(src, cfg, "k", f"b{j}", f"(n + U({j})) * sbn + k",
+                cols = [_b_loads(src, cfg, f"b{j}", f"(n + U({j})) * sbn + k",
                                  lambda v: f"n + U({j}) < N and k + U({v}) < kend",
                                  f"n + U({j}) < N and k + U({V}) <= kend")
                         for j in range(NCOL)]
@@ -405,37 +404,15 @@ def launch_matmul(A: Any, B: Any, out: Any, alpha: float, beta: float,
     cd = "float32" if od == "float32" else "uint16"
     buffers = [kernel_buffer(a, ab), kernel_buffer(b, ab), kernel_buffer(c, cd)]
     scm, scn = c.strides
-    col = c.unit_mode == 0                  # column-major C: the workspace holds C^T
-    rows, cols = (n, m) if col else (m, n)
-    ldw = cols + cols % 2
-    sw = (1, ldw) if col else (ldw, 1)
-    size = grid[1] * rows * ldw if grid[1] > 1 else 1
-    if size >= 2 ** 32:
-        raise ValueError(f"{caller}: {grid[1]} K ranges need a workspace of {size} floats; "
-                         "at most 2**32 - 1")
-    owner = None
-    if sim:
-        import numpy as np
-        buffers.append(np.zeros(size, np.float32))
-    else:
-        ptr, owner = splitk.workspace(4 * size, handle, c.device, c.kind)
-        buffers.append((ptr, size))
+    rows, cols, ldw, sw, size, ldc = splitk.partials_layout(c, m, n, grid[1], caller)
+    w, owner = splitk.partials_buffer(size if grid[1] > 1 else 1, handle, c)
+    buffers.append(w)
     scalars = (m, n, k, sam, sak, sbn, sbk, scm, scn) + sw + (rows * ldw, kr)
-    launch = _launcher(cfg, b_unit)
-    kern = launch(tuple(grid), (THREADS, 1, 1), handle, buffers, scalars + (alpha, beta))
+    kern = _launcher(cfg, b_unit)(tuple(grid), (THREADS, 1, 1), handle, buffers,
+                                  scalars + (alpha, beta))
     if grid[1] == 1:
         return out, kern
-    ldc = scn if col else scm
-    red = splitk.reduce_splits(od, buffers[3], buffers[2], rows, cols, ldw, 1, grid[1], ldc,
-                               0, alpha, beta, handle)
-    del owner
-    if kern is None:
-        return out, None
-    device, kind = c.device, c.kind
-
-    def plan(addresses, stream, alpha, beta):
-        ws, owner = splitk.workspace(4 * size, stream, device, kind)
-        kern((addresses[0], addresses[1], addresses[2], ws), stream, 1.0, 0.0)
-        red((ws, addresses[2]), stream, alpha, beta)
-        del owner
-    return out, plan
+    red = splitk.reduce_splits(od, w, buffers[2], rows, cols, ldw, 1, grid[1], ldc, 0,
+                               alpha, beta, handle)
+    del owner                           # the launches are enqueued
+    return out, splitk.partials_plan(kern, red, size, c, 3)

@@ -27,8 +27,8 @@ from ._env import simulator_active
 from .codegen import load_module
 from .launch import Launcher
 
-__all__ = ["reduce_splits", "workspace", "by_shape", "ranges", "THREADS", "MAX_SPLIT_K",
-           "MIN_RANGE_TILES"]
+__all__ = ["reduce_splits", "workspace", "by_shape", "ranges", "partials_layout",
+           "partials_buffer", "partials_plan", "THREADS", "MAX_SPLIT_K", "MIN_RANGE_TILES"]
 
 THREADS = 256
 MAX_SPLIT_K = 64
@@ -141,3 +141,48 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     ptr = int(_check(drv.cuMemAlloc(size), "cuMemAlloc(split-K workspace)"))
     _spaces[key] = (ptr, size)
     return ptr, None
+
+
+def partials_layout(c: Any, m: int, n: int, matrices: int, caller: str) -> Tuple:
+    """Where a kernel of CUDA cores (the SIMT and small-M kernels) writes ``matrices``
+    partial (m, n) products for the out ``c`` (an Operand): in the out's orientation, so
+    that its unit stride runs along the workspace's rows (a column-major out: C^T).
+    Returns ``(rows, cols, ldw, (row stride, column stride) of (m, n), elements, ldc)``;
+    ValueError when the workspace would need 2**32 elements or more."""
+    col = c.unit_mode == 0
+    rows, cols = (n, m) if col else (m, n)
+    ldw = cols + cols % 2
+    size = matrices * rows * ldw
+    if size >= 2 ** 32:
+        raise ValueError(f"{caller}: {matrices} partial products need a workspace of {size} "
+                         "floats; at most 2**32 - 1")
+    ldc = c.strides[1] if col else c.strides[0]
+    return rows, cols, ldw, ((1, ldw) if col else (ldw, 1)), size, ldc
+
+
+def partials_buffer(size: int, stream: int, c: Any) -> Tuple[Any, Any]:
+    """``(kernel buffer, owner)`` of ``size`` f32 partials for a call writing ``c``: a
+    numpy array in the simulator, else :func:`workspace` (keep ``owner`` until the launches
+    are enqueued)."""
+    if c.kind == "sim":
+        import numpy as np
+        return np.zeros(size, np.float32), None
+    ptr, owner = workspace(4 * size, stream, c.device, c.kind)
+    return (ptr, size), owner
+
+
+def partials_plan(kernel: Any, reduce: Any, size: int, c: Any, inputs: int) -> Any:
+    """The plan of a split call: ``kernel`` (a bound launch taking the first ``inputs``
+    addresses, then the workspace) on a workspace of ``size`` floats for each call, then
+    ``reduce`` (the bound reduction) into the out (``addresses[2]``). None in the
+    simulator."""
+    if kernel is None:
+        return None
+    device, kind = c.device, c.kind
+
+    def plan(addresses, stream, alpha, beta):
+        ws, owner = workspace(4 * size, stream, device, kind)
+        kernel((*addresses[:inputs], ws), stream, 1.0, 0.0)
+        reduce((ws, addresses[2]), stream, alpha, beta)
+        del owner                       # the launches are enqueued
+    return plan

@@ -3,14 +3,16 @@ it, against cuBLAS (torch.mm) and Triton in the same run, on a suite of LLM and 
 shapes. GPU only.
 
     python3 benchmarks/shapes.py [--dtypes bf16 fp32] [--reps R] [--calls C] [--no-graphs]
-        [--json PATH] [--plot PNG] [--quick]
+        [--json PATH] [--plot PNG] [--quick] [--held-out] [--tune] [--part I N]
 
 Shapes: M in 1, 16, 64, 128, 512, 2048, 8192 over (N, K) in 4096x4096, 14336x4096,
 4096x14336, 128256x4096 (a weight stored (N, K) row-major, so B = W.T is K-major, A
 row-major), and square, tall-skinny and K-heavy problems. bf16: out bf16 as torch.mm;
 Triton's tutorial kernel (benchmarks/triton_baseline.py, best of its configs) beside, and on
 a 9.x GPU our default kernel without split-K ("no split-K": the default config passed
-explicitly, which keeps split_k=1), to show what the shape-aware split-K gives. fp32:
+explicitly, which keeps split_k=1), to show what the shape-aware split-K gives, and
+"rules": ``kernel="hopper"``, gemm.hopper.default_config's rules alone (without the shipped
+table of gemm.shape_table that an unnamed call asks first). fp32:
 our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would use TF32:
 left out). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
 <= 2^-8 |ref| + 1e-3 |A| @ |B|; fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event
@@ -18,9 +20,15 @@ timings of a CUDA graph of ``--calls`` calls (3 rotating input sets): the GPU's 
 (``--no-graphs``: the calls queued from Python, where the host's work per call shows);
 each call's host time is measured apart. Prints a table per dtype with the ratio per shape
 and the geometric mean, last.
+
+``--tune`` (bf16) also tunes each shape after its untuned timings (``gemm.autotune.tune``,
+its cache ``$GEMM_AUTOTUNE_CACHE``) and times the winner: the "tuned" column, whose configs
+``gemm.shape_table`` records. ``--held-out`` runs shapes beside the suite instead, to check
+that what was derived from the suite carries over.
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -34,7 +42,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import hopper  # noqa: E402
+from layoutalg.gemm import autotune, hopper  # noqa: E402
 
 LLM_M = (1, 16, 64, 128, 512, 2048, 8192)
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
@@ -42,13 +50,36 @@ OTHER = [("square", s, s, s) for s in (1024, 2048, 4096, 8192)] + [
     ("tall-skinny", 65536, 128, 128), ("tall-skinny", 65536, 64, 4096),
     ("K-heavy", 1024, 1024, 16384), ("K-heavy", 256, 256, 65536),
     ("K-heavy", 2048, 2048, 32768)]
+# Shapes outside the suite, for checking that what was derived from the suite's tuned runs
+# (gemm.shape_table) carries over to the shapes beside them (--held-out). Each of the first
+# three sets, run with the table's rules of its time, showed configs taken too far and led to
+# a rule (see gemm.shape_table); the fourth, written after the last rule, checks the result.
+HELD_OUT = [("held-out", m, n, k) for m in (8, 32, 256, 1024)
+            for n, k in ((11008, 4096), (4096, 11008), (8192, 8192))] + [
+    ("held-out", 3000, 3000, 3000), ("held-out", 768, 768, 768), ("held-out", 32768, 256, 256),
+    ("held-out", 512, 512, 32768)]
+HELD_OUT += [("held-out 2", m, 4096, 4096) for m in (24, 48, 100, 160, 400, 640)] + [
+    ("held-out 2", m, n, k) for m, n, k in (
+        (8, 14336, 4096), (24, 14336, 5120), (48, 5120, 14336), (96, 4096, 12288),
+        (384, 4096, 12288), (1536, 4096, 16384), (896, 896, 1024), (1280, 1280, 1280),
+        (49152, 128, 128), (65536, 96, 4096), (320, 320, 49152))]
+HELD_OUT += [("held-out 3", m, n, k) for m, n, k in (
+    (12, 4096, 4096), (56, 4096, 4096), (112, 4096, 4096), (120, 4096, 14336),
+    (448, 4096, 4096), (600, 4096, 16384), (2560, 4096, 12288), (2, 14336, 4096),
+    (20, 12288, 4096), (1152, 1152, 1152), (81920, 128, 160), (65536, 48, 4096),
+    (300, 300, 60000), (200, 256, 65536))]
+HELD_OUT += [("held-out 4", m, n, k) for m, n, k in (
+    (10, 4096, 5000), (40, 4096, 3584), (80, 4096, 4096), (104, 4096, 4096),
+    (112, 4096, 16384), (480, 4096, 12288), (512, 3584, 4096), (1792, 4096, 14336),
+    (1, 12288, 4096), (16, 16384, 4096), (928, 928, 928), (65536, 112, 256),
+    (57344, 64, 3072), (256, 192, 65536), (224, 224, 81920))]
 SETS = 3
 
 
-def suite(quick=False):
-    """(kind, M, N, K) of every shape."""
-    shapes = [("LLM", m, n, k) for n, k in LLM_NK for m in LLM_M]
-    shapes += OTHER
+def suite(quick=False, held_out=False):
+    """(kind, M, N, K) of every shape (``held_out``: the shapes beside the suite instead)."""
+    shapes = list(HELD_OUT) if held_out else [("LLM", m, n, k) for n, k in LLM_NK
+                                               for m in LLM_M] + OTHER
     if quick:
         shapes = [s for s in shapes if s[1] * s[2] * s[3] <= 2 ** 36]
     return shapes
@@ -129,7 +160,7 @@ def error(a, b, out, bf16, gen):
     return float(err.nan_to_num(nan=float("inf")).max())
 
 
-def run(dtype_name, shapes, reps, calls, graphs, log):
+def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
     bf16 = dtype_name == "bf16"
     dtype = torch.bfloat16 if bf16 else torch.float32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -152,11 +183,21 @@ def run(dtype_name, shapes, reps, calls, graphs, log):
         if bf16 and hopper.hopper_supported(torch.cuda.current_device()):
             plain = hopper.HopperConfig()           # the default's tiles without split-K
             fns["no split-K"] = lambda x, y, o: gemm.matmul(x, y, o, kernel=plain)
-        t = {name: (graph_us(fn, sets, reps, calls) if graphs else
-                    median_us(fn, sets, reps, calls)) for name, fn in fns.items()}
+            fns["rules"] = lambda x, y, o: gemm.matmul(x, y, o, kernel="hopper")
+        timing = graph_us if graphs else median_us
+        t = {name: timing(fn, sets, reps, calls) for name, fn in fns.items()}
+        tuned = {}
+        if tune and bf16:       # after the untuned timings: matmul reads the tuned cache
+            cfg = autotune.tune(a, b, out, progress=False)
+            out.fill_(math.nan)
+            gemm.matmul(a, b, out, kernel=cfg)
+            err = max(err, error(a, b, out, bf16, gen))
+            t["tuned"] = timing(lambda x, y, o: gemm.matmul(x, y, o, kernel=cfg), sets, reps,
+                                calls)
+            tuned = dict(tuned=autotune.config_label(cfg), tuned_config=dataclasses.asdict(cfg))
         host = {f"{name}_host_us": host_us(fns[name], sets[0]) for name in ("ours", "cuBLAS")}
         flops = 2 * m * n * k
-        row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err,
+        row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err, **tuned,
                    **{f"{name}_us": v for name, v in t.items()}, **host,
                    ratio=t["cuBLAS"] / t["ours"], tflops=flops / t["ours"] / 1e6)
         rows.append(row)
@@ -166,20 +207,34 @@ def run(dtype_name, shapes, reps, calls, graphs, log):
     return rows
 
 
+def geomean(values):
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def table(rows):
-    names = [n for n in ("ours", "no split-K", "cuBLAS", "Triton") if f"{n}_us" in rows[0]]
+    names = [n for n in ("ours", "rules", "no split-K", "tuned", "cuBLAS", "Triton")
+             if f"{n}_us" in rows[0]]
+    tuned = "tuned_us" in rows[0]
     lines = ["| shape (M x N x K) | " + " | ".join(f"{n} us" for n in names)
-             + " | ours TFLOP/s | ours / cuBLAS | host us ours / cuBLAS | error |",
-             "|---|" + "---|" * (len(names) + 4)]
+             + " | ours TFLOP/s | ours / cuBLAS | " + ("tuned / cuBLAS | tuned config | "
+                                                        if tuned else "")
+             + "host us ours / cuBLAS | error |",
+             "|---|" + "---|" * (len(names) + 4 + 2 * tuned)]
     for r in rows:
         lines.append(f"| {r['kind']} {r['m']}x{r['n']}x{r['k']} | "
                      + " | ".join(f"{r[n + '_us']:.1f}" for n in names)
                      + f" | {r['tflops']:.1f} | {r['ratio']:.2f}x | "
-                     f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |")
-    geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+                     + (f"{r['cuBLAS_us'] / r['tuned_us']:.2f}x | {r['tuned']} | " if tuned
+                        else "")
+                     + f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |")
     worst = min(rows, key=lambda r: r["ratio"])
-    lines.append(f"\ngeometric mean ours / cuBLAS: {geo:.3f}x over {len(rows)} shapes; lowest "
-                 f"{worst['ratio']:.2f}x at {worst['m']}x{worst['n']}x{worst['k']}")
+    lines.append(f"\ngeometric mean ours / cuBLAS: {geomean(r['ratio'] for r in rows):.3f}x "
+                 f"over {len(rows)} shapes; lowest {worst['ratio']:.2f}x at "
+                 f"{worst['m']}x{worst['n']}x{worst['k']}")
+    if tuned:
+        lines.append("geometric mean tuned / cuBLAS: "
+                     f"{geomean(r['cuBLAS_us'] / r['tuned_us'] for r in rows):.3f}x")
     return "\n".join(lines)
 
 
@@ -206,6 +261,13 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--plot")
     ap.add_argument("--quick", action="store_true", help="only shapes of <= 2^36 M*N*K")
+    ap.add_argument("--held-out", action="store_true",
+                    help="the shapes beside the suite (HELD_OUT) instead of the suite")
+    ap.add_argument("--part", type=int, nargs=2, metavar=("I", "N"), default=(0, 1),
+                    help="only the I-th of N equal parts of the shapes (runs that must be split)")
+    ap.add_argument("--tune", action="store_true",
+                    help="bf16: also tune each shape (gemm.autotune.tune, into the cache of "
+                         "$GEMM_AUTOTUNE_CACHE) and time the tuned config")
     ap.add_argument("--no-graphs", action="store_true",
                     help="time calls queued from Python instead of replayed CUDA graphs")
     ap.add_argument("--calls", type=int, default=10,
@@ -214,8 +276,11 @@ def main():
     args = ap.parse_args()
     rows = []
     for dt in args.dtypes:
-        rows += run(dt, suite(args.quick), args.reps, args.calls, not args.no_graphs,
-                    lambda s: print(s, flush=True))
+        shapes = suite(args.quick, args.held_out)
+        i, parts = args.part
+        shapes = shapes[i * len(shapes) // parts:(i + 1) * len(shapes) // parts]
+        rows += run(dt, shapes, args.reps, args.calls,
+                    not args.no_graphs, lambda s: print(s, flush=True), args.tune)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)

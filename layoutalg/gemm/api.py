@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional, Tuple
 
-from layoutalg.gemm import autotune, hopper, simt, skinny, splitk, tensorcore
+from layoutalg.gemm import autotune, hopper, shape_table, simt, skinny, splitk, tensorcore
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.binary import sm_count
 from layoutalg.gemm.launch import Launcher
@@ -207,9 +207,11 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
       (the config tuned for this problem, see ``python -m layoutalg.gemm tune``, else the device's
-      default: on compute capability 9.x the Hopper kernel's when TMA can read A and B
-      (16-byte aligned rows, tf32 operands K-major), its tiles and split-K chosen from the
-      shape by ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
+      default: for 16-bit operands on compute capability 9.x the config tuned for the
+      nearest shape of the shipped table ``gemm.shape_table`` where one is near enough, else
+      the Hopper kernel's when TMA can read A and B (16-byte aligned rows, tf32 operands
+      K-major), its tiles and split-K chosen from the shape by
+      ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
       (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
       config), a ``gemm.hopper.HopperConfig`` or a ``gemm.tensorcore.TensorCoreConfig``. With
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
@@ -247,6 +249,8 @@ def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
         cfg = autotune.lookup(autotune.problem_key(*one, tuned_out, out_dtype, caller="matmul"))
         if cfg is None and choice == "autotune":
             cfg = autotune.tune(*one, tuned_out, out_dtype=out_dtype)
+        if cfg is None:
+            cfg = _shipped_config(a, b, out)
         if isinstance(cfg, hopper.HopperConfig) or (
                 cfg is None and not simulator_active() and hopper.hopper_supported(a.device)):
             try:
@@ -255,6 +259,18 @@ def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
                 cfg = None
     # None: the kernel's default for the operands' type
     return tensorcore.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
+
+
+def _shipped_config(a, b, out):
+    """The config of ``gemm.shape_table`` for a call never tuned: one product of 16-bit
+    operands writing a row-major out on a 9.x GPU; else None."""
+    if (simulator_active() or a.batched or b.batched or a.dtype != b.dtype
+            or not hopper.hopper_supported(a.device)):
+        return None
+    if out is not None and operand(out, "out", False).unit_mode != 1:
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    return shape_table.lookup(a.dtype, m, n, k, sm_count(a.device))
 
 
 def _result_dtype(family, a_dtype, out, out_dtype, sim):

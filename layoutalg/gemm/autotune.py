@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -37,7 +38,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional, Sequence
 
 from layoutalg.gemm._env import simulator_active
@@ -46,7 +47,8 @@ from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
 __all__ = ["candidates", "hopper_candidates", "split_candidates", "compile_any", "tune",
            "problem_key", "bucket", "tuned_config", "lookup", "record", "load_cache",
-           "cache_path", "config_label", "AutotuneCacheWarning", "CACHE_ENV"]
+           "cache_path", "config_label", "config_from_dict", "AutotuneCacheWarning",
+           "CACHE_ENV"]
 
 CACHE_ENV = "GEMM_AUTOTUNE_CACHE"
 FORMAT = 1
@@ -69,12 +71,18 @@ _ELEMENT_BYTES = {"tfloat32": 4}        # in memory; 2 for bfloat16 and float16
 # first is the default (benchmarks/RESULTS.md, "Hopper GEMM": 2 x 64 x 256 tiles, 3 slots,
 # best or tied at 4096^3 and 8192^3 for every dtype); then deeper rings, delay_release 1,
 # square tiles, one consumer and smaller tiles (more tiles for the 132 SMs of a small
-# problem), a wider launch-order group, and the pingpong schedule.
+# problem; 64-row tiles of one consumer for problems of few rows), a wider launch-order
+# group, and the pingpong schedule.
 _HOPPER = ((64, 256, 3, 2, 0, 8, "cooperative"), (64, 256, 4, 2, 0, 8, "cooperative"),
            (64, 256, 4, 2, 1, 8, "cooperative"), (128, 128, 3, 2, 0, 8, "cooperative"),
            (128, 128, 4, 2, 1, 8, "cooperative"), (128, 128, 4, 1, 1, 8, "cooperative"),
            (128, 64, 5, 2, 1, 8, "cooperative"), (64, 128, 6, 2, 1, 8, "cooperative"),
+           (64, 64, 8, 2, 0, 8, "cooperative"), (64, 256, 5, 1, 0, 8, "cooperative"),
+           (64, 128, 6, 1, 0, 8, "cooperative"),
            (64, 256, 3, 2, 0, 16, "cooperative"), (128, 128, 4, 2, 1, 8, "pingpong"))
+# The tiles split_candidates cuts K for, as (bM, bN, stages, consumers): the default's, its
+# narrow form, and the one-consumer 64-row tiles.
+_SPLIT_TILES = ((64, 256, 3, 2), (64, 128, 3, 2), (64, 256, 5, 1), (64, 128, 6, 1))
 SMEM_LIMIT = DYNAMIC_SHARED_LIMIT     # an H100's opt-in shared memory per block
 
 
@@ -95,19 +103,22 @@ def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
 
 
 def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
-    """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the default
-    Hopper tiles and the 2 x 64 x 128 ones, each with the K ranges (2 to 32) whose work units
-    fit in two waves and keep >= 4 k-tiles per range. They share one compiled kernel per
-    tile shape (the ranges are a run-time argument)."""
-    from dataclasses import replace
+    """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the tiles of
+    ``_SPLIT_TILES`` (the default's, 2 x 64 x 128, and for at most 64 rows the one-consumer
+    64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
+    keep >= 4 k-tiles per range. They share one compiled kernel per tile shape (the ranges
+    are a run-time argument)."""
+    from layoutalg.gemm.hopper import HopperConfig
     out = []
-    for base in hopper_candidates(dtype, smem_limit)[:1]:
-        for cfg in (base, replace(base, bN=128)):
-            tiles = -(-m // cfg.tile_m) * -(-n // cfg.bN)
-            k_tiles = -(-k // cfg.bK)
-            for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
-                if tiles * split <= 2 * sms and k_tiles // split >= 4:
-                    out.append(replace(cfg, split_k=split))
+    for bm, bn, stages, consumers in _SPLIT_TILES:
+        cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers, dtype=dtype)
+        if cfg.shared_bytes > smem_limit or (consumers == 1 and m > 64):
+            continue
+        tiles = -(-m // cfg.tile_m) * -(-n // cfg.bN)
+        k_tiles = -(-k // cfg.bK)
+        for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
+            if tiles * split <= 2 * sms and k_tiles // split >= 4:
+                out.append(replace(cfg, split_k=split))
     return out
 
 
@@ -287,7 +298,7 @@ def load_cache(path: Optional[str] = None) -> dict:
     return entries
 
 
-def _config_from(d):
+def config_from_dict(d):
     """The TensorCoreConfig or HopperConfig (it has ``consumers``) stored as ``d`` (lists back
     to tuples); None if it is not one this version can build."""
     from layoutalg.gemm import hopper, tensorcore as tc
@@ -305,7 +316,7 @@ def lookup(key: str, path: Optional[str] = None) -> Any:
     entry = load_cache(path).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
         return None
-    return _config_from(entry["config"])
+    return config_from_dict(entry["config"])
 
 
 def tuned_config(A: Any, B: Any, out: Any = None, out_dtype: Optional[str] = None) -> Any:
@@ -406,13 +417,44 @@ def _measure(A, B, out, cfg, out_dtype, reps, warmup):
     stream = cuda.external_stream(handle) if handle else cuda.default_stream()
     for _ in range(warmup):
         plan(addresses, handle, 1.0, 0.0)
+    busy = _busy(stream, reps)
     events = [(cuda.event(), cuda.event()) for _ in range(reps)]
     for start, stop in events:
         start.record(stream)
         plan(addresses, handle, 1.0, 0.0)
         stop.record(stream)
     events[-1][1].synchronize()
+    del busy                        # the spin's scratch, freed once the stream is done
     return statistics.median(cuda.event_elapsed_time(s, e) for s, e in events), out
+
+
+@functools.lru_cache(maxsize=None)
+def _spin_kernel():
+    """A one-thread kernel running a chain of ``n`` dependent multiply-adds (each waits for
+    the last: at least the FMA latency, 4 cycles, about 2 ns at 1.98 GHz)."""
+    from numba import cuda
+
+    @cuda.jit
+    def spin(x, n):
+        v = x[0]
+        for _ in range(n):
+            v = v * 0.999999 + 1e-6
+        x[0] = v
+    return spin
+
+
+def _busy(stream, launches):
+    """Keep ``stream`` busy while the host queues ``launches`` timed launches behind it, so
+    their events time the GPU alone: a small problem's kernel is shorter than the host's work
+    per launch, and would otherwise be timed with the gaps between launches. Returns the
+    spin's scratch, to keep until the stream is done with it. The spin lasts about 100 us
+    per launch queued (50,000 steps of >= 2 ns), well above a plan's host work (10-40 us)."""
+    from numba import cuda
+    scratch = cuda.device_array(1, dtype="float32", stream=stream)
+    with warnings.catch_warnings():             # numba's low-occupancy warning: on purpose
+        warnings.filterwarnings("ignore", message="Grid size")
+        _spin_kernel()[1, 1, stream](scratch, 50_000 * launches)
+    return scratch
 
 
 def _scratch_like(out):

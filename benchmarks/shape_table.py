@@ -1,0 +1,61 @@
+"""Write gemm's shipped table (``layoutalg/gemm/shape_table.json``, see gemm.shape_table)
+from the JSON of tuned suite runs. No GPU needed.
+
+    python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08] [--out PATH]
+
+Each RUN.json is written by ``python3 benchmarks/shapes.py --dtypes bf16 --tune --json
+RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config), the
+tuned time and the tuned config. A shape enters the table where the tuned config was at
+least ``--min-gain`` times faster than the rules in that run's own timing.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(ROOT, "layoutalg", "gemm", "shape_table.json")
+SMS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H200": 132}
+
+
+def table(runs, min_gain):
+    """The table's dict from the runs' dicts (one device)."""
+    devices = {run["device"] for run in runs}
+    if len(devices) != 1 or not devices <= SMS.keys():
+        raise SystemExit(f"shape_table: runs of one known device expected, got {devices}")
+    device = devices.pop()
+    chosen = []
+    for run in runs:
+        for r in run["rows"]:
+            if "tuned_config" not in r:
+                raise SystemExit(f"shape_table: {r['m']}x{r['n']}x{r['k']} was not tuned "
+                                 "(run shapes.py with --tune)")
+            gain = r["ours_us"] / r["tuned_us"]
+            if gain >= min_gain:
+                chosen.append(dict(m=r["m"], n=r["n"], k=r["k"], gain=round(gain, 3),
+                                   label=r["tuned"], config=r["tuned_config"]))
+    return dict(device=device, sms=SMS[device], min_gain=min_gain, entries=chosen)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--min-gain", type=float, default=1.08)
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    args = ap.parse_args()
+    runs = []
+    for path in args.runs:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    out = table(runs, args.min_gain)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    for e in out["entries"]:
+        print(f"{e['m']}x{e['n']}x{e['k']}: {e['label']} ({e['gain']:.2f}x the rules)")
+    print(f"{len(out['entries'])} shapes -> {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""gemm.shape_table (the shipped configs tuned on the shapes suite) and
+benchmarks/shape_table.py (which writes it); CPU only."""
+
+import json
+from dataclasses import replace
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from layoutalg.gemm import api, hopper, shape_table, tensorcore
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from benchmarks import shape_table as writer  # noqa: E402
+
+
+def _table(tmp_path, shapes_configs, sms=132):
+    path = tmp_path / f"table{len(list(tmp_path.iterdir()))}.json"   # entries() caches by path
+    entries = [dict(m=m, n=n, k=k, config=cfg.__dict__) for (m, n, k), cfg in shapes_configs]
+    path.write_text(json.dumps(dict(device="x", sms=sms, entries=entries)))
+    return str(path)
+
+
+A = hopper.HopperConfig(bM=64, bN=128, stages=6, consumers=1)
+B = tensorcore.TensorCoreConfig(bM=64, bN=64, bK=64, warps=(2, 2), stages=3)
+
+
+def test_near_enough_in_octaves():
+    assert shape_table.near((16, 4096, 4096), (16, 4096, 4096)) == 0
+    assert shape_table.near((8, 4096, 4096), (16, 4096, 4096)) == 1         # few rows: M free
+    assert shape_table.near((7, 4096, 4096), (16, 4096, 4096)) is None      # > 1 octave
+    assert shape_table.near((16, 6000, 6000), (16, 4096, 4096)) > 1         # sum 1.1
+    assert shape_table.near((16, 8000, 8000), (16, 4096, 4096)) is None     # sum 1.9
+    assert shape_table.near((1024, 4096, 4096), (512, 4096, 4096)) is None  # M sets the waves
+    assert shape_table.near((700, 4096, 4096), (512, 4096, 4096)) < 0.5
+
+
+def test_lookup_takes_the_nearest_recorded_shape(tmp_path):
+    path = _table(tmp_path, [((16, 4096, 4096), A), ((65536, 64, 4096), B)])
+    assert shape_table.lookup("bfloat16", 16, 4096, 4096, 132, path) == A
+    assert shape_table.lookup("bfloat16", 9, 5000, 4096, 132, path) == A
+    assert shape_table.lookup("bfloat16", 50000, 64, 4096, 130, path) == B
+    assert shape_table.lookup("bfloat16", 40000, 64, 4096, 132, path) is None
+    assert shape_table.lookup("bfloat16", 7, 4096, 4096, 132, path) is None
+    assert shape_table.lookup("float16", 16, 4096, 4096, 132, path) == replace(
+        A, dtype="float16")
+    assert shape_table.lookup("tfloat32", 16, 4096, 4096, 132, path) is None
+    assert shape_table.lookup("bfloat16", 16, 4096, 4096, 114, path) is None  # other GPU
+
+
+def test_the_nearer_of_two_shapes_wins(tmp_path):
+    other = hopper.HopperConfig(bM=64, bN=64, stages=8)
+    path = _table(tmp_path, [((16, 8192, 4096), other), ((16, 4096, 4096), A)])
+    assert shape_table.lookup("bfloat16", 16, 7000, 4096, 132, path) == other
+    assert shape_table.lookup("bfloat16", 16, 5000, 4096, 132, path) == A
+
+
+def test_a_one_tile_row_config_is_not_used_for_more_rows(tmp_path):
+    narrow = hopper.HopperConfig(bM=64, bN=64, stages=8)           # 128-row tiles
+    path = _table(tmp_path, [((128, 4096, 4096), narrow), ((512, 4096, 4096), A)])
+    assert shape_table.lookup("bfloat16", 100, 4096, 4096, 132, path) == narrow
+    assert shape_table.lookup("bfloat16", 129, 4096, 4096, 132, path) is None
+    path = _table(tmp_path, [((1024, 1024, 1024), narrow)])       # 8 tile rows: any count
+    assert shape_table.lookup("bfloat16", 768, 1024, 1024, 132, path) == narrow
+
+
+def test_a_one_wave_config_is_not_used_for_more_waves(tmp_path):
+    narrow = hopper.HopperConfig(bM=64, bN=64, stages=8)
+    path = _table(tmp_path, [((1024, 1024, 1024), narrow)])       # 128 tiles, 132 SMs
+    assert shape_table.lookup("bfloat16", 900, 900, 900, 132, path) == narrow     # 120
+    assert shape_table.lookup("bfloat16", 1152, 1152, 1152, 132, path) is None   # 162
+
+
+def test_split_k_keeps_the_recorded_work_units(tmp_path):
+    split = hopper.HopperConfig(bM=64, bN=128, split_k=32)          # 128 x 128 tiles
+    path = _table(tmp_path, [((256, 256, 65536), split)])           # 4 tiles x 32 ranges
+    assert shape_table.lookup("bfloat16", 256, 256, 65536, 132, path) == split
+    assert shape_table.lookup("bfloat16", 320, 320, 49152, 132, path).split_k == 14  # 9 tiles
+    assert shape_table.lookup("bfloat16", 200, 200, 40000, 132, path).split_k == 32
+    path = _table(tmp_path, [((256, 256, 2048), split)])            # 32 k-tiles
+    assert shape_table.lookup("bfloat16", 200, 256, 2048, 132, path).split_k == 8  # >= 4 each
+
+
+def test_shipped_table_loads_and_answers_its_own_shapes():
+    with open(shape_table.TABLE_PATH) as f:
+        raw = json.load(f)
+    sms, rows = shape_table.entries()
+    assert sms == raw["sms"] and len(rows) == len(raw["entries"]) > 0
+    for m, n, k, cfg in rows:
+        assert isinstance(cfg, (hopper.HopperConfig, tensorcore.TensorCoreConfig))
+        assert shape_table.lookup("bfloat16", m, n, k, sms) == cfg
+    assert all(e["gain"] >= raw["min_gain"] for e in raw["entries"])
+
+
+def test_route_asks_the_table_only_for_single_16_bit_products(monkeypatch):
+    monkeypatch.setattr(api, "simulator_active", lambda: False)
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device: True)
+    monkeypatch.setattr(api, "sm_count", lambda device: 132)
+    _, rows = shape_table.entries()
+    m, n, k, cfg = rows[0]
+
+    def op(dtype, shape, batched=False):
+        return SimpleNamespace(dtype=dtype, shape=shape, batched=batched, device=0)
+    a, b = op("bfloat16", (m, k)), op("bfloat16", (k, n))
+    assert api._shipped_config(a, b, None) == cfg
+    assert api._shipped_config(op("float32", (m, k)), op("float32", (k, n)), None) is None
+    assert api._shipped_config(op("bfloat16", (m, k), True), b, None) is None
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device: False)
+    assert api._shipped_config(a, b, None) is None
+
+
+def _run(rows, device="NVIDIA H100 80GB HBM3"):
+    return dict(device=device, rows=rows)
+
+
+def _row(m, ours, tuned, cfg=A):
+    return dict(m=m, n=4096, k=4096, ours_us=ours, tuned_us=tuned, tuned="label",
+                tuned_config=cfg.__dict__)
+
+
+def test_writer_keeps_shapes_the_tuner_won_by_the_margin():
+    out = writer.table([_run([_row(1, 10.0, 9.5), _row(16, 10.0, 9.0)]),
+                        _run([_row(64, 20.0, 10.0, B)])], 1.08)
+    assert [e["m"] for e in out["entries"]] == [16, 64] and out["sms"] == 132
+    assert out["entries"][1]["config"] == B.__dict__
+    with pytest.raises(SystemExit, match="one known device"):
+        writer.table([_run([]), _run([], "NVIDIA A100")], 1.08)
+    with pytest.raises(SystemExit, match="not tuned"):
+        writer.table([_run([dict(m=1, n=2, k=3)])], 1.08)

@@ -137,8 +137,8 @@ from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS, UniversalCopy  # noqa
 from layoutalg.gemm.arch import cp_async_wait_all  # noqa: E402
 from layoutalg.atom.mma import UniversalFMA  # noqa: E402
 from layoutalg.gemm.cute import (copy, fill, gemm, get_slice, make_fragment_like,  # noqa: E402
-                                 partition_A, partition_B, partition_C, partition_D,
-                                 partition_S)
+                                 make_shared_tensor, partition_A, partition_B, partition_C,
+                                 partition_D, partition_S)
 
 def moye_prefetch(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads=(16, 16),
                   cp_async=False):
@@ -155,7 +155,6 @@ def moye_prefetch(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads
         raise ValueError(f"moye_prefetch: ({M}, {N}, {K}) is not a multiple of the tile {tile}")
     MA, MB, MC = Layout((M, K), (1, M)), Layout((N, K), (1, N)), Layout((M, N), (1, M))
     SA_LAYOUT, SB_LAYOUT = Layout((bM, bK), (1, bM + 1)), Layout((bN, bK), (1, bN + 1))
-    SA_N, SB_N = cosize(SA_LAYOUT), cosize(SB_LAYOUT)
     TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
     atom = SM80_CP_ASYNC_CACHEALWAYS(4, np.float32) if cp_async else UniversalCopy(32, np.float32)
     COPY_A = make_tiled_copy(atom, Layout(copy_threads), Layout((1, 1)))
@@ -164,8 +163,8 @@ def moye_prefetch(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads
     K_TILES = K // bK
 
     def matmul_kernel(A, B, C):
-        sA = make_tensor(cuda.shared.array(SA_N, float32), SA_LAYOUT)
-        sB = make_tensor(cuda.shared.array(SB_N, float32), SB_LAYOUT)
+        sA = make_shared_tensor(float32, SA_LAYOUT)
+        sB = make_shared_tensor(float32, SB_LAYOUT)
 
         mA = make_tensor(A, MA)
         mB = make_tensor(B, MB)
@@ -223,15 +222,132 @@ def moye_prefetch(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads
 
 def run_moye_prefetch(seed, M, N, K, **config):
     """max |C - A B| / (|A| |B|) of moye_prefetch on fresh operands, C poisoned with NaN."""
+    return _run_moye(moye_prefetch, seed, M, N, K, config)
+
+
+def _run_moye(make, seed, M, N, K, config):
+    """max |C - A B| / (|A| |B|) of the kernel ``make(M, N, K, **config)`` builds, on fresh
+    column-major operands (B given as (N, K)), C poisoned with NaN."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype(np.float32)
     bt = rng.standard_normal((N, K)).astype(np.float32)      # B as (N, K)
     dA = cuda.to_device(a.ravel(order="F"))
     dB = cuda.to_device(bt.ravel(order="F"))
     dC = cuda.to_device(np.full(M * N, np.nan, np.float32))
-    kernel, grid, threads = moye_prefetch(M, N, K, **config)
+    kernel, grid, threads = make(M, N, K, **config)
     cuda.jit(kernel)[grid, threads](dA, dB, dC)
     got = dC.copy_to_host().reshape(N, M).T
     ref = a.astype(np.float64) @ bt.T.astype(np.float64)
     bound = np.abs(a).astype(np.float64) @ np.abs(bt.T).astype(np.float64)
     return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+
+
+# --- MoYe's second pipeline (the seed's double-buffered kernel), line for line -------------
+
+from layoutalg.gemm.cute import static_range, unroll, unrolled  # noqa: E402
+# Two shared buffers (bM, bK, 2) padded to bM + 2 (8-byte cp.async of two floats, as the
+# seed's Float64 copies), register fragments double-buffered over k_block.
+
+def moye_double_buffer(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_threads=(32, 8)):
+    """The seed's double-buffered kernel for a static (M, N, K), and its launch (grid,
+    threads). Seed configuration by default: 128 x 128 x 8 tiles, cp.async of 8 bytes (two
+    values) over 32 x 8 threads, UniversalFMA over 32 x 8 threads."""
+    bM, bN, bK = tile
+    if copy_threads[0] * copy_threads[1] != mma_threads[0] * mma_threads[1]:
+        raise ValueError(f"moye_double_buffer: the copies' {copy_threads} and the MMA's "
+                         f"{mma_threads} threads differ in number")
+    if M % bM or N % bN or K % bK:
+        raise ValueError(f"moye_double_buffer: ({M}, {N}, {K}) is not a multiple of the "
+                         f"tile {tile}")
+    MA, MB, MC = Layout((M, K), (1, M)), Layout((N, K), (1, N)), Layout((M, N), (1, M))
+    sA_layout = Layout((bM, bK, 2), (1, bM + 2, (bM + 2) * bK))
+    sB_layout = Layout((bN, bK, 2), (1, bN + 2, (bN + 2) * bK))
+    TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
+    atom = SM80_CP_ASYNC_CACHEALWAYS(8, np.float32)
+    copy_A = make_tiled_copy(atom, Layout(copy_threads), Layout((2, 1)))
+    copy_B = make_tiled_copy(atom, Layout(copy_threads), Layout((2, 1)))
+    mma_C = make_tiled_mma(UniversalFMA(np.float32), Layout(mma_threads))
+    K_BLOCKS = static_range(bK)             # the k-blocks of a tile (UniversalFMA: K 1 each)
+
+    @unrolled
+    def matmul_kernel(A, B, C):
+        sA = make_shared_tensor(float32, sA_layout)        # (bM, bK, 2)
+        sB = make_shared_tensor(float32, sB_layout)        # (bN, bK, 2)
+
+        mA = make_tensor(A, MA)
+        mB = make_tensor(B, MB)
+        mC = make_tensor(C, MC)
+
+        gA = local_tile(mA, TILE_A, (cuda.blockIdx.x, None))
+        gB = local_tile(mB, TILE_B, (cuda.blockIdx.y, None))
+        gC = local_tile(mC, TILE_C, (cuda.blockIdx.x, cuda.blockIdx.y))
+
+        # Copy partition
+        thr_copy_a = get_slice(copy_A, cuda.threadIdx.x)
+        tAgA = partition_S(thr_copy_a, gA)                 # (CPY, CPY_M, CPY_K, k)
+        tAsA = partition_D(thr_copy_a, sA)                 # (CPY, CPY_M, CPY_K, 2)
+
+        thr_copy_b = get_slice(copy_B, cuda.threadIdx.x)
+        tBgB = partition_S(thr_copy_b, gB)                 # (CPY, CPY_N, CPY_K, k)
+        tBsB = partition_D(thr_copy_b, sB)                 # (CPY, CPY_N, CPY_K, 2)
+
+        # Copy gmem to smem for k_tile=0
+        copy(copy_A, tAgA[None, None, None, 0], tAsA[None, None, None, 0])
+        copy(copy_B, tBgB[None, None, None, 0], tBsB[None, None, None, 0])
+
+        # MMA partition
+        thr_mma = get_slice(mma_C, cuda.threadIdx.x)
+        tCsA = partition_A(thr_mma, sA)                    # (MMA, MMA_M, MMA_K, 2)
+        tCsB = partition_B(thr_mma, sB)                    # (MMA, MMA_N, MMA_K, 2)
+        tCgC = partition_C(thr_mma, gC)                    # (MMA, MMA_M, MMA_N)
+
+        # MMA registers
+        tCrA = make_fragment_like(tCsA[None, None, None, 0], float32)   # (MMA, MMA_M, MMA_K)
+        tCrB = make_fragment_like(tCsB[None, None, None, 0], float32)   # (MMA, MMA_N, MMA_K)
+        tCrC = make_fragment_like(tCgC, float32)                        # (MMA, MMA_M, MMA_N)
+        fill(tCrC, 0)
+
+        cp_async_wait_all()
+        cuda.syncthreads()
+
+        # Copy smem to rmem for k_block=0
+        smem_read = 0
+        smem_write = 1
+        tCsA_p = tCsA[None, None, None, smem_read]
+        tCsB_p = tCsB[None, None, None, smem_read]
+        copy(tCsA_p[None, None, 0], tCrA[None, None, 0])
+        copy(tCsB_p[None, None, 0], tCrB[None, None, 0])
+
+        k_tile_max = size(tAgA[0, 0, 0, None])
+        k_block_max = size(tCrA[0, 0, None])
+        for k_tile in range(k_tile_max):
+            for k_block in unroll(K_BLOCKS):                   # static: 0 .. k_block_max-1
+                k_block_next = k_block + 1
+                if k_block == k_block_max - 1:
+                    cp_async_wait_all()
+                    cuda.syncthreads()
+                    tCsA_p = tCsA[None, None, None, smem_read]
+                    tCsB_p = tCsB[None, None, None, smem_read]
+                    k_block_next = 0
+
+                copy(tCsA_p[None, None, k_block_next], tCrA[None, None, k_block_next])
+                copy(tCsB_p[None, None, k_block_next], tCrB[None, None, k_block_next])
+
+                if k_block == 0 and k_tile + 1 < k_tile_max:
+                    copy(copy_A, tAgA[None, None, None, k_tile + 1],
+                         tAsA[None, None, None, smem_write])
+                    copy(copy_B, tBgB[None, None, None, k_tile + 1],
+                         tBsB[None, None, None, smem_write])
+                    smem_read, smem_write = smem_write, smem_read
+
+                gemm(tCrC, tCrA[None, None, k_block], tCrB[None, None, k_block])
+
+        copy(tCrC, tCgC)
+
+    threads = mma_threads[0] * mma_threads[1]
+    return matmul_kernel, (M // bM, N // bN), threads
+
+
+def run_moye_double_buffer(seed, M, N, K, **config):
+    """max |C - A B| / (|A| |B|) of moye_double_buffer on fresh operands, C poisoned."""
+    return _run_moye(moye_double_buffer, seed, M, N, K, config)

@@ -23,6 +23,7 @@ def test_kernels_match_numpy_in_simulator():
     assert got["tiled copy"] == 0.0, (seed, got)
     assert got["moye prefetch"] < 1e-5, (seed, got)
     assert got["moye prefetch cp.async"] < 1e-5, (seed, got)
+    assert got["moye double buffer"] < 1e-5, (seed, got)
 
 
 def _ptx(fn, sig):
@@ -84,7 +85,62 @@ def test_moye_kernel_compiles_to_registers(numba_cute):
     ptx = _ptx(cute_kernels.moye_prefetch(256, 256, 64, cp_async=True)[0],
                "void(float32[::1], float32[::1], float32[::1])")
     assert ptx.count("cp.async.ca.shared.global") == 16 and "cp.async.wait_all" in ptx
+    assert local_memory_ops(ptx) == [] and "ld.f32" not in ptx
+    # a fragment's loads share one address and constant displacements: few 64-bit products
+    assert ptx.count("mul.wide") < 16, ptx.count("mul.wide")
+
+
+def test_double_buffer_kernel_unrolls_to_registers(numba_cute):
+    """The seed's second kernel (seed configuration): its k_block loop written out by
+    cute.unrolled, so the fragments indexed by k_block stay in registers; cp.async of 8
+    bytes, 2 per thread per operand at both copy sites."""
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    kernel, grid, threads = cute_kernels.moye_double_buffer(256, 256, 64)
+    ptx = _ptx(kernel, "void(float32[::1], float32[::1], float32[::1])")
     assert local_memory_ops(ptx) == []
+    assert ptx.count("fma.rn.f32") == 8 * 4 * 16      # 8 k-blocks of a 4 x 16 thread tile
+    assert "ld.f32" not in ptx and "ld.shared.f32" in ptx      # shared loads, not generic
+    copies = [line for line in ptx.splitlines() if "cp.async.ca.shared.global" in line]
+    assert len(copies) == 8 and all(line.endswith(", 8;") for line in copies)
+    assert "cp.async.wait_all" in ptx
+    usage = ptxas_usage(ptx, (9, 0))[0]
+    assert usage.spills == 0 and usage.stack_frame == 0
+
+
+def test_unrolled_writes_out_loops_and_refuses_what_it_cannot(numba_cute):
+    """A register array indexed by an unrolled loop's variable (and by arithmetic on it)
+    stays in registers. Loops that break, and non-int tuples, are refused when decorated."""
+    from numba import cuda, float32
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    unroll, STEPS = numba_cute.unroll, numba_cute.static_range(6)
+
+    def rotate(out):
+        frag = cuda.local.array(6, float32)
+        for i in range(6):
+            frag[i] = out[i]
+        for k in unroll(STEPS):
+            nxt = k + 1
+            if k == 5:
+                nxt = 0
+            frag[nxt] = frag[nxt] * frag[k] + out[6 + k]
+        for i in range(6):
+            out[i] = frag[i]
+
+    assert local_memory_ops(_ptx(numba_cute.unrolled(rotate), "void(float32[::1])")) == []
+
+    def breaks(out):
+        for k in unroll(STEPS):
+            if out[k] > 0:
+                break
+
+    def not_ints(out):
+        for k in unroll((0.5, 1.5)):
+            out[0] = k
+    with pytest.raises(SyntaxError, match="may not break"):
+        numba_cute.unrolled(breaks)
+    with pytest.raises(TypeError, match="tuple of ints"):
+        numba_cute.unrolled(not_ints)
 
 
 def test_layout_argument_is_free(numba_cute):

@@ -34,3 +34,8 @@ def test_tiled_copy():
 def test_moye_prefetch_seed_configuration(shape, cp_async):
     assert cute_kernels.run_moye_prefetch(SEED, *shape, cp_async=cp_async) < 1e-5, \
         (SEED, shape, cp_async)
+
+
+@pytest.mark.parametrize("shape", [(256, 384, 64), (128, 128, 8)])
+def test_moye_double_buffer_seed_configuration(shape):
+    assert cute_kernels.run_moye_double_buffer(SEED, *shape) < 1e-5, (SEED, shape)

@@ -22,7 +22,7 @@ from layoutalg import Layout
 from layoutalg.int_tuple import is_tuple, product
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.gemm import cute
-from layoutalg.gemm.arch._lowering import I32, item_pointer
+from layoutalg.gemm.arch._lowering import I32, SHARED, item_pointer
 
 __all__ = ["LayoutType", "TensorType", "StaticType"]
 
@@ -89,6 +89,11 @@ def _to_u32(context, builder, ty, value):
     return context.cast(builder, value, ty, types.uint32)
 
 
+# Offsets are sums and products of non-negative values below an array's size: they do not
+# wrap, and saying so lets LLVM move constant terms into the addresses.
+NUW = ("nuw",)
+
+
 def _crd2idx(context, builder, ty, value, shape, stride):
     """uint32 IR of the offset of coordinate ``value`` (numba type ``ty``) in (shape,
     stride): an integer is an index into the mode, colexicographic over its sub-modes (the
@@ -96,7 +101,7 @@ def _crd2idx(context, builder, ty, value, shape, stride):
     if isinstance(ty, types.Integer):
         index = _to_u32(context, builder, ty, value)
         if not is_tuple(shape):
-            return builder.mul(index, ir.Constant(I32, stride))
+            return builder.mul(index, ir.Constant(I32, stride), flags=NUW)
         total = ir.Constant(I32, 0)
         for k, (s, d) in enumerate(zip(shape, stride)):
             if k == len(shape) - 1:
@@ -105,12 +110,13 @@ def _crd2idx(context, builder, ty, value, shape, stride):
                 n = ir.Constant(I32, int(product(s)))
                 part = builder.urem(index, n)
                 index = builder.udiv(index, n)
-            total = builder.add(total, _crd2idx(context, builder, types.uint32, part, s, d))
+            total = builder.add(total, _crd2idx(context, builder, types.uint32, part, s, d),
+                                flags=NUW)
         return total
     total = ir.Constant(I32, 0)
     for k, (t, s, d) in enumerate(zip(ty.types, shape, stride)):
         part = builder.extract_value(value, k)
-        total = builder.add(total, _crd2idx(context, builder, t, part, s, d))
+        total = builder.add(total, _crd2idx(context, builder, t, part, s, d), flags=NUW)
     return total
 
 
@@ -145,11 +151,14 @@ def _register_constant(fn):
 # --- tensors ----------------------------------------------------------------------------
 
 class TensorType(types.Type):
-    """A tensor: an array (1-D), a uint32 element offset and a static layout."""
+    """A tensor: an array (1-D), a uint32 element offset and a static layout; ``space``
+    "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived from it (its
+    loads and stores address shared memory explicitly), else None."""
 
-    def __init__(self, array, layout):
-        self.array, self.layout = array, layout
-        super().__init__(name=f"Tensor[{array}, {layout}]")
+    def __init__(self, array, layout, space=None):
+        self.array, self.layout, self.space = array, layout, space
+        where = f", {space}" if space else ""
+        super().__init__(name=f"Tensor[{array}, {layout}{where}]")
 
     @property
     def dtype(self):
@@ -195,9 +204,29 @@ def _tensor_value(context, builder, tensor, array, offset):
 
 
 def _element(context, builder, tensor_ty, tensor, crd_ty, crd):
+    """Pointer to the element at ``crd``: in the shared address space for a shared tensor
+    (NVVM cannot always infer it, e.g. through a view reassigned in a loop, and a generic
+    load or store is slower), else generic."""
     t = cgutils.create_struct_proxy(tensor_ty)(context, builder, value=tensor)
-    index = builder.add(t.offset, _offset(context, builder, tensor_ty.layout, crd_ty, crd))
-    return item_pointer(context, builder, tensor_ty.array, t.array, types.uint32, index)
+    at = _offset(context, builder, tensor_ty.layout, crd_ty, crd)
+    if tensor_ty.array.layout in "CF":
+        # two steps: the tensor's element, then the coordinate's offset from it, so that a
+        # tensor's elements share one base address and a constant offset folds into the load
+        i64 = ir.IntType(64)
+        data = context.make_array(tensor_ty.array)(context, builder, t.array).data
+        base = builder.gep(data, [builder.zext(t.offset, i64)], inbounds=True)
+        ptr = builder.gep(base, [builder.zext(at, i64)], inbounds=True)
+    else:
+        index = builder.add(t.offset, at, flags=NUW)
+        ptr = item_pointer(context, builder, tensor_ty.array, t.array, types.uint32, index)
+    return _in_space(builder, ptr, SHARED) if tensor_ty.space == "shared" else ptr
+
+
+def _in_space(builder, ptr, space):
+    """``ptr`` as a pointer of address space ``space`` (cast only where it is another)."""
+    if ptr.type.addrspace == space:
+        return ptr
+    return builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(space))
 
 
 @type_callable(operator.getitem)
@@ -302,7 +331,7 @@ def _derive(op, tensor_ty, arg_types):
     except TypeError as e:
         raise TypingError(f"{getattr(op, '__name__', op)}: the result's layout depends on "
                           f"run-time values: {e}") from None
-    return TensorType(tensor_ty.array, layout), result.engine, leaves, offset
+    return TensorType(tensor_ty.array, layout, tensor_ty.space), result.engine, leaves, offset
 
 
 def _lower_sympy(builder, expr, values):
@@ -317,7 +346,7 @@ def _lower_sympy(builder, expr, values):
         parts = [_lower_sympy(builder, a, values) for a in expr.args]
         out = parts[0]
         for p in parts[1:]:
-            out = builder.add(out, p) if expr.is_Add else builder.mul(out, p)
+            out = (builder.add if expr.is_Add else builder.mul)(out, p, flags=NUW)
         return out
     if isinstance(expr, sympy.floor):
         num, den = expr.args[0].as_numer_denom()
@@ -387,6 +416,11 @@ def _typeof_static(value, context):
     return StaticType(value)
 
 
+@typeof_impl.register(cute.StaticInt)
+def _typeof_static_int(value, context):
+    return types.IntegerLiteral(int(value))
+
+
 class ThrSliceType(types.Type):
     """One thread's view of a static TiledCopy / TiledMMA: the thread index at run time."""
 
@@ -450,6 +484,26 @@ def _type_fragment(context):
     return typer
 
 
+@type_callable(cute.make_shared_tensor)
+def _type_shared_tensor(context):
+    def typer(dtype, layout):
+        if isinstance(dtype, types.NumberClass) and isinstance(layout, LayoutType):
+            return TensorType(types.Array(dtype.dtype, 1, "C"), layout.layout, "shared")
+    return typer
+
+
+@lower_builtin(cute.make_shared_tensor, types.NumberClass, LayoutType)
+def _make_shared_tensor(context, builder, sig, args):
+    from numba.cuda import nvvm
+    from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
+    tensor = sig.return_type
+    array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
+                           dtype=tensor.array.dtype,
+                           symbol_name=_get_unique_smem_id("_cudapy_smem"),   # as numba's
+                           addrspace=nvvm.ADDRSPACE_SHARED)
+    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
+
+
 @lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
 def _make_fragment(context, builder, sig, args):
     from numba.cuda import nvvm
@@ -479,7 +533,7 @@ def _type_copy(context):
 
 @lower_builtin(cute.copy, StaticType, TensorType, TensorType)
 def _tiled_copy(context, builder, sig, args):
-    from layoutalg.gemm.arch._lowering import GLOBAL, SHARED, asm
+    from layoutalg.gemm.arch._lowering import GLOBAL, asm
     tiled, (src, dst) = sig.args[0].value, sig.args[1:]
     if tiled.atom.kind == "universal":
         return _copy(context, builder, signature(types.none, src, dst), args[1:])
@@ -490,10 +544,8 @@ def _tiled_copy(context, builder, sig, args):
     for r in range(cute.size(src.layout) // per):
         g = _at(context, builder, src, args[1], r * per)
         d = _at(context, builder, dst, args[2], r * per)
-        g64 = builder.ptrtoint(builder.addrspacecast(g, g.type.pointee.as_pointer(GLOBAL)),
-                               ir.IntType(64))
-        d32 = builder.ptrtoint(builder.addrspacecast(d, d.type.pointee.as_pointer(SHARED)),
-                               I32)
+        g64 = builder.ptrtoint(_in_space(builder, g, GLOBAL), ir.IntType(64))
+        d32 = builder.ptrtoint(_in_space(builder, d, SHARED), I32)
         asm(builder, ir.VoidType(), f"{kind}.shared.global [$0], [$1], {nbytes};",
             "r,l,~{memory}", [d32, g64], side_effect=True)
     return context.get_dummy_value()
@@ -541,14 +593,14 @@ def _copy(context, builder, sig, args):
 def _gemm(context, builder, sig, args):
     C, A, B = sig.args
     try:
-        (_, m, n), k = cute._fma_shapes(C.layout, A.layout, B.layout), \
-            int(product(A.layout.shape[2]))
+        m, n, k = cute._fma_shapes(C.layout, A.layout, B.layout)
     except ValueError as e:
         raise TypingError(str(e)) from None
-    crd = types.UniTuple(types.uint32, 3)
 
     def ptr(ty, value, a, b):
-        c = context.make_tuple(builder, crd, [ir.Constant(I32, x) for x in (0, a, b)])
+        xs = cute._fma_crd(ty.layout, a, b)
+        crd = types.UniTuple(types.uint32, len(xs))
+        c = context.make_tuple(builder, crd, [ir.Constant(I32, x) for x in xs])
         return _element(context, builder, ty, value, crd, c)
     acc = {(i, j): builder.load(ptr(C, args[0], i, j)) for i in range(m) for j in range(n)}
     for kk in range(k):

@@ -33,16 +33,20 @@ written this way is checked on a CPU as the generated ones are.
 >>> size(Layout((4, (2, 3)), (1, (4, 8)))), cosize(Layout((4, 2), (2, 1)))
 (24, 8)
 
-Also in kernels: ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
+Also in kernels: ``make_shared_tensor(dtype, layout)`` (a shared array through a layout,
+MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly),
+``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
 ``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom) and
-``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time. Global tensors
+``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time, and loops unrolled
+at compile time over :func:`static_range` (``for k in unroll(static_range(n))``). Global tensors
 with run-time shapes are the next step (issue 17); so far a kernel is compiled for static
 sizes.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from layoutalg import Layout
@@ -53,10 +57,10 @@ import numpy as np
 from layoutalg import tensor as _tensor
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
-__all__ = ["make_tensor", "size", "cosize", "static", "Static", "local_tile",
+__all__ = ["make_tensor", "make_shared_tensor", "size", "cosize", "static", "Static", "local_tile",
            "local_partition", "get_slice", "partition_S", "partition_D", "partition_A",
            "partition_B", "partition_C", "make_fragment_like", "fill", "copy", "gemm",
-           "LayoutType", "TensorType"]
+           "StaticInt", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
 
 
 def _static(layout):
@@ -93,6 +97,122 @@ def static(value: Any) -> Static:
     if not is_tuple(value) or not all(is_int(x) and x >= 0 for x in flatten(value)):
         raise TypeError(f"static: expected a tuple of non-negative ints, got {value!r}")
     return Static(value)
+
+
+def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
+    """A tensor over a new shared array of ``dtype`` (a numba type such as ``float32``) and
+    ``cosize(layout)`` elements (MoYe's ``MoYeSharedArray(T, layout)``, CuTe's shared-memory
+    tensor). Its loads and stores, and those of every tensor derived from it, address shared
+    memory explicitly. Only in a kernel (compiled, or run by the simulator)."""
+    if not simulator_active():
+        raise RuntimeError("make_shared_tensor: only inside a kernel")
+    # The simulator gives device functions the block's fake cuda module this way, and keys a
+    # block's shared arrays by the file and line that asks for one: the caller's, here.
+    import sys
+    from numba.cuda.simulator.kernel import _get_kernel_context
+    caller = sys._getframe(1)
+    ask = _shared_request(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+    array = eval(ask, {"shared": _get_kernel_context().shared, "n": cosize(layout),
+                       "dtype": dtype})
+    return make_tensor(array, layout)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_request(where):
+    """``shared.array(n, dtype)`` compiled as if written at ``where`` (see
+    :func:`make_shared_tensor`)."""
+    return compile("shared.array(n, dtype)", where, "eval")
+
+
+class StaticInt(int):
+    """An int that a kernel sees as a compile-time constant (numba's IntegerLiteral; MoYe's
+    ``_1``, CuTe's ``Int<1>``). :func:`static_range` makes them."""
+
+    __slots__ = ()
+
+
+def static_range(n: int) -> tuple:
+    """``0 .. n-1`` as :class:`StaticInt` constants, for a loop that is unrolled at compile
+    time (MoYe's ``@loopinfo unroll for k in _1:n``)::
+
+        K_BLOCKS = static_range(8)                  # outside the kernel
+        ...
+        @unrolled                                   # under @cuda.jit
+        def kernel(...):
+            for k_block in unroll(K_BLOCKS):        # 8 bodies, k_block a constant in each
+
+    Each body sees its own constant, so a register fragment indexed by it (or by arithmetic
+    on it) stays in registers. Without :func:`unrolled`, ``unroll`` is numba's
+    ``literal_unroll`` (the identity in the simulator): right, but see :func:`unrolled`."""
+    if not is_int(n) or n < 0:
+        raise TypeError(f"static_range: expected a non-negative int, got {n!r}")
+    return tuple(StaticInt(i) for i in range(n))
+
+
+def unrolled(fn: Any) -> Any:
+    """Decorator (under ``cuda.jit``): every loop ``for x in unroll(STATIC):`` of ``fn``, where
+    ``STATIC`` is a tuple of ints known before compiling (a global or closure name, or an
+    expression of them, e.g. ``static_range(8)``), is written out once per value with ``x``
+    bound to that constant: MoYe's ``@loopinfo unroll``. numba's ``literal_unroll`` alone
+    keeps one loop whose bodies LLVM merges back into one with a run-time ``x``, so register
+    fragments indexed by ``x`` went to local memory; written out, each index is a constant.
+    The loop may not ``break``, ``continue`` or have an ``else``. In the simulator ``fn`` is
+    returned as it is (``unroll`` is the identity there)."""
+    if simulator_active():
+        return fn
+    import ast
+    import inspect
+    import textwrap
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    fdef = tree.body[0]
+    fdef.decorator_list = []
+    env = dict(fn.__globals__)
+    env.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    fdef.body = _unroll_statements(fdef.body, env, ast)
+    ast.fix_missing_locations(tree)
+    local = {}
+    exec(compile(tree, inspect.getsourcefile(fn) or "<unrolled>", "exec"), env, local)
+    return local[fn.__name__]
+
+
+def _unroll_statements(statements, env, ast):
+    """``statements`` with their ``for x in unroll(...)`` loops written out (see
+    :func:`unrolled`)."""
+    import copy as _copy
+    out = []
+    for st in statements:
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(st, field, None), list) and getattr(st, field):
+                setattr(st, field, _unroll_statements(getattr(st, field), env, ast))
+        call = getattr(st, "iter", None)
+        if not (isinstance(st, ast.For) and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name) and call.func.id == "unroll"):
+            out.append(st)
+            continue
+        where = f"line {st.lineno}"
+        if st.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in _same_loop(st, ast)):
+            raise SyntaxError(f"unrolled: the unroll loop at {where} may not break, continue or "
+                              "have an else")
+        values = eval(compile(ast.Expression(call.args[0]), "<unroll>", "eval"), env)
+        if not isinstance(values, tuple) or not all(is_int(v) for v in values):
+            raise TypeError(f"unrolled: the unroll loop at {where} needs a tuple of ints, got "
+                            f"{values!r}")
+        for v in values:
+            bind = ast.Assign(targets=[_copy.deepcopy(st.target)], value=ast.Constant(int(v)))
+            out.append(ast.copy_location(bind, st))
+            out += _copy.deepcopy(st.body)
+    return out
+
+
+def _same_loop(loop, ast):
+    """The nodes of ``loop``'s body outside any loop nested in it."""
+    todo = list(loop.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.For, ast.While, ast.FunctionDef)):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
@@ -189,29 +309,41 @@ def copy_instructions(tiled: Any, src: Any) -> Any:
 
 def gemm(C: Tensor, A: Tensor, B: Tensor) -> None:
     """``C += A B`` on one thread's UniversalFMA fragments: C ``(1, M, N)``, A ``(1, M, K)``,
-    B ``(1, N, K)`` (CuTe's ``gemm(mma, D, A, B, C)`` with D = C), unrolled."""
-    (_, m, n), k = _fma_shapes(C, A, B), int(product(A.shape[2]))
+    B ``(1, N, K)``, or A ``(1, M)`` and B ``(1, N)`` for one k-block (CuTe's
+    ``gemm(mma, D, A, B, C)`` with D = C), unrolled."""
+    m, n, k = _fma_shapes(C, A, B)
     for kk in range(k):
         for i in range(m):
             for j in range(n):
-                C[0, i, j] = C[0, i, j] + A[0, i, kk] * B[0, j, kk]
+                C[0, i, j] = C[0, i, j] + A[_fma_crd(A, i, kk)] * B[_fma_crd(B, j, kk)]
 
 
 def _fma_shapes(C, A, B):
-    """The (1, M, N) of UniversalFMA fragments C, A (1, M, K), B (1, N, K); ValueError
-    otherwise."""
-    shapes = [tuple(int(product(s)) for s in x.shape) if len(x.shape) == 3 else None
-              for x in (C, A, B)]
-    c, a, b = shapes
-    if None in shapes or c[0] != 1 or a[0] != 1 or b[0] != 1 or a[1] != c[1] \
-            or b[1] != c[2] or a[2] != b[2]:
+    """(M, N, K) of UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K), or A (1, M)
+    and B (1, N) (K = 1); ValueError otherwise."""
+    c, a, b = ([int(product(s)) for s in x.shape] for x in (C, A, B))
+    if len(a) == len(b) == 2:
+        a, b = a + [1], b + [1]
+    if len(c) != 3 or len(a) != 3 or len(b) != 3 or c[0] != 1 or a[0] != 1 or b[0] != 1 \
+            or a[1] != c[1] or b[1] != c[2] or a[2] != b[2]:
         raise ValueError(f"gemm: UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K) "
-                         f"expected, got {C.shape}, {A.shape}, {B.shape}")
-    return c
+                         f"(or A (1, M), B (1, N)) expected, got {C.shape}, {A.shape}, "
+                         f"{B.shape}")
+    return c[1], c[2], a[2]
+
+
+def _fma_crd(x, i, kk):
+    """The coordinate of value (i, kk) of an A or B fragment of rank 3, or (i) of rank 2."""
+    return (0, i, kk) if len(x.shape) == 3 else (0, i)
 
 
 if simulator_active():
     LayoutType = TensorType = None      # the simulator runs kernels as Python: no numba types
+
+    def unroll(container: Any) -> Any:
+        """numba's ``literal_unroll``: in the simulator, the container itself."""
+        return container
 else:
+    from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
     # importing it registers the types, their typing and lowering with numba
     from layoutalg.gemm._cute_numba import LayoutType, TensorType  # noqa: E402

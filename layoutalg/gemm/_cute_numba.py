@@ -204,21 +204,38 @@ def _tensor_value(context, builder, tensor, array, offset):
 
 
 def _element(context, builder, tensor_ty, tensor, crd_ty, crd):
-    """Pointer to the element at ``crd``: in the shared address space for a shared tensor
-    (NVVM cannot always infer it, e.g. through a view reassigned in a loop, and a generic
-    load or store is slower), else generic."""
-    t = cgutils.create_struct_proxy(tensor_ty)(context, builder, value=tensor)
+    """Pointer to the element at coordinate ``crd`` (a numba value of type ``crd_ty``)."""
     at = _offset(context, builder, tensor_ty.layout, crd_ty, crd)
+    return _pointer(context, builder, tensor_ty, tensor, at)
+
+
+def _at(context, builder, tensor_ty, tensor, crd):
+    """Pointer to the element at ``crd`` (Python ints: an index or a coordinate), its offset
+    computed here: a constant."""
+    at = ir.Constant(I32, int(tensor_ty.layout(crd)))
+    return _pointer(context, builder, tensor_ty, tensor, at)
+
+
+def _pointer(context, builder, tensor_ty, tensor, at):
+    """Pointer to the element ``at`` (uint32 IR) past the tensor's offset: in the shared
+    address space for a shared tensor (NVVM cannot always infer it, e.g. through a view
+    reassigned in a loop, and a generic load or store is slower), else generic. The fields
+    are read with extract_value (numba's struct proxies cost milliseconds per element: most
+    of a kernel's compile)."""
+    fields = context.data_model_manager[tensor_ty]
+    array = builder.extract_value(tensor, fields.get_field_position("array"))
+    offset = builder.extract_value(tensor, fields.get_field_position("offset"))
     if tensor_ty.array.layout in "CF":
-        # two steps: the tensor's element, then the coordinate's offset from it, so that a
-        # tensor's elements share one base address and a constant offset folds into the load
+        # two steps: the tensor's element, then the offset from it, so that a tensor's
+        # elements share one base address and a constant offset folds into the load
         i64 = ir.IntType(64)
-        data = context.make_array(tensor_ty.array)(context, builder, t.array).data
-        base = builder.gep(data, [builder.zext(t.offset, i64)], inbounds=True)
+        data = builder.extract_value(
+            array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
+        base = builder.gep(data, [builder.zext(offset, i64)], inbounds=True)
         ptr = builder.gep(base, [builder.zext(at, i64)], inbounds=True)
     else:
-        index = builder.add(t.offset, at, flags=NUW)
-        ptr = item_pointer(context, builder, tensor_ty.array, t.array, types.uint32, index)
+        index = builder.add(offset, at, flags=NUW)
+        ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
     return _in_space(builder, ptr, SHARED) if tensor_ty.space == "shared" else ptr
 
 
@@ -515,12 +532,6 @@ def _make_fragment(context, builder, sig, args):
     return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
 
 
-def _at(context, builder, tensor_ty, tensor, index):
-    """Pointer to element ``index`` (a Python int: a constant offset) of a tensor."""
-    crd = ir.Constant(I32, index)
-    return _element(context, builder, tensor_ty, tensor, types.uint32, crd)
-
-
 @type_callable(cute.copy)
 def _type_copy(context):
     def typer(a, b, c=None):
@@ -598,10 +609,7 @@ def _gemm(context, builder, sig, args):
         raise TypingError(str(e)) from None
 
     def ptr(ty, value, a, b):
-        xs = cute._fma_crd(ty.layout, a, b)
-        crd = types.UniTuple(types.uint32, len(xs))
-        c = context.make_tuple(builder, crd, [ir.Constant(I32, x) for x in xs])
-        return _element(context, builder, ty, value, crd, c)
+        return _at(context, builder, ty, value, cute._fma_crd(ty.layout, a, b))
     acc = {(i, j): builder.load(ptr(C, args[0], i, j)) for i in range(m) for j in range(n)}
     for kk in range(k):
         a = [context.cast(builder, builder.load(ptr(A, args[1], i, kk)), A.dtype, C.dtype)

@@ -213,10 +213,10 @@ if not SIMULATOR:
         stop.synchronize()
         return cuda.event_elapsed_time(start, stop) / reps
 
-    n = 2048
-    A = cuda.to_device(np.random.rand(n, n).astype(np.float32))
+    n = 2048                # the cute kernel's operand majors: A and C column-major, B (K, N)
+    A = cuda.to_device(np.asfortranarray(np.random.rand(n, n).astype(np.float32)))
     B = cuda.to_device(np.random.rand(n, n).astype(np.float32))
-    C = cuda.device_array((n, n), np.float32)
+    C = cuda.device_array((n, n), np.float32, order="F")
     flops = 2 * n ** 3
     regs = jitted.get_regs_per_thread()
     regs = regs if isinstance(regs, int) else max(regs.values())

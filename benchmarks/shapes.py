@@ -3,7 +3,7 @@ it, against cuBLAS (torch.mm) and Triton in the same run, on a suite of LLM and 
 shapes. GPU only.
 
     python3 benchmarks/shapes.py [--dtypes bf16 fp32] [--reps R] [--calls C] [--no-graphs]
-        [--json PATH] [--plot PNG] [--quick] [--held-out] [--tune] [--part I N]
+        [--json PATH] [--plot PNG] [--quick] [--held-out] [--shapes MxNxK ...] [--tune] [--part I N]
 
 Shapes: M in 1, 16, 64, 128, 512, 2048, 8192 over (N, K) in 4096x4096, 14336x4096,
 4096x14336, 128256x4096 (a weight stored (N, K) row-major, so B = W.T is K-major, A
@@ -263,6 +263,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="only shapes of <= 2^36 M*N*K")
     ap.add_argument("--held-out", action="store_true",
                     help="the shapes beside the suite (HELD_OUT) instead of the suite")
+    ap.add_argument("--shapes", nargs="+", metavar="MxNxK",
+                    help="these shapes instead of the suite")
     ap.add_argument("--part", type=int, nargs=2, metavar=("I", "N"), default=(0, 1),
                     help="only the I-th of N equal parts of the shapes (runs that must be split)")
     ap.add_argument("--tune", action="store_true",
@@ -276,7 +278,8 @@ def main():
     args = ap.parse_args()
     rows = []
     for dt in args.dtypes:
-        shapes = suite(args.quick, args.held_out)
+        shapes = suite(args.quick, args.held_out) if not args.shapes else [
+            ("asked", *(int(x) for x in text.split("x"))) for text in args.shapes]
         i, parts = args.part
         shapes = shapes[i * len(shapes) // parts:(i + 1) * len(shapes) // parts]
         rows += run(dt, shapes, args.reps, args.calls,

@@ -240,3 +240,7 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
     assert pick("bfloat16", 16, 14336, 4096) == (256, 1)           # few rows: not narrower
     assert pick("bfloat16", 2048, 2048, 2048) == (256, 1)          # 128 tiles: one wave
     assert pick("tfloat32", 512, 512, 4096, nb=8) == (128, 1)      # 8 x 4 x 4 narrow tiles
+    assert pick("bfloat16", 65536, 64, 4096) == (64, 1)            # narrow N: N's width
+    assert pick("bfloat16", 65536, 100, 4096) == (128, 1)
+    assert pick("bfloat16", 256, 64, 65536) == (64, 64)            # 2 tiles: split to fill
+    assert default_config("bfloat16", 65536, 64, 4096, 1, 132).stages == 8

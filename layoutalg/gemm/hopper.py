@@ -379,20 +379,24 @@ class _Call:
 
 def default_config(dtype, m, n, k, products, sms):
     """The config a call without one gets, from its shape (the kernel's (m, n), k, the
-    products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256); split-K
-    (:func:`default_split`) where they leave most SMs idle and K is long enough; else, where
-    they fill at most half the SMs and narrower tiles (2 x 64 x 128) fit in one wave, those
-    (not for m < 64: there the rows are mostly padding and the narrow tiles were slower).
-    Chosen from benchmarks/shapes.py's runs (benchmarks/RESULTS.md, "Every shape")."""
+    products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256), or for
+    n <= 128 tiles of n's width rounded up to 64 with a deeper ring (2 x 64 x 64, 8 slots;
+    2 x 64 x 128, 6 slots); split-K (:func:`default_split`) where they leave most SMs idle
+    and K is long enough; else, where they fill at most half the SMs and narrower tiles
+    (2 x 64 x 128) fit in one wave, those (not for m < 64: there the rows are mostly padding
+    and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
+    (benchmarks/RESULTS.md, "Every shape" and "A shipped table")."""
     cfg = HopperConfig(dtype=dtype)
+    if n <= 128:            # a 256-wide wgmma would multiply mostly padding
+        cfg = replace(cfg, bN=64, stages=8) if n <= 64 else replace(cfg, bN=128, stages=6)
     k_tiles = -(-k // cfg.bK)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
     split = default_split(tiles, k_tiles, sms)
     if split > 1:
         return replace(cfg, split_k=split)
-    narrow = replace(cfg, bN=128)
-    if 2 * tiles <= sms and m >= 64 and products * -(-m // narrow.tile_m) * -(-n // 128) <= sms:
-        return narrow
+    if cfg.bN > 128 and 2 * tiles <= sms and m >= 64 and \
+            products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
+        return replace(cfg, bN=128)
     return cfg
 
 

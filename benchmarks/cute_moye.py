@@ -9,7 +9,8 @@ MoYe's operands: A (M, K) and B as (N, K), column-major; C (M, N) column-major. 
 kernels (the first pipeline with universal copies global -> shared and with the seed's
 cp.async copies, and the double-buffered one) are compiled for each static size; their
 compile time is their first call's. The generated kernels' compile time is their first
-call's too, with a fresh kernel cache (compiled once: the later sizes reuse them). Times: CUDA events around ``--reps`` launches.
+call's too, with a fresh kernel cache (compiled once: the later sizes reuse them). Times:
+CUDA events around ``--reps`` launches.
 """
 
 import argparse

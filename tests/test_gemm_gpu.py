@@ -274,9 +274,9 @@ def _but_split(cfg):
 
 
 def test_shipped_table_configs_route_and_are_right():
-    """Every config of gemm.shape_table (bf16 and f16, row-major out with beta, and shapes
-    nudged off the recorded ones): the unnamed call takes the table's config and matches
-    float64, outs NaN-poisoned."""
+    """Every config of gemm.shape_table (bf16 and f16 in turn, a row-major out, shapes
+    nudged off the recorded ones): the unnamed call takes the table's tiles (split-K may be
+    re-derived) and matches float64, outs NaN-poisoned."""
     from dataclasses import replace
     from layoutalg.gemm import api, shape_table
     from layoutalg.gemm.operands import operand

@@ -38,10 +38,10 @@ MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitl
 ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
 ``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom) and
-``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time, and loops unrolled
-at compile time over :func:`static_range` (``for k in unroll(static_range(n))``). Global tensors
-with run-time shapes are the next step (issue 17); so far a kernel is compiled for static
-sizes.
+``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time, and loops written
+out at compile time by :func:`unrolled` (``for k in unroll(static_range(n))``). Global
+tensors with run-time shapes are the next step (issue 17); so far a kernel is compiled for
+static sizes.
 """
 
 from __future__ import annotations
@@ -57,10 +57,11 @@ import numpy as np
 from layoutalg import tensor as _tensor
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
-__all__ = ["make_tensor", "make_shared_tensor", "size", "cosize", "static", "Static", "local_tile",
-           "local_partition", "get_slice", "partition_S", "partition_D", "partition_A",
-           "partition_B", "partition_C", "make_fragment_like", "fill", "copy", "gemm",
-           "StaticInt", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
+__all__ = ["make_tensor", "make_shared_tensor", "size", "cosize", "static", "Static",
+           "local_tile", "local_partition", "get_slice", "partition_S", "partition_D",
+           "partition_A", "partition_B", "partition_C", "make_fragment_like", "fill", "copy",
+           "gemm", "StaticInt", "static_range", "unroll", "unrolled", "LayoutType",
+           "TensorType"]
 
 
 def _static(layout):

@@ -79,7 +79,8 @@ def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH)
         grows = (_tiles(cfg, rm, 1) == 1 < _tiles(cfg, m, 1)
                  or units <= table_sms < _tiles(cfg, m, n) * split)
         if not grows:
-            best, config = gap, replace(cfg, split_k=split) if split > 1 else cfg
+            best, config = gap, cfg if split == getattr(cfg, "split_k", 1) else replace(
+                cfg, split_k=split)
     return None if config is None else replace(config, dtype=dtype)
 
 

@@ -33,18 +33,9 @@
 
 # %%
 import os
-import subprocess
 import sys
 
-
-def gpu_present():
-    """Whether numba sees a CUDA GPU, asked in a child process so that this one can still
-    choose the simulator."""
-    probe = "from numba import cuda; import sys; sys.exit(0 if cuda.is_available() else 1)"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-c", probe], env=env,
-                          capture_output=True).returncode == 0
-
+from layoutalg.gemm._env import gpu_present     # asks a child process; imports no numba
 
 assert "numba.cuda" not in sys.modules, "run this cell before anything imports numba"
 if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and not gpu_present():

@@ -22,14 +22,7 @@ import os
 import subprocess
 import sys
 
-
-def _gpu_present():
-    """Whether a CUDA GPU is usable, asked in a child process so that this one can still
-    choose the simulator (numba reads NUMBA_ENABLE_CUDASIM at import)."""
-    probe = "from numba import cuda; import sys; sys.exit(0 if cuda.is_available() else 1)"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-c", probe], env=env,
-                          capture_output=True).returncode == 0
+from layoutalg.gemm._env import gpu_present
 
 
 EXAMPLES = """examples:
@@ -78,7 +71,7 @@ def main(argv=None):
                        help="also time the per-call host overhead against torch.mm")
     args = parser.parse_args(argv)
 
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1" and not _gpu_present():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1" and not gpu_present():
         print("No CUDA GPU found: re-running in numba's CUDA simulator.", flush=True)
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
         sys.exit(subprocess.run([sys.executable, "-m", "layoutalg.gemm", *(argv or sys.argv[1:])],

@@ -74,15 +74,20 @@ def _typeof_layout(value, context):
         return None             # a symbolic layout is not a kernel constant
 
 
-@register_model(LayoutType)
-class _LayoutModel(models.StructModel):
+class _NoData(models.StructModel):
+    """The model of a type whose value is all in the type (a layout, a static shape, a
+    TiledCopy/TiledMMA): no run-time data."""
+
     def __init__(self, dmm, fe_type):
         super().__init__(dmm, fe_type, [])
 
 
-@lower_constant(LayoutType)
-def _layout_constant(context, builder, ty, value):
+def _no_data_constant(context, builder, ty, value):
     return ir.Constant(ir.LiteralStructType([]), [])
+
+
+register_model(LayoutType)(_NoData)
+lower_constant(LayoutType)(_no_data_constant)
 
 
 def _to_u32(context, builder, ty, value):
@@ -433,11 +438,6 @@ def _typeof_static(value, context):
     return StaticType(value)
 
 
-@typeof_impl.register(cute.StaticInt)
-def _typeof_static_int(value, context):
-    return types.IntegerLiteral(int(value))
-
-
 class ThrSliceType(types.Type):
     """One thread's view of a static TiledCopy / TiledMMA: the thread index at run time."""
 
@@ -511,24 +511,23 @@ def _type_shared_tensor(context):
 
 @lower_builtin(cute.make_shared_tensor, types.NumberClass, LayoutType)
 def _make_shared_tensor(context, builder, sig, args):
-    from numba.cuda import nvvm
-    from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
-    tensor = sig.return_type
-    array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
-                           dtype=tensor.array.dtype,
-                           symbol_name=_get_unique_smem_id("_cudapy_smem"),   # as numba's
-                           addrspace=nvvm.ADDRSPACE_SHARED)
-    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
+    return _new_tensor(context, builder, sig.return_type, shared=True)
 
 
 @lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
 def _make_fragment(context, builder, sig, args):
+    return _new_tensor(context, builder, sig.return_type, shared=False)
+
+
+def _new_tensor(context, builder, tensor, shared):
+    """A new array of ``cosize(layout)`` elements, as numba allocates ``cuda.shared.array``
+    (a uniquely named shared global) or ``cuda.local.array``, as a tensor at offset 0."""
     from numba.cuda import nvvm
-    from numba.cuda.cudaimpl import _generic_array
-    tensor = sig.return_type
+    from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
+    where = ((_get_unique_smem_id("_cudapy_smem"), nvvm.ADDRSPACE_SHARED) if shared
+             else ("_cudapy_lmem", nvvm.ADDRSPACE_LOCAL))
     array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
-                           dtype=tensor.array.dtype, symbol_name="_cudapy_lmem",
-                           addrspace=nvvm.ADDRSPACE_LOCAL)
+                           dtype=tensor.array.dtype, symbol_name=where[0], addrspace=where[1])
     return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
 
 
@@ -624,12 +623,5 @@ def _gemm(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@register_model(StaticType)
-class _StaticModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, [])
-
-
-@lower_constant(StaticType)
-def _static_constant(context, builder, ty, value):
-    return ir.Constant(ir.LiteralStructType([]), [])
+register_model(StaticType)(_NoData)
+lower_constant(StaticType)(_no_data_constant)

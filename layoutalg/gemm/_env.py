@@ -10,9 +10,10 @@ True
 """
 
 import os
+import subprocess
 import sys
 
-__all__ = ["simulator_active"]
+__all__ = ["simulator_active", "gpu_present"]
 
 _VAR = "NUMBA_ENABLE_CUDASIM"
 
@@ -35,3 +36,12 @@ def simulator_active():
         if config is not None and hasattr(config, "ENABLE_CUDASIM"):
             return bool(config.ENABLE_CUDASIM)
     return _from_environment()
+
+
+def gpu_present():
+    """Whether numba sees a usable CUDA GPU, asked in a child process (with the simulator
+    off), so that this process can still choose the simulator before it imports numba."""
+    probe = "from numba import cuda; import sys; sys.exit(0 if cuda.is_available() else 1)"
+    env = dict(os.environ, **{_VAR: "0"})
+    return subprocess.run([sys.executable, "-c", probe], env=env,
+                          capture_output=True).returncode == 0

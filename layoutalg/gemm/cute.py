@@ -60,8 +60,7 @@ from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 __all__ = ["make_tensor", "make_shared_tensor", "size", "cosize", "static", "Static",
            "local_tile", "local_partition", "get_slice", "partition_S", "partition_D",
            "partition_A", "partition_B", "partition_C", "make_fragment_like", "fill", "copy",
-           "gemm", "StaticInt", "static_range", "unroll", "unrolled", "LayoutType",
-           "TensorType"]
+           "gemm", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
 
 
 def _static(layout):
@@ -125,16 +124,9 @@ def _shared_request(where):
     return compile("shared.array(n, dtype)", where, "eval")
 
 
-class StaticInt(int):
-    """An int that a kernel sees as a compile-time constant (numba's IntegerLiteral; MoYe's
-    ``_1``, CuTe's ``Int<1>``). :func:`static_range` makes them."""
-
-    __slots__ = ()
-
-
 def static_range(n: int) -> tuple:
-    """``0 .. n-1`` as :class:`StaticInt` constants, for a loop that is unrolled at compile
-    time (MoYe's ``@loopinfo unroll for k in _1:n``)::
+    """``(0, 1, .., n-1)``, for a loop that :func:`unrolled` writes out at compile time
+    (MoYe's ``@loopinfo unroll for k in _1:n``)::
 
         K_BLOCKS = static_range(8)                  # outside the kernel
         ...
@@ -144,10 +136,10 @@ def static_range(n: int) -> tuple:
 
     Each body sees its own constant, so a register fragment indexed by it (or by arithmetic
     on it) stays in registers. Without :func:`unrolled`, ``unroll`` is numba's
-    ``literal_unroll`` (the identity in the simulator): right, but see :func:`unrolled`."""
+    ``literal_unroll`` (the identity in the simulator): an ordinary loop."""
     if not is_int(n) or n < 0:
         raise TypeError(f"static_range: expected a non-negative int, got {n!r}")
-    return tuple(StaticInt(i) for i in range(n))
+    return tuple(range(n))
 
 
 def unrolled(fn: Any) -> Any:

@@ -109,11 +109,28 @@ def test_double_buffer_kernel_unrolls_to_registers(numba_cute):
 
 
 def test_unrolled_writes_out_loops_and_refuses_what_it_cannot(numba_cute):
-    """A register array indexed by an unrolled loop's variable (and by arithmetic on it)
-    stays in registers. Loops that break, and non-int tuples, are refused when decorated."""
+    """The unroll loop is written out (its bytecode loses that loop; the others stay), the
+    bodies see their constants in order, and the kernel compiles with its register array in
+    registers (a small case: LLVM keeps it there even as a loop; the seed's double-buffered
+    kernel, above, is the case that needs the writing out). Loops that break, and non-int
+    tuples, are refused when decorated."""
+    import dis
     from numba import cuda, float32
     from layoutalg.gemm.arch.inspect import local_memory_ops
     unroll, STEPS = numba_cute.unroll, numba_cute.static_range(6)
+
+    def loops(fn):
+        return sum(i.opname == "FOR_ITER" for i in dis.get_instructions(fn))
+
+    def order(out):
+        for k in unroll(STEPS):
+            for j in unroll((10, 20)):
+                out.append(k + j)
+    written = numba_cute.unrolled(order)
+    seen = []
+    written(seen)
+    assert loops(order) == 2 and loops(written) == 0
+    assert seen == [k + j for k in range(6) for j in (10, 20)]
 
     def rotate(out):
         frag = cuda.local.array(6, float32)
@@ -127,6 +144,7 @@ def test_unrolled_writes_out_loops_and_refuses_what_it_cannot(numba_cute):
         for i in range(6):
             out[i] = frag[i]
 
+    assert loops(rotate) == 3 and loops(numba_cute.unrolled(rotate)) == 2
     assert local_memory_ops(_ptx(numba_cute.unrolled(rotate), "void(float32[::1])")) == []
 
     def breaks(out):

@@ -1,12 +1,17 @@
 """Write gemm's shipped table (``layoutalg/gemm/shape_table.json``, see gemm.shape_table)
 from the JSON of tuned suite runs. No GPU needed.
 
-    python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08] [--out PATH]
+    python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08]
+        [--recheck CHECK.json ...] [--out PATH]
 
 Each RUN.json is written by ``python3 benchmarks/shapes.py --dtypes bf16 --tune --json
 RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config), the
 tuned time and the tuned config. A shape enters the table where the tuned config was at
-least ``--min-gain`` times faster than the rules in that run's own timing.
+least ``--min-gain`` times faster than the rules in that run's own timing. A CHECK.json
+(``shapes.py`` untuned, after the rules began to swap A and B for few rows) that timed a
+shape's table config ("table") and the swapped rules ("rules") side by side marks the entry
+``swap_faster`` where the rules were faster: gemm.shape_table then leaves it to the rules
+where they swap.
 """
 
 import argparse
@@ -19,12 +24,15 @@ DEFAULT_OUT = os.path.join(ROOT, "layoutalg", "gemm", "shape_table.json")
 SMS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H200": 132}
 
 
-def table(runs, min_gain):
-    """The table's dict from the runs' dicts (one device)."""
+def table(runs, min_gain, rechecks=()):
+    """The table's dict from the runs' dicts (one device), the shapes where a recheck run
+    timed the swapped rules faster than the table's config marked."""
     devices = {run["device"] for run in runs}
     if len(devices) != 1 or not devices <= SMS.keys():
         raise SystemExit(f"shape_table: runs of one known device expected, got {devices}")
     device = devices.pop()
+    beaten = {(r["m"], r["n"], r["k"]) for run in rechecks for r in run["rows"]
+              if "table_us" in r and r["rules_us"] < r["table_us"]}
     chosen = []
     for run in runs:
         for r in run["rows"]:
@@ -35,6 +43,8 @@ def table(runs, min_gain):
             if gain >= min_gain:
                 chosen.append(dict(m=r["m"], n=r["n"], k=r["k"], gain=round(gain, 3),
                                    label=r["tuned"], config=r["tuned_config"]))
+                if (r["m"], r["n"], r["k"]) in beaten:
+                    chosen[-1]["swap_faster"] = True
     return dict(device=device, sms=SMS[device], min_gain=min_gain, entries=chosen)
 
 
@@ -42,18 +52,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--min-gain", type=float, default=1.08)
+    ap.add_argument("--recheck", nargs="*", default=[])
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args()
-    runs = []
-    for path in args.runs:
+
+    def load(path):
         with open(path, encoding="utf-8") as f:
-            runs.append(json.load(f))
-    out = table(runs, args.min_gain)
+            return json.load(f)
+    out = table([load(p) for p in args.runs], args.min_gain, [load(p) for p in args.recheck])
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     for e in out["entries"]:
-        print(f"{e['m']}x{e['n']}x{e['k']}: {e['label']} ({e['gain']:.2f}x the rules)")
+        print(f"{e['m']}x{e['n']}x{e['k']}: {e['label']} ({e['gain']:.2f}x the rules)"
+              + (", swapped faster" if e.get("swap_faster") else ""))
     print(f"{len(out['entries'])} shapes -> {args.out}", file=sys.stderr)
 
 

@@ -12,7 +12,10 @@ Triton's tutorial kernel (benchmarks/triton_baseline.py, best of its configs) be
 a 9.x GPU our default kernel without split-K ("no split-K": the default config passed
 explicitly, which keeps split_k=1), to show what the shape-aware split-K gives, and
 "rules": ``kernel="hopper"``, gemm.hopper.default_config's rules alone (without the shipped
-table of gemm.shape_table that an unnamed call asks first). fp32:
+table of gemm.shape_table that an unnamed call asks first). Where the rules swap A and B (few
+rows against a wide B: gemm.hopper.swaps), also what an unnamed call took before:
+"unswapped", the rules' unswapped config, and "table", the table's config where it has one
+near. fp32:
 our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would use TF32:
 left out). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
 <= 2^-8 |ref| + 1e-3 |A| @ |B|; fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event
@@ -42,7 +45,8 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import autotune, hopper  # noqa: E402
+from layoutalg.gemm import autotune, hopper, shape_table  # noqa: E402
+from layoutalg.gemm.binary import sm_count  # noqa: E402
 
 LLM_M = (1, 16, 64, 128, 512, 2048, 8192)
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
@@ -194,6 +198,13 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
             plain = hopper.HopperConfig()           # the default's tiles without split-K
             fns["no split-K"] = lambda x, y, o: gemm.matmul(x, y, o, kernel=plain)
             fns["rules"] = lambda x, y, o: gemm.matmul(x, y, o, kernel="hopper")
+            sms = sm_count(torch.cuda.current_device())
+            if hopper.swaps(m, n, sms):     # the rules swap A and B: what they did before
+                old = {"unswapped": hopper.default_config("bfloat16", m, n, k, 1, sms),
+                       "table": shape_table.lookup("bfloat16", m, n, k, sms)}
+                for name, cfg in old.items():
+                    if cfg is not None:
+                        fns[name] = lambda x, y, o, cfg=cfg: gemm.matmul(x, y, o, kernel=cfg)
         timing = graph_us if graphs else median_us
         t = {name: timing(fn, sets, reps, calls) for name, fn in fns.items()}
         tuned = {}
@@ -223,8 +234,8 @@ def geomean(values):
 
 
 def table(rows):
-    names = [n for n in ("ours", "rules", "no split-K", "tuned", "cuBLAS", "Triton")
-             if f"{n}_us" in rows[0]]
+    names = [n for n in ("ours", "rules", "no split-K", "unswapped", "table", "tuned", "cuBLAS",
+                         "Triton") if any(f"{n}_us" in r for r in rows)]
     tuned = "tuned_us" in rows[0]
     lines = ["| shape (M x N x K) | " + " | ".join(f"{n} us" for n in names)
              + " | ours TFLOP/s | ours / cuBLAS | " + ("tuned / cuBLAS | tuned config | "

@@ -140,7 +140,7 @@ def split_reductions():
         if out_dtype == "float16":
             out = out.view(np.uint16)
         before = _as_f64(out, out_dtype)
-        reduce_splits(out_dtype, w.ravel(), out, m, n, ldw, nb, s, ldc, sc, 1.5, beta)
+        reduce_splits(out_dtype, w.ravel(), out, m, n, ldw, nb, s, ldc, 1, sc, 1.5, beta)
         got_f = _as_f64(out, out_dtype)
         err = 0.0
         for z in range(nb):

@@ -269,6 +269,56 @@ def test_split_k_call_captured_in_a_cuda_graph(dtype):
     assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, SEED
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_few_rows_swap_a_and_b(dtype):
+    """Calls of at most 64 rows against a wide B take the Hopper rules with A and B swapped
+    (C^T = B^T A^T, stored column by column into the row-major out), with and without
+    split-K, alpha/beta, odd shapes, 16-bit and f32 outs, a repeated call on new data; an
+    explicit swap_ab config into a column-major out (the other way round): against float64,
+    outs NaN-poisoned where beta is 0."""
+    from layoutalg.gemm import hopper
+    if not hopper.hopper_supported():
+        pytest.skip("the Hopper kernel needs compute capability 9.x")
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    tf32 = dtype == torch.float32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        for m, n, k, beta in ((1, 4096, 4096, 0.0), (5, 1030, 3000, 0.5), (16, 2048, 8200, 0.0),
+                              (37, 1024, 1000, -1.0), (64, 4100, 4096, 0.0)):
+            out_dtype = torch.float32 if (tf32 or m % 2) else dtype
+            for _ in range(2):
+                A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+                B = torch.randn(n, k, device="cuda", generator=g).to(dtype).T   # K-major
+                c0 = torch.randn(m, n, device="cuda", generator=g).to(out_dtype)
+                out = c0.clone() if beta else torch.full_like(c0, float("nan"))
+                v = hopper.plan_call(A, B, out)
+                assert v.c_columns and not v.vec_c, (m, n, k)
+                gemm.matmul(A, B, out, alpha=0.5, beta=beta, kernel="hopper",
+                            allow_tf32=tf32)
+                _check_close(out, A, B, 0.5, beta, c0, dtype, (m, n, k))
+        A = torch.randn(100, 640, device="cuda", generator=g).to(dtype)
+        B = torch.randn(640, 72, device="cuda", generator=g).to(dtype).T.contiguous().T
+        out = torch.full((72, 100), float("nan"), device="cuda").T      # column-major
+        cfg = hopper.HopperConfig(bM=64, bN=64, consumers=1, stages=4, swap_ab=True,
+                                  dtype="tfloat32" if tf32 else "bfloat16")
+        assert hopper.plan_call(A, B, out, config=cfg).c_columns
+        gemm.matmul(A, B, out, kernel=cfg, allow_tf32=tf32)
+        _check_close(out, A, B, 1.0, 0.0, None, dtype, "column-major out")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def _check_close(out, A, B, alpha, beta, c0, dtype, where):
+    ref = alpha * (A.double() @ B.double())
+    bound = abs(alpha) * (A.double().abs() @ B.double().abs())
+    if beta:
+        ref, bound = ref + beta * c0.double(), bound + abs(beta) * c0.double().abs()
+    rel = 2 ** -7 if out.dtype != torch.float32 else (
+        2 ** -9 if dtype == torch.float32 else 2e-6 * A.shape[1] ** 0.5)
+    err = (out.double() - ref).abs() / (rel * bound + 1e-30)
+    assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, (SEED, where)
+
+
 def _but_split(cfg):
     return {f: v for f, v in dataclasses.asdict(cfg).items() if f != "split_k"}
 
@@ -284,6 +334,8 @@ def test_shipped_table_configs_route_and_are_right():
     _, rows = shape_table.entries()
     for i, (m, n, k, cfg) in enumerate(rows):
         dtype = (torch.bfloat16, torch.float16)[i % 2]
+        if (m, n, k) in shape_table.swap_faster():       # left to the swapped rules
+            continue
         m, n, k = max(1, m - i % 3), n - 8 * (i % 2), k + 8 * (i % 3)   # near the shape
         A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
         B = torch.randn(n, k, device="cuda", generator=g).to(dtype).T

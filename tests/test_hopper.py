@@ -3,6 +3,7 @@ descriptors, TMA boxes, the accumulator fragment), the kernel's PTX for sm_90a (
 mbarriers, setmaxnreg; no local memory, no spills), and the paired-store epilogue tile."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -116,6 +117,8 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
           dtype="float16"), 128, 16, (40, 232), 1),
     (dict(config=HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain",
                               delay_release=1), out_dtype="bfloat16"), 128, 16, None, 1),
+    (dict(config=HopperConfig(bM=64, bN=64, stages=8, consumers=1, swap_ab=True),
+          out_dtype="bfloat16"), 64, 16, None, 0),
 ])
 def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
@@ -154,6 +157,18 @@ def test_store_pairs_twin(vector):
     np.testing.assert_array_equal(C.reshape(3, 4), want)
 
 
+def test_store_pairs_twin_by_columns():
+    from layoutalg.gemm.arch.sim_tile import store_pairs_tile
+    C = np.full(4 * 3, 10, np.float32)             # a 3 x 4 matrix stored by columns, ldc 3
+    store_pairs_tile("float32", ((0, 0, 0), (2, 1, 2)), columns=True)(
+        C, np.float32([1, 2, 3, 4]), 2.0, 0.0, 1, 1, 3, 4, 3)
+    want = np.full((4, 3), 10, np.float32)          # [column, row]
+    want[1, 1], want[2, 1], want[3, 2] = 2, 4, 6    # (row 2, column 4) is outside
+    np.testing.assert_array_equal(C.reshape(4, 3), want)
+    with pytest.raises(ValueError, match="column by column"):
+        store_pairs_tile("float32", ((0, 0, 0),), True, True)
+
+
 def test_store_pairs_twin_rounds_to_bfloat16():
     from layoutalg.gemm.arch.sim_tile import store_pairs_tile
     C = np.zeros(2, np.uint16)
@@ -169,11 +184,15 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     from layoutalg.gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
-    # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths, with and without split-K
-    assert len(got) == len(set(got)) == 4 * (8 + 8 + 1)
-    assert sum(v.split_k for v in got) == 2 * (8 + 8 + 1)
-    assert all(v.config in (HopperConfig(dtype=v.config.dtype),
-                            HopperConfig(dtype=v.config.dtype, bN=128)) for v in got)
+    # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths and the swapped tiles,
+    # with and without split-K
+    assert len(got) == len(set(got)) == 6 * (8 + 8 + 1)
+    assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1)
+    assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1)
+    swapped = HopperConfig(bM=64, bN=64, consumers=1, stages=8)
+    assert all(replace(v.config, dtype="bfloat16", bK=None) in (
+        HopperConfig(), HopperConfig(bN=128), swapped) for v in got)
+    assert all(v.c_columns == (v.config.bN == 64) != v.vec_c for v in got)
     assert {(v.a_major, v.b_major, v.out_dtype) for v in got
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
@@ -224,6 +243,33 @@ def test_default_split_fills_the_sms_only_where_tiles_are_few():
     assert default_split(16, 3 * MIN_SPLIT_TILES, 132) == 3     # short K: long enough ranges
     assert default_split(16, 2 * MIN_SPLIT_TILES, 132) == 1     # never 2 ranges
     assert default_split(1, 10 ** 6, 132) == MAX_SPLIT_K
+
+
+def test_few_rows_swap_a_and_b_with_narrow_tiles():
+    from layoutalg.gemm.hopper import swapped_config, swaps
+    assert swaps(1, 4096, 132) and swaps(64, 1024, 132) and swaps(16, 16896, 132)
+    assert not swaps(65, 4096, 132) and not swaps(64, 1000, 132)
+    assert not swaps(1, 16897, 132)                  # more than two waves of 64-row tiles
+
+    def pick(m_kernel, n_kernel, k):
+        cfg = swapped_config("bfloat16", m_kernel, n_kernel, k, 132)
+        assert (cfg.bM, cfg.bN, cfg.consumers, cfg.stages, cfg.swap_ab) == (64, 64, 1, 8, True)
+        return cfg.split_k
+    assert pick(4096, 1, 4096) == 2                # 64 tiles: split in 2 to fill the SMs
+    assert pick(4096, 16, 4096) == 2
+    assert pick(4096, 64, 4096) == 1               # 64 rows: 2 ranges cost more than they gain
+    assert pick(1536, 32, 12288) == 5              # 24 tiles: 3 ranges or more pay
+    assert pick(14336, 1, 4096) == 1               # 224 tiles fill the SMs
+
+
+def test_swap_ab_stores_c_by_columns_without_pairs():
+    from layoutalg.gemm.hopper import _variant
+    v = _variant(HopperConfig(bM=64, bN=64, consumers=1, stages=8, swap_ab=True, split_k=2))
+    assert v.c_columns and v.split_k and not v.vec_c and v.config.swap_ab is False
+    with pytest.raises(ValueError, match="column by column"):
+        HopperVariant(HopperConfig(), c_columns=True)
+    with pytest.raises(ValueError, match="swap_ab must be a bool"):
+        HopperConfig(swap_ab=1)
 
 
 def test_default_config_splits_k_or_narrows_tiles_by_shape():

@@ -90,7 +90,8 @@ def test_shipped_table_loads_and_answers_its_own_shapes():
     assert sms == raw["sms"] and len(rows) == len(raw["entries"]) > 0
     for m, n, k, cfg in rows:
         assert isinstance(cfg, (hopper.HopperConfig, tensorcore.TensorCoreConfig))
-        assert shape_table.lookup("bfloat16", m, n, k, sms) == cfg
+        if (m, n, k) not in shape_table.swap_faster():
+            assert shape_table.lookup("bfloat16", m, n, k, sms) == cfg
     assert all(e["gain"] >= raw["min_gain"] for e in raw["entries"])
 
 
@@ -109,6 +110,23 @@ def test_route_asks_the_table_only_for_single_16_bit_products(monkeypatch):
     assert api._shipped_config(op("bfloat16", (m, k), True), b, None) is None
     monkeypatch.setattr(hopper, "hopper_supported", lambda device: False)
     assert api._shipped_config(a, b, None) is None
+
+
+def test_entries_the_swapped_rules_beat_are_left_to_them_where_they_swap(monkeypatch):
+    assert (64, 4096, 4096) in shape_table.swap_faster()
+    _, rows = shape_table.entries()
+    cfg = next(c for m, n, k, c in rows if (m, n, k) == (64, 4096, 4096))
+    assert hopper.swaps(64, 4096, 132)
+    assert shape_table.lookup("bfloat16", 64, 4096, 4096, 132) is None
+    monkeypatch.setattr(hopper, "swaps", lambda m, n, sms: False)      # where no swap
+    assert shape_table.lookup("bfloat16", 64, 4096, 4096, 132) == cfg
+
+
+def test_writer_marks_entries_a_recheck_timed_slower_than_the_swapped_rules():
+    check = _run([dict(m=64, n=4096, k=4096, rules_us=17.0, table_us=21.0),
+                  dict(m=16, n=4096, k=4096, rules_us=19.4, table_us=19.2)])
+    out = writer.table([_run([_row(16, 10.0, 9.0), _row(64, 20.0, 10.0)])], 1.08, [check])
+    assert [e.get("swap_faster", False) for e in out["entries"]] == [False, True]
 
 
 def _run(rows, device="NVIDIA H100 80GB HBM3"):

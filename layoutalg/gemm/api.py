@@ -400,7 +400,7 @@ def _split_k(launch, cfg, tiles, buffers, scalars, ops, nb, split, kps, stream, 
     kernel_scalars = scalars + sw + (a.bstride, b.bstride, rows * ldw, nb, kps)
     kern = launch(tiles + (nb * split,), (cfg.threads, 1, 1), stream, buffers[:2] + (w,),
                   kernel_scalars + (1.0, 0.0))
-    red = splitk.reduce_splits("float32", w, buffers[2], rows, cols, ldw, nb, split, ldc,
+    red = splitk.reduce_splits("float32", w, buffers[2], rows, cols, ldw, nb, split, ldc, 1,
                                c.bstride, alpha, beta, stream)
     del owner                           # the launches are enqueued
     return splitk.partials_plan(kern, red, size, c, 2)

@@ -106,8 +106,9 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the tiles of
     ``_SPLIT_TILES`` (the default's, 2 x 64 x 128, and for at most 64 rows the one-consumer
     64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
-    keep >= 4 k-tiles per range. They share one compiled kernel per tile shape (the ranges
-    are a run-time argument)."""
+    keep >= 4 k-tiles per range; for at most 64 rows also the swapped 64 x 64 tiles of
+    :func:`gemm.hopper.swapped_config`, with and without split-K. They share one compiled
+    kernel per tile shape (the ranges are a run-time argument)."""
     from layoutalg.gemm.hopper import HopperConfig
     out = []
     for bm, bn, stages, consumers in _SPLIT_TILES:
@@ -119,6 +120,11 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
         for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
             if tiles * split <= 2 * sms and k_tiles // split >= 4:
                 out.append(replace(cfg, split_k=split))
+    if m <= 64:             # A and B swapped: B's columns on the tile rows, m on its N
+        cfg = HopperConfig(bM=64, bN=64, stages=8, consumers=1, dtype=dtype, swap_ab=True)
+        tiles, k_tiles = -(-n // 64) * -(-m // 64), -(-k // cfg.bK)
+        out += [replace(cfg, split_k=split) for split in (1, 2, 3, 4, 8)
+                if split == 1 or (tiles * split <= 2 * sms and k_tiles // split >= 4)]
     return out
 
 
@@ -162,12 +168,13 @@ def config_label(cfg):
     """A short name: ``128x128x32 w2x2 s4`` (block tile, warps, stages), or for the Hopper
     kernel ``hopper 128x256 c2 s3 d0`` (block tile, consumers, stages, delay_release; then
     ``g16`` for a group_m other than 8, ``pingpong`` for that schedule, ``split4`` for
-    split-K)."""
+    split-K, ``swap`` for swap_ab)."""
     if hasattr(cfg, "consumers"):
         return (f"hopper {cfg.tile_m}x{cfg.bN} c{cfg.consumers} s{cfg.stages} "
                 f"d{cfg.delay_release}" + (f" g{cfg.group_m}" if cfg.group_m != 8 else "")
                 + (" pingpong" if cfg.schedule == "pingpong" else "")
-                + (f" split{cfg.split_k}" if cfg.split_k > 1 else ""))
+                + (f" split{cfg.split_k}" if cfg.split_k > 1 else "")
+                + (" swap" if cfg.swap_ab else ""))
     wm, wn = cfg.warps
     return f"{cfg.bM}x{cfg.bN}x{cfg.bK} w{wm}x{wn} s{cfg.stages}"
 

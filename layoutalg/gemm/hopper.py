@@ -40,11 +40,13 @@ from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtyp
                          out_dtype_of)
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
-           "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant"]
+           "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
+           "default_config", "swapped_config", "swaps"]
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
 SCHEDULES = ("cooperative", "pingpong", "plain")
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
+SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 
@@ -75,7 +77,10 @@ class HopperConfig:
     ``split_k`` (K cut in that many ranges of whole k-tiles, each a work unit of the
     persistent grid writing its f32 partial tile to a workspace; a second kernel adds the
     partials in order (deterministic) with alpha, beta and the out's type: more work units
-    where the output tiles are too few to fill the GPU).
+    where the output tiles are too few to fill the GPU), ``swap_ab`` (the kernel's X and Y
+    the other way round from the out's major, its C then stored column by column: for a
+    row-major out C^T = B^T A^T, so that B's columns fill the tile's rows and A's few rows
+    its narrowest N; see :func:`swaps`).
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
@@ -93,6 +98,7 @@ class HopperConfig:
     memory_registers: int = 40
     schedule: str = "cooperative"
     split_k: int = 1
+    swap_ab: bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -123,6 +129,8 @@ class HopperConfig:
         if self.split_k > MAX_SPLIT_K:
             raise ValueError(f"HopperConfig: split_k must be at most {MAX_SPLIT_K}, got "
                              f"{self.split_k}")
+        if not isinstance(self.swap_ab, bool):
+            raise ValueError(f"HopperConfig: swap_ab must be a bool, got {self.swap_ab!r}")
         if self.group_m > 65535:
             raise ValueError(f"HopperConfig: group_m must be at most 65535, got {self.group_m}")
         if self.bM * self.bN // 128 > 128:
@@ -182,6 +190,7 @@ class HopperVariant:
     out_dtype: str = "float32"
     vec_c: bool = True
     split_k: bool = False           # K ranges (their number a run-time argument)
+    c_columns: bool = False         # C stored column by column: a row-major out of C^T
 
     def __post_init__(self):
         if not isinstance(self.config, HopperConfig):
@@ -191,6 +200,8 @@ class HopperVariant:
                 raise ValueError(f"HopperVariant: {name} must be one of {MAJORS}")
         if self.out_dtype not in OUT_DTYPES:
             raise ValueError(f"HopperVariant: out_dtype must be one of {OUT_DTYPES}")
+        if self.c_columns and self.vec_c:
+            raise ValueError("HopperVariant: a C stored column by column takes no paired stores")
         if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
             raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
                              "only 16-bit types); transpose the operand or use the SM80 kernel")
@@ -207,8 +218,14 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
     cfg = config or HopperConfig(dtype=dtype)
     if cfg.dtype != dtype:
         cfg = replace(cfg, dtype=dtype, bK=None)
-    return HopperVariant(replace(cfg, split_k=1), a_major, b_major, out_dtype, vec_c,
-                         cfg.split_k > 1)
+    return HopperVariant(kernel_config(cfg), a_major, b_major, out_dtype,
+                         vec_c and not cfg.swap_ab, cfg.split_k > 1, cfg.swap_ab)
+
+
+def kernel_config(cfg):
+    """``cfg`` with the fields that are not the compiled kernel's at their defaults: the
+    number of K ranges (a run-time argument) and swap_ab (the variant's ``c_columns``)."""
+    return replace(cfg, split_k=1, swap_ab=False)
 
 
 def hopper_function(variant):
@@ -324,11 +341,17 @@ class _Call:
         check_same_device(caller, named)
         check_spans(caller, named, limit=2 ** 31)
         eb = _ELEMENT_BYTES[dtype]
-        if c.unit_mode == 1:       # out row-major: C = A B, X = A, Y = B^T
-            x, y, mm, nn, ldc = a, b, m, n, c.strides[0]
+        if config is None:          # few rows (a decode step): B's columns on the tile's rows
+            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sm_count(c.device))
+                    and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
+        else:
+            cols = config.swap_ab
+        ldc = c.strides[0] if c.unit_mode == 1 else c.strides[1]
+        if (c.unit_mode == 1) != cols:      # C = A B, X = A, Y = B^T
+            x, y, mm, nn = a, b, m, n
             xk, yk = a.unit_mode == 1, b.unit_mode == 0
-        else:                      # out column-major: C^T = B^T A^T, X = B^T, Y = A
-            x, y, mm, nn, ldc = b, a, n, m, c.strides[1]
+        else:                               # C^T = B^T A^T, X = B^T, Y = A
+            x, y, mm, nn = b, a, n, m
             xk, yk = b.unit_mode == 0, a.unit_mode == 1
         majors = ("K" if xk else "MN", "K" if yk else "MN")
         for name, op in (("A", a), ("B", b)):
@@ -343,9 +366,11 @@ class _Call:
             raise TmaUnfit(f"{caller}: float32 (tf32) operands must be K-major for wgmma: "
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
-        vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1)
+        vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
         sms = sm_count(c.device)
-        if config is None:
+        if cols:
+            cfg = swapped_config(dtype, mm, nn, k, sms)
+        elif config is None:
             cfg = default_config(dtype, mm, nn, k, nb, sms)
         else:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
@@ -356,8 +381,8 @@ class _Call:
         if split > 1 and split * nb * mm * self.ldw >= 2 ** 31:
             raise ValueError(f"{caller}: split_k={split} needs a workspace of "
                              f"{split * nb * mm * self.ldw} floats; at most 2**31 - 1")
-        self.variant = v = HopperVariant(replace(cfg, split_k=1), *majors, out_dtype, vec,
-                                         split > 1)
+        self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
+                                         split > 1, cols)
         from .hopper_gen import hopper_plan
         plan = hopper_plan(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32"}[dtype]
@@ -367,7 +392,7 @@ class _Call:
             (copy, ((k, ext) if kmaj else (ext, k)) + (op.batch if op.bstride else 1,),
              _byte_strides(op, ext if kmaj else k, eb), vt)
             for copy, op, ext, kmaj in ((plan.copy_x, x, mm, xk), (plan.copy_y, y, nn, yk)))
-        self.swapped = c.unit_mode != 1
+        self.swapped = (c.unit_mode == 1) == cols        # X is B^T
         self.ops = (x, y)
         self.c = c
         self.shape = (mm, nn, ldc, nb, c.bstride)
@@ -398,6 +423,28 @@ def default_config(dtype, m, n, k, products, sms):
             products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
         return replace(cfg, bN=128)
     return cfg
+
+
+def swaps(m, n, sms):
+    """Whether a call without a config of ``m`` rows and ``n`` columns (one product, a
+    row-major out) swaps A and B (:class:`HopperConfig`'s ``swap_ab``): at most
+    SWAP_ROWS rows against at least SWAP_COLUMNS columns (a decode step against a weight),
+    and at most two waves of 64-column tiles on ``sms`` SMs. The weight's rows then fill the
+    wgmma's 64 rows and the few rows of A its narrowest N (64), instead of A's rows padding 64;
+    over more tiles the unswapped tiles were faster (benchmarks/RESULTS.md, "Few rows: A and B
+    swapped")."""
+    return m <= SWAP_ROWS and SWAP_COLUMNS <= n <= 2 * sms * 64
+
+
+def swapped_config(dtype, m, n, k, sms):
+    """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows):
+    1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle (gemm.splitk.by_shape)
+    in at least 2 ranges for up to 16 rows, 3 above (more rows make the partials cost more:
+    64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges)."""
+    cfg = HopperConfig(dtype=dtype, bM=64, bN=64, consumers=1, stages=8, swap_ab=True)
+    tiles = -(-m // cfg.tile_m) * -(-n // cfg.bN)
+    split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
+    return replace(cfg, split_k=split)
 
 
 def default_split(tiles, k_tiles, sms):
@@ -468,8 +515,9 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
                               call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
         reduce = None
         if call.split > 1:
+            steps = (1, ldc) if v.c_columns else (ldc, 1)
             reduce = splitk.reduce_splits(v.out_dtype, w, out, mm, nn, call.ldw, nb,
-                                          call.split, ldc, sc, alpha, beta, stream)
+                                          call.split, *steps, sc, alpha, beta, stream)
         del owner                   # the launches are enqueued
         return kernel, reduce
 

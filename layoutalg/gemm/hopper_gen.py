@@ -15,7 +15,8 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
 - the epilogue: the accumulator fragment read off the atom's ``layout_C`` (each thread's
   column pairs at fixed offsets from its base), stored by ``store_pairs_tile`` straight from
   registers: ``alpha * acc + beta * C`` converted to the output type, predicated at the
-  edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc allow;
+  edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc allow (scalar stores
+  where C is stored column by column: a row-major out of the transposed product);
 - the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.pipeline_sm90`:
   "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn;
   "plain" has no producer: one warpgroup loads and multiplies, ``emit_pipeline``);
@@ -174,7 +175,7 @@ def hopper_source(v):
                       f"{a * cfg.bN // 2})") for a in range(p.m_atoms)]
     split = v.split_k
     store = src.define(f"store_pairs_tile({'float32' if split else v.out_dtype!r}, "
-                       f"{p.store_plan!r}, {split or v.vec_c})")
+                       f"{p.store_plan!r}, {split or v.vec_c}, {v.c_columns and not split})")
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
         "from layoutalg.gemm.arch.sm90 import ("

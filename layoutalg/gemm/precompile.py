@@ -71,8 +71,9 @@ def tensorcore_variants(dtypes: Optional[Sequence[str]] = None) -> list:
 def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     """On a GPU of compute capability 9.x, the default :class:`gemm.hopper.HopperConfig` of
     each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
-    one of the input type, in the default's two tile widths (gemm.hopper.default_config), with
-    and without split-K; [] elsewhere and in the simulator."""
+    one of the input type, in the default's two tile widths (gemm.hopper.default_config) and
+    the swapped tiles of few rows (gemm.hopper.swapped_config), with and without split-K; []
+    elsewhere and in the simulator."""
     if simulator_active():
         return []
     from layoutalg.gemm import hopper
@@ -83,11 +84,14 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
         wide = hopper.HopperConfig(dtype=dtype)
         tf32 = dtype == "tfloat32"
         majors = [("K", "K")] if tf32 else [(a, b) for a in hopper.MAJORS for b in hopper.MAJORS]
-        for cfg in (wide, replace(wide, bN=128)):
+        swapped = hopper.kernel_config(hopper.swapped_config(dtype, 4096, 1, 4096, 132))
+        for cfg in (wide, replace(wide, bN=128), swapped):
+            cols = cfg == swapped
             for a, b in majors:
                 for out_dtype in ("float32",) if tf32 else ("float32", dtype):
                     for split in (False, True):
-                        out.append(hopper.HopperVariant(cfg, a, b, out_dtype, split_k=split))
+                        out.append(hopper.HopperVariant(cfg, a, b, out_dtype, not cols,
+                                                        split, cols))
     return out
 
 

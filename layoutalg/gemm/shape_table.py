@@ -17,6 +17,9 @@ enough; otherwise nothing. A/B majors are not matched: the tiles are chosen for 
 - **Split-K keeps its work units.** A config that splits K gets, for the new shape, the
   number of ranges that keeps the recorded count of work units (output tiles x ranges),
   with at least 4 k-tiles per range.
+- **Where the rules swap A and B** (few rows, ``gemm.hopper.swaps``), an entry marked
+  ``swap_faster`` (its shape ran faster swapped than on its config, in a later run) is not
+  used; for the shapes around it that do not swap it still is.
 
 These rules were set from runs on shapes beside the suite (``--held-out``): with "each
 extent within a factor of 2" alone, 1024x4096x11008, 512x512x32768 and 2048^3 took configs
@@ -41,7 +44,7 @@ import math
 import os
 from typing import Any
 
-__all__ = ["lookup", "near", "entries", "TABLE_PATH", "DTYPES"]
+__all__ = ["lookup", "near", "entries", "swap_faster", "TABLE_PATH", "DTYPES"]
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shape_table.json")
 DTYPES = ("bfloat16", "float16")        # recorded for bfloat16; float16 runs alike
@@ -58,17 +61,32 @@ def entries(path: str = TABLE_PATH) -> tuple:
     return table["sms"], tuple(r for r in rows if r[3] is not None)
 
 
+@functools.lru_cache(maxsize=None)
+def swap_faster(path: str = TABLE_PATH) -> frozenset:
+    """The (m, n, k) of the entries marked ``swap_faster``."""
+    with open(path, encoding="utf-8") as f:
+        table = json.load(f)
+    return frozenset((e["m"], e["n"], e["k"]) for e in table["entries"]
+                     if e.get("swap_faster"))
+
+
 def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH) -> Any:
     """The tuned config (a HopperConfig or TensorCoreConfig, of ``dtype``) of the recorded
     shape nearest to (m, n, k), its split-K re-derived for this shape; None where none is
     near enough or keeps its tile rows, the dtype is not 16-bit, or ``sms`` differs from the
-    table's by more than 1/8 (see the module's doc)."""
+    table's by more than 1/8; entries marked swap_faster left out where the rules swap A and B
+    (see the module's doc)."""
     from dataclasses import replace
+
+    from layoutalg.gemm.hopper import swaps
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
+    skip = swap_faster(path) if swaps(m, n, sms) else ()
     best, config = None, None
     for rm, rn, rk, cfg in rows:
+        if (rm, rn, rk) in skip:
+            continue
         gap = near((m, n, k), (rm, rn, rk))
         if gap is None or (best is not None and gap >= best):
             continue

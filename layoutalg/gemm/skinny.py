@@ -412,7 +412,7 @@ def launch_matmul(A: Any, B: Any, out: Any, alpha: float, beta: float,
                                   scalars + (alpha, beta))
     if grid[1] == 1:
         return out, kern
-    red = splitk.reduce_splits(od, w, buffers[2], rows, cols, ldw, 1, grid[1], ldc, 0,
+    red = splitk.reduce_splits(od, w, buffers[2], rows, cols, ldw, 1, grid[1], ldc, 1, 0,
                                alpha, beta, handle)
     del owner                           # the launches are enqueued
     return out, splitk.partials_plan(kern, red, size, c, 3)

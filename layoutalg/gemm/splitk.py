@@ -53,7 +53,7 @@ def ranges(k_tiles: int, split: int) -> Tuple[int, int]:
     """
     per = -(-k_tiles // split)
     return -(-k_tiles // per), per
-_SCALARS = ("uint32",) * 7 + ("float32",) * 2
+_SCALARS = ("uint32",) * 8 + ("float32",) * 2
 # out dtype -> (numba type of the out's elements, load as float32, store from float32)
 _OUT = {"float32": ("float32", "", ""),
         "bfloat16": ("uint16", "bf16_to_f32", "cvt_rn_bf16_f32"),
@@ -66,8 +66,8 @@ U = np.uint32
 
 
 @cuda.jit("void(float32[::1], {ctype}[::1], uint32, uint32, uint32, uint32, uint32, uint32, "
-          "uint32, float32, float32)"{cache})
-def kernel(W, C, M, N, ldw, NB, S, ldc, sCb, alpha, beta):
+          "uint32, uint32, float32, float32)"{cache})
+def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
     i = U(cuda.blockIdx.x) * U({threads}) + U(cuda.threadIdx.x)
     mn = M * N
     if i >= NB * mn:
@@ -82,7 +82,7 @@ def kernel(W, C, M, N, ldw, NB, S, ldc, sCb, alpha, beta):
     for s in range(S):
         acc += W[w + U(s) * step]
     v = alpha * acc
-    g = z * sCb + row * ldc + col
+    g = z * sCb + row * ldc + col * cs
     if beta != float32(0):
         v += beta * {load}(C[g])
     C[g] = {store}(v)
@@ -100,15 +100,16 @@ def _launcher(out_dtype):
 
 
 def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw: int,
-                  products: int, splits: int, ldc: int, out_stride: int, alpha: float,
-                  beta: float, stream: int = 0) -> Any:
+                  products: int, splits: int, ldc: int, col_step: int, out_stride: int,
+                  alpha: float, beta: float, stream: int = 0) -> Any:
     """Launch the reduction of ``splits`` partials (``workspace``: (device address, elements),
     or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
     kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
-    ldc + col``). Returns the launcher's bound launch (None in the simulator)."""
+    ldc + col * col_step``). Returns the launcher's bound launch (None in the simulator)."""
     grid = (-(-products * m * n // THREADS), 1, 1)
     return _launcher(out_dtype)(grid, (THREADS, 1, 1), stream, (workspace, out),
-                                (m, n, ldw, products, splits, ldc, out_stride, alpha, beta))
+                                (m, n, ldw, products, splits, ldc, col_step, out_stride, alpha,
+                                 beta))
 
 
 _spaces = {}        # (device, stream) -> (device address, bytes)

@@ -197,13 +197,16 @@ _OUT = {"float32": (np.float32, np.float32),
 
 
 @lru_cache(maxsize=None)
-def store_pairs_tile(out, plan, vector=False):
+def store_pairs_tile(out, plan, vector=False, columns=False):
     """Twin of ``gemm.arch.tile.store_pairs_tile`` (vector or not, the same elements)."""
     if out not in _OUT:
         raise ValueError(f"store_pairs_tile: out must be one of {sorted(_OUT)}, got {out!r}")
     check_plan("store_pairs_tile", plan, ("uint", "uint", "uint"))
     if vector and any(c % 2 for _, _, c in plan):
         raise ValueError("store_pairs_tile: vector stores need even column offsets")
+    if vector and columns:
+        raise ValueError("store_pairs_tile: a pair lies along a row: no vector store where C "
+                         "is stored column by column")
     to_out, from_out = _OUT[out]
 
     def tile(C, acc, alpha, beta, row0, col0, M, N, ldc):
@@ -212,7 +215,7 @@ def store_pairs_tile(out, plan, vector=False):
             for e in (0, 1):
                 row, col = int(row0) + r, int(col0) + c + e
                 if row < int(M) and col < int(N):
-                    i = (row * int(ldc) + col) & _U32
+                    i = ((col * int(ldc) + row) if columns else (row * int(ldc) + col)) & _U32
                     v = al * np.float32(acc[reg + e])
                     if be != 0:
                         v = v + be * np.float32(from_out(C[i]))

@@ -42,14 +42,15 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
   epilogue of a register tile; per entry ``(reg, r, c)``, where ``m0 + r < M`` and
   ``n0 + c < N``: ``C[i] = alpha * acc[reg] (+ beta * C[i] when beta != 0)``,
   ``i = base + r * ldm + c * ldn``.
-- ``store_pairs_tile(out, plan, vector)(C, acc, alpha, beta, row0, col0, M, N, ldc)``: the
+- ``store_pairs_tile(out, plan, vector, columns)(C, acc, alpha, beta, row0, col0, M, N, ldc)``: the
   predicated epilogue of accumulators held in column pairs (wgmma's and mma.sync's C
   fragments); per entry ``(reg, r, c)``, ``acc[reg]`` and ``acc[reg + 1]`` to elements
   ``(row0 + r, col0 + c)`` and ``(.., col0 + c + 1)`` of a row-major C (``ldc`` elements per
   row) of ``out`` ("float32", or "bfloat16" / "float16" as uint16 bits, rounded to nearest
   even), those inside M x N only: ``alpha * acc (+ beta * C when beta != 0)``. ``vector``:
   the pair is one 8- or 4-byte store when both are inside (C's address and ``ldc`` even,
-  ``col0`` even: the caller's promise).
+  ``col0`` even: the caller's promise). ``columns``: C is stored column by column, element
+  (i, j) at ``j * ldc + i`` (a row-major out of the transposed product; scalar stores).
 - ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``.
 
 >>> import numpy as np
@@ -490,15 +491,19 @@ def _from_out_pair(builder, out, pair):
 
 
 @lru_cache(maxsize=None)
-def store_pairs_tile(out, plan, vector=False):
+def store_pairs_tile(out, plan, vector=False, columns=False):
     """The intrinsic ``f(C, acc, alpha, beta, row0, col0, M, N, ldc)``: the predicated
-    ``alpha * acc + beta * C`` epilogue of column pairs (entries ``(reg, r, c)``)."""
+    ``alpha * acc + beta * C`` epilogue of column pairs (entries ``(reg, r, c)``); with
+    ``columns`` C is stored column by column (element (i, j) at ``j * ldc + i``)."""
     op = "store_pairs_tile"
     if out not in _OUT_BITS:
         raise ValueError(f"{op}: out must be one of {sorted(_OUT_BITS)}, got {out!r}")
     check_plan(op, plan, ("uint", "uint", "uint"))
     if vector and any(c % 2 for _, _, c in plan):
         raise ValueError(f"{op}: vector stores need even column offsets")
+    if vector and columns:
+        raise ValueError(f"{op}: a pair lies along a row: no vector store where C is stored "
+                         "column by column")
     bits = _OUT_BITS[out]
     elem = F32 if bits == 32 else I16
     pair = ir.VectorType(F32, 2) if bits == 32 else I32
@@ -526,7 +531,12 @@ def store_pairs_tile(out, plan, vector=False):
                       for r in rows}
             col_ok = {c: builder.icmp_unsigned("<", builder.add(c0, _const(c)), Nv)
                       for c in cols}
-            row_at = {r: builder.mul(builder.add(r0, _const(r)), ld) for r in rows}
+            if columns:         # element (i, j) at j * ldc + i
+                row_at = {r: builder.add(r0, _const(r)) for r in rows}
+                col_at = {c: builder.mul(builder.add(c0, _const(c)), ld) for c in cols}
+            else:               # element (i, j) at i * ldc + j
+                row_at = {r: builder.mul(builder.add(r0, _const(r)), ld) for r in rows}
+                col_at = {c: builder.add(c0, _const(c)) for c in cols}
             beta_zero = builder.fcmp_ordered("==", be, ir.Constant(F32, 0.0))
 
             def scaled(reg, old, with_beta):
@@ -534,7 +544,7 @@ def store_pairs_tile(out, plan, vector=False):
                 return builder.fadd(v, builder.fmul(be, old)) if with_beta else v
 
             def element(r, c):
-                i = builder.add(row_at[r], builder.add(c0, _const(c)))
+                i = builder.add(row_at[r], col_at[c])
                 return builder.gep(data, [builder.zext(i, I64)])
 
             def scalars(reg, r, c, with_beta):

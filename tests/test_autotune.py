@@ -488,3 +488,12 @@ def test_split_candidates_fill_two_waves_with_long_enough_ranges():
     assert {c.bN for c in got} == {128, 256}
     assert autotune.split_candidates("bfloat16", 8192, 8192, 8192, 132) == []   # many tiles
     assert "split4" in autotune.config_label(got[0].__class__(split_k=4))
+
+
+def test_split_candidates_add_the_swapped_tiles_for_few_rows():
+    got = [c for c in autotune.split_candidates("bfloat16", 16, 4096, 4096, 132) if c.swap_ab]
+    assert [c.split_k for c in got] == [1, 2, 3, 4]         # 64 tiles: up to two waves
+    assert all((c.bM, c.bN, c.consumers, c.stages) == (64, 64, 1, 8) for c in got)
+    assert autotune.config_label(got[1]).endswith("split2 swap")
+    assert not any(c.swap_ab for c in autotune.split_candidates("bfloat16", 65, 4096, 4096,
+                                                                132))

@@ -301,7 +301,8 @@ def test_few_rows_swap_a_and_b(dtype):
         out = torch.full((72, 100), float("nan"), device="cuda").T      # column-major
         cfg = hopper.HopperConfig(bM=64, bN=64, consumers=1, stages=4, swap_ab=True,
                                   dtype="tfloat32" if tf32 else "bfloat16")
-        assert hopper.plan_call(A, B, out, config=cfg).c_columns
+        v = hopper.plan_call(A, B, out, config=cfg)
+        assert v.c_columns and v.config.stages == 4         # the config named, not the rules
         gemm.matmul(A, B, out, kernel=cfg, allow_tf32=tf32)
         _check_close(out, A, B, 1.0, 0.0, None, dtype, "column-major out")
     finally:

@@ -252,7 +252,7 @@ def test_few_rows_swap_a_and_b_with_narrow_tiles():
     assert not swaps(1, 16897, 132)                  # more than two waves of 64-row tiles
 
     def pick(m_kernel, n_kernel, k):
-        cfg = swapped_config("bfloat16", m_kernel, n_kernel, k, 132)
+        cfg = swapped_config("bfloat16", m_kernel, n_kernel, k, 1, 132)
         assert (cfg.bM, cfg.bN, cfg.consumers, cfg.stages, cfg.swap_ab) == (64, 64, 1, 8, True)
         return cfg.split_k
     assert pick(4096, 1, 4096) == 2                # 64 tiles: split in 2 to fill the SMs

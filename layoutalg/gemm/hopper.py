@@ -368,10 +368,8 @@ class _Call:
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
         sms = sm_count(c.device)
-        if cols:
-            cfg = swapped_config(dtype, mm, nn, k, sms)
-        elif config is None:
-            cfg = default_config(dtype, mm, nn, k, nb, sms)
+        if config is None:
+            cfg = (swapped_config if cols else default_config)(dtype, mm, nn, k, nb, sms)
         else:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
         tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
@@ -436,13 +434,14 @@ def swaps(m, n, sms):
     return m <= SWAP_ROWS and SWAP_COLUMNS <= n <= 2 * sms * 64
 
 
-def swapped_config(dtype, m, n, k, sms):
-    """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows):
+def swapped_config(dtype, m, n, k, products, sms):
+    """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows;
+    ``products`` as :func:`default_config`, 1 where the rules swap):
     1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle (gemm.splitk.by_shape)
     in at least 2 ranges for up to 16 rows, 3 above (more rows make the partials cost more:
     64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges)."""
     cfg = HopperConfig(dtype=dtype, bM=64, bN=64, consumers=1, stages=8, swap_ab=True)
-    tiles = -(-m // cfg.tile_m) * -(-n // cfg.bN)
+    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
     split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
     return replace(cfg, split_k=split)
 

@@ -2,12 +2,14 @@
 
 Run on an H100/H200 host from the project root:
 
-    python3 benchmarks/sanitize_hopper.py [--tools memcheck racecheck synccheck]
+    python3 benchmarks/sanitize_hopper.py [--tools memcheck racecheck synccheck] [--cases I ...]
 
 The cases (from benchmarks/hopper_check.py's operands and checks): bf16 with partial tiles in
 M, N and K for both B majors, a column-major out with beta != 0, a ring of 2 slots without
 delay_release and one consumer warpgroup, a pingpong ring of 2 slots with more tiles than
-blocks, the plain pipeline with two blocks per SM, tf32 with a bf16 out. This process compiles their
+blocks, the plain pipeline with two blocks per SM, tf32 with a bf16 out, and two calls of
+few rows that the rules run with A and B swapped (C stored column by column), split-K into a
+bf16 out with beta and unsplit (``--cases``: only these, by index). This process compiles their
 variants first; then, per tool, it runs itself with ``--child`` under ``compute-sanitizer
 --tool TOOL``: the child runs and checks every case and exits non-zero on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
@@ -37,12 +39,18 @@ def cases():
             dict(base, spec="128x128:2:1:d0"),
             dict(base, m=2000, n=1100, spec="128x128:2:2:p"),     # 144 tiles: turns taken
             dict(base, m=2000, n=2100, spec="128x128:3:1:plain"),  # 272 tiles, 2 per SM
-            dict(base, dtype="tfloat32", m=77, n=64, k=100, out_dtype="bfloat16")]
+            dict(base, dtype="tfloat32", m=77, n=64, k=100, out_dtype="bfloat16"),
+            dict(base, m=5, n=1100, k=2000, out_dtype="bfloat16", beta=0.5, spec="auto"),
+            dict(base, m=40, n=1100, k=300, spec="auto")]       # swapped: split 4, unsplit
 
 
-def child():
+def chosen(indices):
+    return [c for i, c in enumerate(cases()) if not indices or i in indices]
+
+
+def child(indices=()):
     bad = 0
-    for case in cases():
+    for case in chosen(indices):
         ok, err, guard = hc.check(case)
         print(f"{'ok ' if ok else 'BAD'} {case}: err {err:.3g} guard {guard}", flush=True)
         bad += not ok
@@ -65,12 +73,13 @@ def reports(text, limit=40):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", nargs="+", default=list(TOOLS))
+    ap.add_argument("--cases", nargs="+", type=int, default=[])
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args(argv)
     if args.child:
-        return child()
-    hc.compile_all(hc.variants_of(cases()), 8, print)
-    if child():
+        return child(args.cases)
+    hc.compile_all(hc.variants_of(chosen(args.cases)), 8, print)
+    if child(args.cases):
         print("wrong results without the sanitizer")
         return 1
     tool_bin = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
@@ -79,8 +88,9 @@ def main(argv=None):
         # memcheck: device accesses only (the CUDA libraries' own probing of driver entry
         # points returns errors that memcheck would report as API errors)
         extra = ["--report-api-errors", "no"] if tool == "memcheck" else []
+        only = ["--cases", *map(str, args.cases)] if args.cases else []
         proc = subprocess.run([tool_bin, "--tool", tool, *extra, sys.executable, __file__,
-                               "--child"], capture_output=True, text=True)
+                               "--child", *only], capture_output=True, text=True)
         lines = summary(proc.stdout + proc.stderr)
         clean = bool(lines) and all(re.search(r"\b0 (errors|hazards)", ln) for ln in lines)
         print(f"{tool}: rc {proc.returncode}; " + "; ".join(lines or ["no summary"]))

@@ -28,8 +28,9 @@ Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert
 (conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).
-Hopper's wgmma and its fences are in ``gemm.arch.sm90`` (no simulator twins yet, so not among
-these names). Tools beside them: ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
+Hopper's wgmma, TMA and mbarriers are in ``gemm.arch.sm90`` (not among these names until all
+have simulator twins; ``gemm.arch.sim_sm90`` has the first). Tools beside them:
+``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
 ``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
 
 >>> IMPLEMENTATION in ("ptx", "sim") and len(__all__) > 40

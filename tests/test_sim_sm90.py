@@ -1,0 +1,153 @@
+"""The simulator twins of the Hopper mbarriers and warp-specialization instructions
+(gemm.arch.sim_sm90): the phase rules on their own, and a producer warp and a consumer warp
+passing data through a ring of two shared slots guarded by full and empty mbarriers, run in
+numba's CUDA simulator (this file as a script in a subprocess with NUMBA_ENABLE_CUDASIM=1)."""
+
+import json
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda, float32, uint64
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:   # run as a script by the simulator test
+    sys.path.insert(0, str(ROOT))
+
+from layoutalg.gemm.arch import sim_sm90 as sm  # noqa: E402
+
+
+def test_a_phase_completes_when_its_arrivals_and_bytes_are_in():
+    bars = np.zeros(2, np.uint64)
+    sm.mbarrier_init(bars, 1, 3)
+    for _ in range(2):
+        sm.mbarrier_arrive(bars, 1)
+    sm.mbarrier_arrive_expect_tx(bars, 1, 128)          # the last arrival, 128 bytes due
+    assert sm.phase_of(bars, 1) == 0
+    sm.mbarrier_complete_tx(bars, 1, 100)
+    assert sm.phase_of(bars, 1) == 0
+    sm.mbarrier_complete_tx(bars, 1, 28)
+    assert sm.phase_of(bars, 1) == 1                    # the next phase: 3 arrivals due
+    sm.mbarrier_wait(bars, 1, 0)                        # phase 0 is done
+    for _ in range(3):
+        sm.mbarrier_arrive(bars, 1)
+    assert sm.phase_of(bars, 1) == 2
+    sm.mbarrier_wait(bars, 1, 1)
+
+
+def test_a_wait_returns_when_another_thread_completes_the_phase(monkeypatch):
+    bars = np.zeros(1, np.uint64)
+    sm.mbarrier_init(bars, 0, 1)
+    done = []
+    waiter = threading.Thread(target=lambda: (sm.mbarrier_wait(bars, 0, 0), done.append(1)))
+    waiter.start()
+    waiter.join(0.2)
+    assert not done                                     # phase 0 still open
+    sm.mbarrier_arrive(bars, 0)
+    waiter.join(5)
+    assert done
+    monkeypatch.setattr(sm, "WAIT_LIMIT_S", 0.2)
+    with pytest.raises(RuntimeError, match="did not complete in"):
+        sm.mbarrier_wait(bars, 0, 1)                    # phase 1: nobody arrives
+
+
+def test_bad_uses_are_refused():
+    bars = np.zeros(1, np.uint64)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        sm.mbarrier_arrive(np.zeros(1, np.uint64), 0)
+    with pytest.raises(ValueError, match="count must be"):
+        sm.mbarrier_init(bars, 0, 0)
+    with pytest.raises(IndexError, match="outside bars"):
+        sm.mbarrier_init(bars, 1, 1)
+    with pytest.raises(TypeError, match="8-byte elements"):
+        sm.mbarrier_init(np.zeros(2, np.uint32), 0, 1)
+    sm.mbarrier_init(bars, 0, 1)
+    sm.mbarrier_arrive(bars, 0)
+    with pytest.raises(ValueError, match="parity must be 0 or 1"):
+        sm.mbarrier_wait(bars, 0, 2)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        sm.setmaxnreg_inc(230)
+    with pytest.raises(ValueError, match="0..7"):
+        sm.wgmma_wait(8)
+
+
+def test_shared_offset_of_aligns_the_address():
+    raw = np.zeros(4096, np.uint8)
+    for start in (0, 1, 16, 700):
+        view = raw[start:]
+        skip = int(sm.shared_offset_of(view, 1024))
+        assert (view.__array_interface__["data"][0] + skip) % 1024 == 0 and skip < 1024
+    odd = np.zeros(16, np.uint8)
+    odd = odd[1:9] if odd.__array_interface__["data"][0] % 2 == 0 else odd[:8]
+    with pytest.raises(ValueError, match="whole elements"):   # floats at an odd address
+        sm.shared_offset_of(odd.view(np.float32), 1024)
+
+
+# --- in the simulator -------------------------------------------------------------------------
+
+STEPS = 7
+
+
+def ring(src, out, elected):
+    """A producer warp and a consumer warp, a ring of two slots of 32 floats (compiled by
+    check_ring, in the simulator: its twins are Python)."""
+    buf = cuda.shared.array(64, float32)
+    bars = cuda.shared.array(4, uint64)               # full[2], empty[2]
+    t = cuda.threadIdx.x
+    lane, warp = t % 32, t // 32
+    if t == 0:
+        for i in range(2):
+            sm.mbarrier_init(bars, i, 32)
+            sm.mbarrier_init(bars, 2 + i, 32)
+        sm.fence_mbarrier_init()
+    cuda.syncthreads()
+    if sm.elect_one():
+        cuda.atomic.add(elected, 0, 1)
+    acc = float32(0)
+    for k in range(STEPS):
+        s, ph = k % 2, (k // 2) % 2
+        if warp == 0:                                 # the producer fills slot s
+            sm.mbarrier_wait(bars, 2 + s, ph ^ 1)     # free: the first lap passes at once
+            buf[s * 32 + lane] = src[k * 32 + lane]
+            sm.mbarrier_arrive(bars, s)
+        else:                                         # the consumer reads it, frees it
+            sm.mbarrier_wait(bars, s, ph)
+            acc += buf[s * 32 + lane] * float32(k + 1)
+            sm.mbarrier_arrive(bars, 2 + s)
+    if warp == 1:
+        out[lane] = acc
+
+
+def check_ring():
+    rng = np.random.default_rng(3)
+    src = rng.integers(-8, 8, 32 * STEPS).astype(np.float32)
+    out = np.full(32, np.nan, np.float32)
+    elected = np.zeros(1, np.int32)
+    cuda.jit(ring)[1, 64](src, out, elected)
+    want = (src.reshape(STEPS, 32) * np.arange(1, STEPS + 1)[:, None]).sum(0)
+    assert np.array_equal(out, want.astype(np.float32)), (out, want)
+    assert elected[0] == 2, elected                   # one lane of each warp
+
+
+def run_checks():
+    report = {}
+    for name, check in (("ring", check_ring),):
+        try:
+            check()
+            report[name] = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test
+            report[name] = traceback.format_exc(limit=6)
+    return report
+
+
+def test_producer_and_consumer_warps_share_a_ring_in_the_simulator():
+    from simcase import simulator_report
+    report = simulator_report(__file__)
+    assert report == {"ring": "ok"}, report
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_checks()))

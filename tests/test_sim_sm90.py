@@ -1,7 +1,9 @@
-"""The simulator twins of the Hopper mbarriers and warp-specialization instructions
-(gemm.arch.sim_sm90): the phase rules on their own, and a producer warp and a consumer warp
-passing data through a ring of two shared slots guarded by full and empty mbarriers, run in
-numba's CUDA simulator (this file as a script in a subprocess with NUMBA_ENABLE_CUDASIM=1)."""
+"""The simulator twins of the Hopper mbarriers, TMA loads and warp-specialization
+instructions (gemm.arch.sim_sm90): the phase rules on their own; the TMA twin against the
+swizzled stage layouts the Hopper kernel is generated from (the kernel's GPU tests hold those
+layouts to the hardware's TMA and wgmma); and a producer warp and a consumer warp passing
+data through a ring of two shared slots guarded by full and empty mbarriers, run in numba's
+CUDA simulator (this file as a script in a subprocess with NUMBA_ENABLE_CUDASIM=1)."""
 
 import json
 import sys
@@ -84,6 +86,43 @@ def test_shared_offset_of_aligns_the_address():
     odd = odd[1:9] if odd.__array_interface__["data"][0] % 2 == 0 else odd[:8]
     with pytest.raises(ValueError, match="whole elements"):   # floats at an odd address
         sm.shared_offset_of(odd.view(np.float32), 1024)
+
+
+@pytest.mark.parametrize("major, rows, bk", [("K", 64, 64), ("K", 128, 64), ("MN", 64, 64),
+                                             ("MN", 256, 64)])
+def test_tma_twin_fills_the_stage_the_generator_reads(major, rows, bk):
+    """The TMA twin (the PTX ISA's byte swizzle on shared addresses) loads a block of a
+    bf16 matrix, tile (1, 2), partial at the matrix's edges, into exactly the elements that
+    layoutalg's swizzled stage layout (which the Hopper kernel's wgmma descriptors are read
+    from) says: element (mn, k) of the tile at ``layout(mn, k)``; zeros outside the matrix;
+    the mbarrier's phase completes with the copy's bytes."""
+    from dataclasses import replace
+    from layoutalg.gemm.hopper_gen import stage_layout, tma_copy
+    rng = np.random.default_rng(rows + bk)
+    layout, copy = stage_layout(major, rows, bk, 16), tma_copy(major, rows, bk, 16)
+    m, k = 2 * rows - 5, 3 * bk - 7                     # the tile (1, 2) is cut at both edges
+    g = rng.integers(1, 2 ** 16, (m, k), dtype=np.uint64).astype(np.uint16)    # [mn, k]
+    inner, outer = (k, m) if major == "K" else (m, k)  # the contiguous extent first
+    ld = -(-inner // 8) * 8                             # rows 16-byte aligned
+    store = np.zeros((outer, ld), np.uint16)
+    store[:, :inner] = g if major == "K" else g.T
+    tmap = sm.sim_tensor_map(store.reshape(-1).view(np.uint8), 0,
+                             replace(copy, dims=(inner, outer), strides=(2 * ld,)), 2)
+    smem = np.full(rows * bk + 512, 0xFFFF, np.uint16)
+    skip = int(sm.shared_offset_of(smem, 1024))
+    bars = np.zeros(1, np.uint64)
+    sm.mbarrier_init(bars, 0, 1)
+    sm.mbarrier_arrive_expect_tx(bars, 0, copy.bytes)
+    mn0, k0 = rows, 2 * bk
+    for box in copy.boxes:
+        at = (k0, mn0) if major == "K" else (mn0, k0)
+        sm.tma_load_2d(smem, skip + box.smem_offset, tmap, at[0] + box.coords[0],
+                       at[1] + box.coords[1], bars, 0)
+    assert sm.phase_of(bars, 0) == 1
+    for i in range(rows):
+        for j in range(bk):
+            want = g[mn0 + i, k0 + j] if mn0 + i < m and k0 + j < k else 0
+            assert smem[skip + layout(i, j)] == want, (i, j)
 
 
 # --- in the simulator -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Pure-Python twins of the Hopper instructions of ``gemm.arch.sm90``, for numba's CUDA
-simulator (issue 12), first part: the mbarriers, the fences, and warp specialization's
-``setmaxnreg``, ``elect_one`` and ``shared_offset_of``. The TMA loads and wgmma follow.
+simulator (issue 12): the mbarriers, the fences, the TMA loads, and warp specialization's
+``setmaxnreg``, ``elect_one`` and ``shared_offset_of``. wgmma's twin follows.
 
 The simulator runs one Python thread per CUDA thread. An mbarrier's state (its current
 phase, the arrivals still due, the transaction bytes still due) lives here, keyed by the
@@ -15,6 +15,14 @@ hardware does:
 - ``mbarrier_wait(bars, idx, parity)``: returns once the phase of that parity has completed,
   that is, while the current phase's parity differs from ``parity``. A wait that sees no
   change for ``WAIT_LIMIT_S`` seconds raises RuntimeError (a hang on the GPU).
+
+The TMA loads read a map made by :func:`sim_tensor_map` (the simulator's stand-in for
+``gemm.tma.tensor_map``: 16 words naming a registered numpy buffer, the extents, byte strides,
+box and swizzle). ``tma_load_2d/3d`` copy the box at the coordinates (contiguous dimension
+first) into shared memory as the hardware does: elements in box order, the 16-byte chunks of
+each 128-byte row XORed with the row's index within its 8-row group (``SWIZZLE_128B``; 64B and
+32B the same over 2 and 1 bits), on the shared address; elements outside the extents are
+zero; then the box's bytes complete on the mbarrier at once.
 
 The fences are no-ops here (the twins' writes are visible at once); ``setmaxnreg`` checks its
 argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array's address.
@@ -39,7 +47,8 @@ import numpy as np
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
-           "setmaxnreg_dec", "elect_one", "shared_offset_of", "WAIT_LIMIT_S"]
+           "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
+           "tma_load_3d", "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
 _WARP = 32
@@ -181,3 +190,68 @@ def shared_offset_of(smem, align):
         raise ValueError(f"shared_offset_of: {skip} bytes to skip are not whole elements of "
                          f"{smem.itemsize} bytes")
     return np.uint32(skip // smem.itemsize)
+
+
+# --- TMA loads --------------------------------------------------------------------------------
+
+_MAP_MAGIC = 0x4D49535F414D54           # "TMA_SIM"
+_maps = {}                              # key -> (buffer bytes, offset, dims, strides, box, ...)
+_SWIZZLE_MASK = {0: 0, 32: 0x10, 64: 0x30, 128: 0x70}   # the 16-byte chunk bits XORed
+
+
+def sim_tensor_map(buffer, offset, copy, element_bytes):
+    """The simulator's tensor map (16 uint64 words) of a TMA ``copy`` (a
+    :class:`layoutalg.atom.tma.TmaCopy` with the call's ``dims`` and byte ``strides``) over
+    the global matrix whose first element is byte ``offset`` of the 1-D uint8 array
+    ``buffer``. The words name an entry of this module's registry, which keeps every map
+    made (the simulator's runs are small)."""
+    if not (isinstance(buffer, np.ndarray) and buffer.dtype == np.uint8 and buffer.ndim == 1):
+        raise TypeError("sim_tensor_map: buffer must be a 1-D uint8 numpy array")
+    if copy.swizzle not in _SWIZZLE_MASK:
+        raise ValueError(f"sim_tensor_map: swizzle must be one of {sorted(_SWIZZLE_MASK)}")
+    rank = len(copy.dims)
+    if len(copy.strides) != rank - 1:
+        raise ValueError(f"sim_tensor_map: {rank} extents need {rank - 1} strides, got "
+                         f"{copy.strides}")
+    box = tuple(copy.box) + (1,) * (rank - len(copy.box))
+    key = len(_maps) + 1
+    _maps[key] = (buffer, int(offset), tuple(copy.dims), (element_bytes,) + tuple(copy.strides),
+                  box, copy.swizzle, element_bytes)
+    words = np.zeros(16, np.uint64)
+    words[0], words[1] = _MAP_MAGIC, key
+    return words
+
+
+def _tma_load(smem, idx, tensor_map, coords, bars, bar):
+    if int(tensor_map[0]) != _MAP_MAGIC or int(tensor_map[1]) not in _maps:
+        raise RuntimeError("tma_load: the tensor map was not made by sim_tensor_map")
+    buffer, offset, dims, strides, box, swizzle, esize = _maps[int(tensor_map[1])]
+    if len(coords) != len(dims):
+        raise ValueError(f"tma_load_{len(coords)}d: the map has {len(dims)} dimensions")
+    # every element of the box, in box order (the contiguous dimension fastest)
+    grids = np.meshgrid(*[np.arange(b) for b in box[::-1]], indexing="ij")
+    at = [g.ravel() for g in grids[::-1]]                    # per dimension, box order
+    glob = [int(c) + i for c, i in zip(coords, at)]
+    inside = np.logical_and.reduce([(g >= 0) & (g < d) for g, d in zip(glob, dims)])
+    src = offset + sum(np.where(inside, g, 0) * st for g, st in zip(glob, strides))
+    start = smem.__array_interface__["data"][0] + int(idx) * smem.itemsize
+    dst = start + np.arange(at[0].size) * esize
+    dst ^= (dst >> 3) & _SWIZZLE_MASK[swizzle]                # on the shared address
+    dst -= smem.__array_interface__["data"][0]
+    raw = smem.reshape(-1).view(np.uint8)
+    if dst.min() < 0 or dst.max() + esize > raw.size:
+        raise IndexError("tma_load: the box does not fit in the shared array")
+    for b in range(esize):
+        raw[dst + b] = np.where(inside, buffer[src + b], 0)
+    mbarrier_complete_tx(bars, bar, at[0].size * esize)
+
+
+def tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar):
+    """The box at (c0, c1) of ``tensor_map`` to element ``idx`` of shared ``smem``; its
+    bytes complete on mbarrier ``bars[bar]``."""
+    _tma_load(smem, idx, tensor_map, (c0, c1), bars, bar)
+
+
+def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
+    """:func:`tma_load_2d` in a 3-D map (``c2``: which matrix of a batch)."""
+    _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)

@@ -1,9 +1,11 @@
-"""The simulator twins of the Hopper mbarriers, TMA loads and warp-specialization
-instructions (gemm.arch.sim_sm90): the phase rules on their own; the TMA twin against the
-swizzled stage layouts the Hopper kernel is generated from (the kernel's GPU tests hold those
-layouts to the hardware's TMA and wgmma); and a producer warp and a consumer warp passing
-data through a ring of two shared slots guarded by full and empty mbarriers, run in numba's
-CUDA simulator (this file as a script in a subprocess with NUMBA_ENABLE_CUDASIM=1)."""
+"""The simulator twins of the Hopper instructions (gemm.arch.sim_sm90): the mbarriers' phase
+rules on their own; the TMA twin against the swizzled stage layouts the Hopper kernel is
+generated from; and in numba's CUDA simulator (this file as a script in a subprocess with
+NUMBA_ENABLE_CUDASIM=1) a producer warp and a consumer warp passing data through a ring of
+two shared slots guarded by full and empty mbarriers, and warpgroups running the wgmma twin
+on stages laid out and described by layoutalg (bf16, f16, tf32; K- and MN-major; n 64-192).
+The stage layouts and descriptors are the kernel's, which its GPU tests hold to the hardware's
+TMA and wgmma; a twin that misread the swizzle or LBO/SBO fails here."""
 
 import json
 import sys
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import cuda, float32, uint64
+from numba import cuda, float32, uint8, uint64
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:   # run as a script by the simulator test
@@ -171,9 +173,74 @@ def check_ring():
     assert elected[0] == 2, elected                   # one lane of each warp
 
 
+WGMMA_CASES = {"bf16 K/K n64": ("bf16", 64, "K", "K"), "f16 MN/MN n128": ("f16", 128, "MN", "MN"),
+               "bf16 K/MN n192": ("bf16", 192, "K", "MN"), "tf32 K/K n64": ("tf32", 64, "K", "K")}
+
+
+def wgmma_kernel(op, n, trans_a, trans_b, kblocks, smem_bytes):
+    """128 threads copy a stage image (A's block, then B's) into shared memory and run one
+    k-tile of wgmma twins on it, k-block by k-block; each thread writes its accumulators."""
+    mma = sm.wgmma_tile(op, n, trans_a, trans_b)
+
+    def kernel(image, descs, b_at, out):
+        smem = cuda.shared.array(smem_bytes, uint8)
+        t = cuda.threadIdx.x
+        pad = int(sm.shared_offset_of(smem, 1024))
+        for i in range(t, image.size, 128):
+            smem[pad + i] = image[i]
+        cuda.syncthreads()
+        acc = cuda.local.array(n // 2, float32)
+        for kb in range(kblocks):
+            da = sm.smem_desc(smem, descs[kb]) + np.uint64(pad >> 4)
+            db = sm.smem_desc(smem, descs[kblocks + kb]) + np.uint64((pad + b_at) >> 4)
+            mma(acc, da, db, 0 if kb == 0 else 1)
+        for v in range(n // 2):
+            out[t * (n // 2) + v] = acc[v]
+    return cuda.jit(kernel)
+
+
+def check_wgmma(name):
+    """The wgmma twin on stages laid out by layoutalg's swizzled GMMA layouts (the kernel's)
+    and descriptors encoded by layoutalg (address 0, the array's address added by
+    smem_desc): A B^T exact for small integers, every thread's fragment at its place."""
+    from layoutalg.atom.gmma import gmma_descriptor
+    from layoutalg.gemm.hopper_gen import stage_layout
+    op, n, a_major, b_major = WGMMA_CASES[name]
+    bits = 32 if op == "tf32" else 16
+    bk, kinst = 1024 // bits, 256 // bits          # a k-tile of 128-byte rows; one instruction
+    rng = np.random.default_rng(n)
+    a = rng.integers(-4, 5, (64, bk)).astype(np.float32)
+    b = rng.integers(-4, 5, (n, bk)).astype(np.float32)
+    la, lb = stage_layout(a_major, 64, bk, bits), stage_layout(b_major, n, bk, bits)
+    esize = bits // 8
+    image = np.zeros(64 * bk * esize + n * bk * esize, np.uint8)
+    b_at = 64 * bk * esize
+    for x, lay, at in ((a, la, 0), (b, lb, b_at)):
+        words = x.view(np.uint32) if bits == 32 else (x.view(np.uint32) >> 16).astype(np.uint16)
+        dst = image[at:at + x.size * esize].view(words.dtype)
+        for i in range(x.shape[0]):
+            for j in range(bk):
+                dst[lay(i, j)] = words[i, j] if op != "f16" else \
+                    np.float16(x[i, j]).view(np.uint16)
+    descs = np.array([gmma_descriptor(la, bits, a_major, k_block=kb, shape=(64, kinst)).encode()
+                      for kb in range(bk // kinst)]
+                     + [gmma_descriptor(lb, bits, b_major, k_block=kb, shape=(n, kinst)).encode()
+                        for kb in range(bk // kinst)], np.uint64)
+    out = np.full(128 * n // 2, np.nan, np.float32)
+    kernel = wgmma_kernel(op, n, a_major == "MN", b_major == "MN", bk // kinst,
+                          image.size + 1024)
+    kernel[1, 128](image, descs, np.uint32(b_at), out)
+    rows, cols = sm._c_layout(op, n)
+    got = np.full((64, n), np.nan, np.float32)
+    got[rows, cols] = out.reshape(128, n // 2)
+    assert np.array_equal(got, a @ b.T), name
+
+
 def run_checks():
     report = {}
-    for name, check in (("ring", check_ring),):
+    checks = [("ring", check_ring)] + [(f"wgmma {k}", lambda k=k: check_wgmma(k))
+                                       for k in WGMMA_CASES]
+    for name, check in checks:
         try:
             check()
             report[name] = "ok"
@@ -185,7 +252,8 @@ def run_checks():
 def test_producer_and_consumer_warps_share_a_ring_in_the_simulator():
     from simcase import simulator_report
     report = simulator_report(__file__)
-    assert report == {"ring": "ok"}, report
+    failed = {k: v for k, v in report.items() if v != "ok"}
+    assert set(report) == {"ring"} | {f"wgmma {k}" for k in WGMMA_CASES} and not failed, failed
 
 
 if __name__ == "__main__":

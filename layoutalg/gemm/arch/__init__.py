@@ -28,8 +28,9 @@ Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert
 (conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).
-Hopper's wgmma, TMA and mbarriers are in ``gemm.arch.sm90`` (not among these names until all
-have simulator twins; ``gemm.arch.sim_sm90`` has the first). Tools beside them:
+Hopper's wgmma, TMA and mbarriers are in ``gemm.arch.sm90``, their twins in
+``gemm.arch.sim_sm90`` (not among these names yet: no kernel of the simulator uses them).
+Tools beside them:
 ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
 ``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
 

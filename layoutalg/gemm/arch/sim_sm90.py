@@ -1,6 +1,6 @@
 """Pure-Python twins of the Hopper instructions of ``gemm.arch.sm90``, for numba's CUDA
-simulator (issue 12): the mbarriers, the fences, the TMA loads, and warp specialization's
-``setmaxnreg``, ``elect_one`` and ``shared_offset_of``. wgmma's twin follows.
+simulator (issue 12): the mbarriers, the fences, the TMA loads, wgmma and its descriptors,
+and warp specialization's ``setmaxnreg``, ``elect_one`` and ``shared_offset_of``.
 
 The simulator runs one Python thread per CUDA thread. An mbarrier's state (its current
 phase, the arrivals still due, the transaction bytes still due) lives here, keyed by the
@@ -24,6 +24,16 @@ each 128-byte row XORed with the row's index within its 8-row group (``SWIZZLE_1
 32B the same over 2 and 1 bits), on the shared address; elements outside the extents are
 zero; then the box's bytes complete on the mbarrier at once.
 
+``smem_desc(smem, bits)`` adds the array's shared address >> 4 (its low 14 bits, as the
+hardware's field) to ``bits`` and remembers the array for the block. ``wgmma_tile(op, n,
+trans_a, trans_b, first)(acc, desc_a, desc_b, scale_d)`` is warpgroup-collective: the 128
+threads meet; the first decodes both descriptors per the PTX ISA's canonical layouts (start,
+LBO, SBO, swizzle; see :mod:`layoutalg.atom.gmma`), swizzles the byte addresses, reads A
+(64 x k) and B (n x k), adds A B^T in float64 to the accumulators (unless ``scale_d`` is
+0) and rounds once to float32, and writes every thread's fragment of the wgmma atom's C
+layout into its ``acc[first:]``; then all go on. So it completes at once, and
+``wgmma_commit`` / ``wgmma_wait`` are no-ops.
+
 The fences are no-ops here (the twins' writes are visible at once); ``setmaxnreg`` checks its
 argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array's address.
 
@@ -39,6 +49,7 @@ argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array'
 >>> mbarrier_wait(bars, 0, 0)           # phase 0 has completed: returns at once
 """
 
+import functools
 import threading
 import time
 
@@ -48,7 +59,7 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
            "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
-           "tma_load_3d", "WAIT_LIMIT_S"]
+           "tma_load_3d", "smem_desc", "wgmma_tile", "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
 _WARP = 32
@@ -255,3 +266,126 @@ def tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar):
 def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
     """:func:`tma_load_2d` in a 3-D map (``c2``: which matrix of a batch)."""
     _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
+
+
+# --- wgmma --------------------------------------------------------------------------------------
+
+_WINDOW = 1 << 18                       # the descriptor's 14-bit start field, in bytes
+_smem = {}                              # block -> its shared array smem_desc saw
+_groups = {}                            # (block, warpgroup) -> [barrier, {thread: call}]
+_groups_lock = threading.Lock()
+_MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
+_K = {"bf16": 16, "f16": 16, "tf32": 8}
+
+
+def _block():
+    thread = threading.current_thread()
+    return getattr(thread, "_manager", None), getattr(thread, "thread_id", 0)
+
+
+def smem_desc(smem, bits):
+    """``bits`` plus the array's shared address >> 4 in the start field (bits 0-13)."""
+    block, _ = _block()
+    _smem[block] = smem
+    start = (smem.__array_interface__["data"][0] >> 4) & 0x3FFF
+    return np.uint64(int(bits) + start)
+
+
+def _operand(raw, base, desc, rows, k, esize, major):
+    """Byte addresses (relative to the array) of the (rows, k) operand a descriptor names."""
+    d = int(desc)
+    start, lbo, sbo = (((d >> shift) & 0x3FFF) << 4 for shift in (0, 16, 32))
+    swizzle = _MODES[d >> 62]
+    w, t = max(1, swizzle // 16), 16 // esize
+    at = (base & ~(_WINDOW - 1)) | start
+    if at < base:
+        at += _WINDOW
+    r, c = np.meshgrid(np.arange(rows), np.arange(k), indexing="ij")
+    if major == "K":            # ((8, n), 2) : ((W, SBO), LBO); swizzled: chunks adjacent
+        unit = (r % 8) * w + (r // 8) * (sbo // 16) + (c // t) * (1 if swizzle else lbo // 16)
+        inner = c % t
+    elif swizzle:               # ((W, n), (8, k)) : ((1, LBO), (W, SBO))
+        unit = (r // t % w) + (r // t // w) * (lbo // 16) + (c % 8) * w + (c // 8) * (sbo // 16)
+        inner = r % t
+    else:                       # ((1, n), (8, k)) : ((-, SBO), (1, LBO))
+        unit = (r // t) * (sbo // 16) + (c % 8) + (c // 8) * (lbo // 16)
+        inner = r % t
+    addr = at + unit * 16 + inner * esize
+    if w > 1:
+        addr ^= ((addr >> 7) & (w - 1)) << 4
+    addr -= base
+    if addr.min() < 0 or addr.max() + esize > raw.size:
+        raise IndexError("wgmma_tile: a descriptor reaches outside the shared array")
+    return addr
+
+
+def _values(raw, addr, op):
+    """The operand's elements (little-endian at ``addr``) as float64."""
+    bits = sum(raw[addr + b].astype(np.uint32) << np.uint32(8 * b)
+               for b in range(4 if op == "tf32" else 2))
+    if op == "bf16":
+        return (bits << 16).view(np.float32).astype(np.float64)
+    if op == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)   # tf32
+
+
+@functools.lru_cache(maxsize=None)
+def _c_layout(op, n):
+    from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
+                                SM90_64xNx16_F32F16F16_SS)
+    atom = {"bf16": SM90_64xNx16_F32BF16BF16_SS, "f16": SM90_64xNx16_F32F16F16_SS,
+            "tf32": SM90_64xNx8_F32TF32TF32_SS}[op](n)
+    off = np.array([[atom.layout_C(t, v) for v in range(n // 2)] for t in range(128)])
+    return off % 64, off // 64                      # [thread, value] -> (m, n) of C
+
+
+def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
+    """The twin of ``gemm.arch.sm90.wgmma_tile``: ``f(acc, desc_a, desc_b, scale_d)``."""
+    if op not in _K:
+        raise ValueError(f"wgmma_tile: op must be one of {sorted(_K)}, got {op!r}")
+    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
+        raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
+    if op == "tf32" and (trans_a or trans_b):
+        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
+    esize, k = (4 if op == "tf32" else 2), _K[op]
+
+    def compute(calls, block):
+        desc_a, desc_b, scale_d = calls[0][1:]
+        smem = _smem[block]
+        base = smem.__array_interface__["data"][0]
+        raw = smem.reshape(-1).view(np.uint8)
+        a = _values(raw, _operand(raw, base, desc_a, 64, k, esize, "MN" if trans_a else "K"),
+                    op)
+        b = _values(raw, _operand(raw, base, desc_b, n, k, esize, "MN" if trans_b else "K"),
+                    op)
+        d = a @ b.T                                  # (64, n)
+        rows, cols = _c_layout(op, n)
+        for t, (acc, *_) in calls.items():
+            part = d[rows[t], cols[t]]
+            if scale_d:
+                part = part + acc[first:first + n // 2].astype(np.float64)
+            acc[first:first + n // 2] = part.astype(np.float32)
+
+    def tile(acc, desc_a, desc_b, scale_d):
+        block, tid = _block()
+        key = (block, tid // 128)
+        with _groups_lock:
+            group = _groups.setdefault(key, [threading.Barrier(128, timeout=WAIT_LIMIT_S), {}])
+        barrier, calls = group
+        calls[tid % 128] = (acc, int(desc_a), int(desc_b), int(scale_d) != 0)
+        try:
+            if barrier.wait() == 0:                 # one thread computes for the warpgroup
+                if len({c[1:] for c in calls.values()}) != 1:
+                    raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "
+                                       "descriptors or scale_d")
+                compute(calls, block)
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"wgmma_tile: not all 128 threads of warpgroup {tid // 128} "
+                               f"arrived within {WAIT_LIMIT_S:.0f} s") from None
+        except Exception:
+            barrier.abort()
+            raise
+    tile.__name__ = f"wgmma_tile_{op}_n{n}_{first}"
+    return tile

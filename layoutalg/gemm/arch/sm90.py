@@ -2,9 +2,8 @@
 around it, mbarriers and TMA loads: the first pieces of the Hopper instruction layer (issue
 12); TMA stores follow. They need ``compute_90a`` (numba-cuda compiles
 for it on a 9.x device; ``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). Simulator twins:
-:mod:`gemm.arch.sim_sm90` has those of the mbarriers, the fences, the TMA loads,
-``setmaxnreg``, ``elect_one`` and ``shared_offset_of``; wgmma's follows, and until then the
-Hopper kernel does not run in the simulator.
+:mod:`gemm.arch.sim_sm90` has them all (the TMA loads over its own stand-in maps); the
+Hopper kernel itself does not run in the simulator yet (its call path makes driver maps).
 
 - ``wgmma_fence()``: ``wgmma.fence.sync.aligned``, before the first wgmma that reads
   registers or shared memory written since the last fence;

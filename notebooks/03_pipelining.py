@@ -32,15 +32,9 @@
 # every thread a Python thread) and are only checked, not timed.
 
 # %%
-import os
-import sys
+from layoutalg.gemm._env import use_simulator_without_gpu     # imports no numba
 
-from layoutalg.gemm._env import gpu_present     # asks a child process; imports no numba
-
-assert "numba.cuda" not in sys.modules, "run this cell before anything imports numba"
-if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and not gpu_present():
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+SIMULATOR = use_simulator_without_gpu()     # before anything imports numba
 print("numba's CUDA simulator (small sizes, no timings)" if SIMULATOR
       else "a CUDA GPU (real kernels, timed)")
 

@@ -76,6 +76,10 @@ def test_bad_uses_are_refused():
         sm.setmaxnreg_inc(230)
     with pytest.raises(ValueError, match="0..7"):
         sm.wgmma_wait(8)
+    with pytest.raises(RuntimeError, match="CUDA simulator"):     # no block outside a kernel
+        sm.smem_desc(np.zeros(64, np.uint8), 0)
+    with pytest.raises(ValueError, match="tf32 operands must be K-major"):
+        sm.wgmma_tile("tf32", 64, True)
 
 
 def test_shared_offset_of_aligns_the_address():

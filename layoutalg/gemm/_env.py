@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["simulator_active", "gpu_present"]
+__all__ = ["simulator_active", "gpu_present", "use_simulator_without_gpu"]
 
 _VAR = "NUMBA_ENABLE_CUDASIM"
 
@@ -45,3 +45,15 @@ def gpu_present():
     env = dict(os.environ, **{_VAR: "0"})
     return subprocess.run([sys.executable, "-c", probe], env=env,
                           capture_output=True).returncode == 0
+
+
+def use_simulator_without_gpu():
+    """Turn numba's CUDA simulator on (``NUMBA_ENABLE_CUDASIM=1``) where it is not on already
+    and numba sees no GPU; return whether it is on. Call it before anything imports numba.cuda
+    (RuntimeError after: numba has chosen by then)."""
+    if "numba.cuda" in sys.modules:
+        raise RuntimeError("use_simulator_without_gpu: numba.cuda is imported already; call it "
+                           "before anything imports numba")
+    if not _from_environment() and not gpu_present():
+        os.environ[_VAR] = "1"
+    return _from_environment()

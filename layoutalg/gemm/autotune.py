@@ -106,10 +106,10 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the tiles of
     ``_SPLIT_TILES`` (the default's, 2 x 64 x 128, and for at most 64 rows the one-consumer
     64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
-    keep >= 4 k-tiles per range; for at most 64 rows also the swapped 64 x 64 tiles of
-    :func:`gemm.hopper.swapped_config`, with and without split-K. They share one compiled
+    keep >= 4 k-tiles per range; for at most SWAP_ROWS rows also
+    :func:`gemm.hopper.swapped_tiles`, with and without split-K. They share one compiled
     kernel per tile shape (the ranges are a run-time argument)."""
-    from layoutalg.gemm.hopper import HopperConfig
+    from layoutalg.gemm.hopper import SWAP_ROWS, HopperConfig, swapped_tiles
     out = []
     for bm, bn, stages, consumers in _SPLIT_TILES:
         cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers, dtype=dtype)
@@ -120,9 +120,9 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
         for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
             if tiles * split <= 2 * sms and k_tiles // split >= 4:
                 out.append(replace(cfg, split_k=split))
-    if m <= 64:             # A and B swapped: B's columns on the tile rows, m on its N
-        cfg = HopperConfig(bM=64, bN=64, stages=8, consumers=1, dtype=dtype, swap_ab=True)
-        tiles, k_tiles = -(-n // 64) * -(-m // 64), -(-k // cfg.bK)
+    if m <= SWAP_ROWS:      # A and B swapped: B's columns on the tile rows, m on its N
+        cfg = swapped_tiles(dtype)
+        tiles, k_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bN), -(-k // cfg.bK)
         out += [replace(cfg, split_k=split) for split in (1, 2, 3, 4, 8)
                 if split == 1 or (tiles * split <= 2 * sms and k_tiles // split >= 4)]
     return out

@@ -41,7 +41,7 @@ from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtyp
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
-           "default_config", "swapped_config", "swaps"]
+           "default_config", "swapped_config", "swapped_tiles", "swaps"]
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
 SCHEDULES = ("cooperative", "pingpong", "plain")
@@ -341,8 +341,9 @@ class _Call:
         check_same_device(caller, named)
         check_spans(caller, named, limit=2 ** 31)
         eb = _ELEMENT_BYTES[dtype]
+        sms = sm_count(c.device)
         if config is None:          # few rows (a decode step): B's columns on the tile's rows
-            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sm_count(c.device))
+            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sms)
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
         else:
             cols = config.swap_ab
@@ -367,7 +368,6 @@ class _Call:
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
-        sms = sm_count(c.device)
         if config is None:
             cfg = (swapped_config if cols else default_config)(dtype, mm, nn, k, nb, sms)
         else:
@@ -434,13 +434,18 @@ def swaps(m, n, sms):
     return m <= SWAP_ROWS and SWAP_COLUMNS <= n <= 2 * sms * 64
 
 
+def swapped_tiles(dtype):
+    """The tiles of a swapped call: 1 x 64 x 64 with 8 slots, unsplit."""
+    return HopperConfig(dtype=dtype, bM=64, bN=64, consumers=1, stages=8, swap_ab=True)
+
+
 def swapped_config(dtype, m, n, k, products, sms):
     """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows;
     ``products`` as :func:`default_config`, 1 where the rules swap):
     1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle (gemm.splitk.by_shape)
     in at least 2 ranges for up to 16 rows, 3 above (more rows make the partials cost more:
     64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges)."""
-    cfg = HopperConfig(dtype=dtype, bM=64, bN=64, consumers=1, stages=8, swap_ab=True)
+    cfg = swapped_tiles(dtype)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
     split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
     return replace(cfg, split_k=split)

@@ -84,7 +84,7 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
         wide = hopper.HopperConfig(dtype=dtype)
         tf32 = dtype == "tfloat32"
         majors = [("K", "K")] if tf32 else [(a, b) for a in hopper.MAJORS for b in hopper.MAJORS]
-        swapped = hopper.kernel_config(hopper.swapped_config(dtype, 4096, 1, 4096, 1, 132))
+        swapped = hopper.kernel_config(hopper.swapped_tiles(dtype))
         for cfg in (wide, replace(wide, bN=128), swapped):
             cols = cfg == swapped
             for a, b in majors:

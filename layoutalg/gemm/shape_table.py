@@ -51,11 +51,16 @@ DTYPES = ("bfloat16", "float16")        # recorded for bfloat16; float16 runs al
 
 
 @functools.lru_cache(maxsize=None)
+def _load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@functools.lru_cache(maxsize=None)
 def entries(path: str = TABLE_PATH) -> tuple:
     """(SM count, ((m, n, k, config), ...)) of the table at ``path``."""
     from layoutalg.gemm.autotune import config_from_dict
-    with open(path, encoding="utf-8") as f:
-        table = json.load(f)
+    table = _load(path)
     rows = tuple((e["m"], e["n"], e["k"], config_from_dict(e["config"]))
                  for e in table["entries"])
     return table["sms"], tuple(r for r in rows if r[3] is not None)
@@ -64,9 +69,7 @@ def entries(path: str = TABLE_PATH) -> tuple:
 @functools.lru_cache(maxsize=None)
 def swap_faster(path: str = TABLE_PATH) -> frozenset:
     """The (m, n, k) of the entries marked ``swap_faster``."""
-    with open(path, encoding="utf-8") as f:
-        table = json.load(f)
-    return frozenset((e["m"], e["n"], e["k"]) for e in table["entries"]
+    return frozenset((e["m"], e["n"], e["k"]) for e in _load(path)["entries"]
                      if e.get("swap_faster"))
 
 

@@ -13,8 +13,8 @@ hardware does:
   (what a TMA load does when its bytes land): ``nbytes`` fewer due. When neither arrivals
   nor bytes are due, the phase completes: the next one starts with ``count`` arrivals due;
 - ``mbarrier_wait(bars, idx, parity)``: returns once the phase of that parity has completed,
-  that is, while the current phase's parity differs from ``parity``. A wait that sees no
-  change for ``WAIT_LIMIT_S`` seconds raises RuntimeError (a hang on the GPU).
+  that is, while the current phase's parity differs from ``parity``. A wait longer than
+  ``WAIT_LIMIT_S`` seconds raises RuntimeError (a hang on the GPU).
 
 The TMA loads read a map made by :func:`sim_tensor_map` (the simulator's stand-in for
 ``gemm.tma.tensor_map``: 16 words naming a registered numpy buffer, the extents, byte strides,
@@ -52,8 +52,11 @@ argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array'
 import functools
 import threading
 import time
+import weakref
 
 import numpy as np
+
+from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
@@ -101,25 +104,24 @@ def mbarrier_init(bars, idx, count):
         _bars[_address(bars, idx, "mbarrier_init")] = [0, n, n, 0]
 
 
-def mbarrier_arrive(bars, idx):
-    """One arrival on ``bars[idx]``."""
+def _arrive(bars, idx, nbytes, op):
     with _lock:
-        state = _state(bars, idx, "mbarrier_arrive")
+        state = _state(bars, idx, op)
         if state[2] == 0:
-            raise RuntimeError("mbarrier_arrive: more arrivals than the phase's count")
+            raise RuntimeError(f"{op}: more arrivals than the phase's count")
+        state[3] += int(nbytes)
         state[2] -= 1
         _settle(state)
+
+
+def mbarrier_arrive(bars, idx):
+    """One arrival on ``bars[idx]``."""
+    _arrive(bars, idx, 0, "mbarrier_arrive")
 
 
 def mbarrier_arrive_expect_tx(bars, idx, nbytes):
     """``nbytes`` more bytes due on ``bars[idx]``, then one arrival."""
-    with _lock:
-        state = _state(bars, idx, "mbarrier_arrive_expect_tx")
-        state[3] += int(nbytes)
-        if state[2] == 0:
-            raise RuntimeError("mbarrier_arrive_expect_tx: more arrivals than the phase's count")
-        state[2] -= 1
-        _settle(state)
+    _arrive(bars, idx, nbytes, "mbarrier_arrive_expect_tx")
 
 
 def mbarrier_complete_tx(bars, idx, nbytes):
@@ -271,21 +273,25 @@ def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
 # --- wgmma --------------------------------------------------------------------------------------
 
 _WINDOW = 1 << 18                       # the descriptor's 14-bit start field, in bytes
-_smem = {}                              # block -> its shared array smem_desc saw
-_groups = {}                            # (block, warpgroup) -> [barrier, {thread: call}]
+_smem = weakref.WeakKeyDictionary()     # simulator block -> its shared array smem_desc saw
+_groups = weakref.WeakKeyDictionary()   # simulator block -> {warpgroup: [barrier, calls]}
 _groups_lock = threading.Lock()
 _MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
-_K = {"bf16": 16, "f16": 16, "tf32": 8}
 
 
-def _block():
+def _block(op):
+    """The simulator's block (its BlockManager) and the calling thread's index in it."""
     thread = threading.current_thread()
-    return getattr(thread, "_manager", None), getattr(thread, "thread_id", 0)
+    block = getattr(thread, "_manager", None)
+    if block is None or not hasattr(thread, "thread_id"):
+        raise RuntimeError(f"{op}: call it from a kernel running in numba's CUDA simulator "
+                           "(NUMBA_ENABLE_CUDASIM=1)")
+    return block, thread.thread_id
 
 
 def smem_desc(smem, bits):
     """``bits`` plus the array's shared address >> 4 in the start field (bits 0-13)."""
-    block, _ = _block()
+    block, _ = _block("smem_desc")
     _smem[block] = smem
     start = (smem.__array_interface__["data"][0] >> 4) & 0x3FFF
     return np.uint64(int(bits) + start)
@@ -319,10 +325,9 @@ def _operand(raw, base, desc, rows, k, esize, major):
     return addr
 
 
-def _values(raw, addr, op):
+def _values(raw, addr, op, esize):
     """The operand's elements (little-endian at ``addr``) as float64."""
-    bits = sum(raw[addr + b].astype(np.uint32) << np.uint32(8 * b)
-               for b in range(4 if op == "tf32" else 2))
+    bits = sum(raw[addr + b].astype(np.uint32) << np.uint32(8 * b) for b in range(esize))
     if op == "bf16":
         return (bits << 16).view(np.float32).astype(np.float64)
     if op == "f16":
@@ -342,13 +347,8 @@ def _c_layout(op, n):
 
 def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
     """The twin of ``gemm.arch.sm90.wgmma_tile``: ``f(acc, desc_a, desc_b, scale_d)``."""
-    if op not in _K:
-        raise ValueError(f"wgmma_tile: op must be one of {sorted(_K)}, got {op!r}")
-    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
-        raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
-    if op == "tf32" and (trans_a or trans_b):
-        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
-    esize, k = (4 if op == "tf32" else 2), _K[op]
+    check_wgmma(op, n, trans_a, trans_b, first)
+    esize, k = (4 if op == "tf32" else 2), WGMMA_TYPES[op]
 
     def compute(calls, block):
         desc_a, desc_b, scale_d = calls[0][1:]
@@ -356,9 +356,9 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
         base = smem.__array_interface__["data"][0]
         raw = smem.reshape(-1).view(np.uint8)
         a = _values(raw, _operand(raw, base, desc_a, 64, k, esize, "MN" if trans_a else "K"),
-                    op)
+                    op, esize)
         b = _values(raw, _operand(raw, base, desc_b, n, k, esize, "MN" if trans_b else "K"),
-                    op)
+                    op, esize)
         d = a @ b.T                                  # (64, n)
         rows, cols = _c_layout(op, n)
         for t, (acc, *_) in calls.items():
@@ -368,10 +368,10 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
             acc[first:first + n // 2] = part.astype(np.float32)
 
     def tile(acc, desc_a, desc_b, scale_d):
-        block, tid = _block()
-        key = (block, tid // 128)
+        block, tid = _block("wgmma_tile")
         with _groups_lock:
-            group = _groups.setdefault(key, [threading.Barrier(128, timeout=WAIT_LIMIT_S), {}])
+            group = _groups.setdefault(block, {}).setdefault(
+                tid // 128, [threading.Barrier(128, timeout=WAIT_LIMIT_S), {}])
         barrier, calls = group
         calls[tid % 128] = (acc, int(desc_a), int(desc_b), int(scale_d) != 0)
         try:

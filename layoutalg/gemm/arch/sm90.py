@@ -49,6 +49,7 @@ from numba.cuda.extending import intrinsic
 from layoutalg.gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
                                            check_array, check_int, fence_intrinsic, literal_int,
                                            shared_base, to_int, unpack, wait_group_intrinsic)
+from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
@@ -56,7 +57,6 @@ __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "sm
            "tma_load_3d",
            "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of"]
 
-WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}     # op -> k of the instruction
 
 
 wgmma_fence = fence_intrinsic(
@@ -96,14 +96,7 @@ def smem_desc(typingctx, smem, bits):
 def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
     """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async on
     accumulators ``acc[first .. first + n/2)``."""
-    if op not in WGMMA_TYPES:
-        raise ValueError(f"wgmma_tile: op must be one of {sorted(WGMMA_TYPES)}, got {op!r}")
-    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
-        raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
-    if op == "tf32" and (trans_a or trans_b):
-        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
-    if not (isinstance(first, int) and first >= 0):
-        raise ValueError(f"wgmma_tile: first must be a non-negative int, got {first!r}")
+    check_wgmma(op, n, trans_a, trans_b, first)
     nc = n // 2
     regs = ", ".join(f"${i}" for i in range(nc))
     trans = "" if op == "tf32" else f", {int(bool(trans_a))}, {int(bool(trans_b))}"

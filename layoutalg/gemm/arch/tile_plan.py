@@ -19,8 +19,7 @@ base offset. With ``sw`` the thread's swizzled base and ``raw`` the same base un
 
 __all__ = ["ADD", "XOR", "SWIZZLE", "MODES", "MMA_FORMS", "LOAD_OPS", "CP_ASYNC_SIZES",
            "shared_offset", "check_plan", "check_store_plan", "check_op", "check_cp_async",
-           "check_zfill",
-           "check_swizzle"]
+           "check_zfill", "check_swizzle", "WGMMA_TYPES", "check_wgmma"]
 
 ADD, XOR, SWIZZLE = 0, 1, 2
 MODES = (ADD, XOR, SWIZZLE)
@@ -142,3 +141,20 @@ def check_swizzle(op, plan, swizzle):
             and all(_is_int(x) and x >= 0 for x in swizzle)):
         raise ValueError(f"{op}: swizzle must be a (mask, shift) pair of ints, got {swizzle!r}")
     return swizzle
+
+
+# wgmma op -> k of one instruction (m64n{n}k{k}); 16-bit types, or tf32 in 32 bits
+WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}
+
+
+def check_wgmma(op, n, trans_a, trans_b, first):
+    """The arguments of ``wgmma_tile`` (PTX layer and twin) checked: ValueError naming the
+    bad one."""
+    if op not in WGMMA_TYPES:
+        raise ValueError(f"wgmma_tile: op must be one of {sorted(WGMMA_TYPES)}, got {op!r}")
+    if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
+        raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
+    if op == "tf32" and (trans_a or trans_b):
+        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
+    if not (isinstance(first, int) and first >= 0):
+        raise ValueError(f"wgmma_tile: first must be a non-negative int, got {first!r}")

@@ -1,10 +1,10 @@
 """Scratch: which part of the in-kernel split-K reduction costs the time."""
 import os
-import statistics
 import sys
 import torch
 flavour = sys.argv[1]
 os.environ["LAYOUTALG_CACHE"] = f"/tmp/cache_{flavour}"
+from benchmarks import shapes  # noqa: E402 - the suite's CUDA-graph timer (the run used a copy)
 from layoutalg import gemm
 from layoutalg.gemm import hopper_gen
 from layoutalg.gemm.hopper import HopperConfig
@@ -16,7 +16,7 @@ def emit(src, p, bz, where, fns):
     if flavour == "acqrel":
         return orig(src, p, bz, where, fns)
     store, add, zero = fns
-    warp = f"cw * U(4) + (t % U(128)) // U(32)"
+    warp = "cw * U(4) + (t % U(128)) // U(32)"
     if flavour == "relaxed":
         src("cuda.syncwarp()", "last = U(0)")
         with src.block("if lane == U(0):"):
@@ -39,25 +39,7 @@ hopper_gen._emit_fixup = emit
 
 
 def graph_us(fn, reps=20, calls=10):
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        fn()
-    s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(ts)
+    return shapes.graph_us(fn, [()], reps, calls)
 
 
 for m, cfg in ((1, HopperConfig(bN=256, consumers=1, stages=5, split_k=8)),

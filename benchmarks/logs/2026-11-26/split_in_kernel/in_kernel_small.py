@@ -1,34 +1,15 @@
 """Scratch: the in-kernel split-K reduction of 64 x 64 tiles against the second kernel, at
 decode shapes (B cold: 3 sets), CUDA-graph timings, us."""
-import statistics
 from dataclasses import replace
+import functools
+
 import torch
+from benchmarks import shapes  # the suite's CUDA-graph timer (the run used a copy of it)
 from layoutalg import gemm
 from layoutalg.gemm import hopper
-from layoutalg.gemm.hopper import HopperConfig as H
 
 
-def graph_us(fn, sets, reps=20, calls=12):
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        for x in sets:
-            fn(*x)
-    s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for j in range(calls):
-            fn(*sets[j % len(sets)])
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(ts)
+graph_us = functools.partial(shapes.graph_us, reps=20, calls=12)
 
 
 for m, n, k in ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (1, 4096, 14336),

@@ -1,32 +1,13 @@
 """Scratch: swapped decode configs with deeper rings (stages 8 / 12 / 13), B cold."""
-import statistics
-import sys
+import functools
+
 import torch
+from benchmarks import shapes  # the suite's CUDA-graph timer (the run used a copy of it)
 from layoutalg import gemm
 from layoutalg.gemm.hopper import HopperConfig as H
 
 
-def graph_us(fn, sets, reps=20, calls=12):
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        for x in sets:
-            fn(*x)
-    s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for j in range(calls):
-            fn(*sets[j % len(sets)])
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(ts)
+graph_us = functools.partial(shapes.graph_us, reps=20, calls=12)
 
 
 for m, n, k in ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (1, 4096, 14336),
@@ -36,7 +17,7 @@ for m, n, k in ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (1, 4096, 1
              torch.empty(m, n, device="cuda", dtype=torch.bfloat16)) for _ in range(3)]
     res = {"cuBLAS": graph_us(lambda x, y, o: torch.mm(x, y, out=o), sets),
            "rules": graph_us(lambda x, y, o: gemm.matmul(x, y, o, kernel="hopper"), sets)}
-    from layoutalg.gemm.hopper import plan_call, _Call
+    from layoutalg.gemm.hopper import _Call
     base = _Call(*sets[0], 1.0, 0.0, None, None, "diag")
     split = base.split
     for st in (8, 12, 13):

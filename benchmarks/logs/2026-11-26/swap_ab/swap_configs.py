@@ -2,36 +2,18 @@
 decode shapes in the swapped orientation (the weight on the wgmma's 64-row side:
 C^T = W @ A^T, called as gemm.matmul(W, A.T, out (N, M))) against the suite's (A @ W^T),
 B cold (3 sets), CUDA-graph timings. python3 swap_configs.py 1 16 64"""
-import statistics
+import functools
 import sys
+
 import torch
+from benchmarks import shapes  # the suite's CUDA-graph timer (the run used a copy of it)
 from layoutalg import gemm
 from layoutalg.gemm.hopper import HopperConfig as H
 
 N = K = 4096
 
 
-def graph_us(fn, sets, reps=20, calls=12):
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        for x in sets:
-            fn(*x)
-    s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for j in range(calls):
-            fn(*sets[j % len(sets)])
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(ts)
+graph_us = functools.partial(shapes.graph_us, reps=20, calls=12)
 
 
 configs = {"rules": "hopper", "default": None}

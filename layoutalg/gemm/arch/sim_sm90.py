@@ -212,6 +212,12 @@ _maps = {}                              # key -> (buffer bytes, offset, dims, st
 _SWIZZLE_MASK = {0: 0, 32: 0x10, 64: 0x30, 128: 0x70}   # the 16-byte chunk bits XORed
 
 
+def _swizzle(addr, swizzle):
+    """Shared byte addresses under a TMA / GMMA swizzle of ``swizzle`` bytes (Swizzle<b,4,3>:
+    the 16-byte chunk index XORed with the row's index within its group of 8 rows)."""
+    return addr ^ ((addr >> 3) & _SWIZZLE_MASK[swizzle])
+
+
 def sim_tensor_map(buffer, offset, copy, element_bytes):
     """The simulator's tensor map (16 uint64 words) of a TMA ``copy`` (a
     :class:`layoutalg.atom.tma.TmaCopy` with the call's ``dims`` and byte ``strides``) over
@@ -248,8 +254,7 @@ def _tma_load(smem, idx, tensor_map, coords, bars, bar):
     inside = np.logical_and.reduce([(g >= 0) & (g < d) for g, d in zip(glob, dims)])
     src = offset + sum(np.where(inside, g, 0) * st for g, st in zip(glob, strides))
     start = smem.__array_interface__["data"][0] + int(idx) * smem.itemsize
-    dst = start + np.arange(at[0].size) * esize
-    dst ^= (dst >> 3) & _SWIZZLE_MASK[swizzle]                # on the shared address
+    dst = _swizzle(start + np.arange(at[0].size) * esize, swizzle)
     dst -= smem.__array_interface__["data"][0]
     raw = smem.reshape(-1).view(np.uint8)
     if dst.min() < 0 or dst.max() + esize > raw.size:
@@ -316,10 +321,7 @@ def _operand(raw, base, desc, rows, k, esize, major):
     else:                       # ((1, n), (8, k)) : ((-, SBO), (1, LBO))
         unit = (r // t) * (sbo // 16) + (c % 8) + (c // 8) * (lbo // 16)
         inner = r % t
-    addr = at + unit * 16 + inner * esize
-    if w > 1:
-        addr ^= ((addr >> 7) & (w - 1)) << 4
-    addr -= base
+    addr = _swizzle(at + unit * 16 + inner * esize, swizzle) - base
     if addr.min() < 0 or addr.max() + esize > raw.size:
         raise IndexError("wgmma_tile: a descriptor reaches outside the shared array")
     return addr

@@ -131,17 +131,17 @@ def main(which):
         results["stages4 delay1 odd K 9x20x131"] = case(
             TensorCoreConfig(32, 32, 32, (1, 1), 4, dtype, delay_release=1), 9, 20, 131, seed=3)
         results["1x1x1"] = case(small, 1, 1, 1, seed=4)
-        results["group_m 3, 4x3 blocks 100x70x64"] = case(
-            TensorCoreConfig(32, 32, 32, (1, 1), 3, dtype, group_m=3), 100, 70, 64, seed=10)
+        results["group_m 3, 4x3 blocks 100x70x32"] = case(
+            TensorCoreConfig(32, 32, 32, (1, 1), 3, dtype, group_m=3), 100, 70, 32, seed=10)
         results["A col, B N-major, bf16 out 40x36x50"] = case(
             small, 40, 36, 50, seed=7, a_col=True, b_kmajor=False, out_dtype="bfloat16")
     else:
         results["alpha-beta col-out 33x17x40"] = case(small, 33, 17, 40, 0.5, -2.0, seed=5,
                                                       col_out=True)
-        results["bK64 stages5 20x30x150"] = case(
-            TensorCoreConfig(32, 32, 64, (wm, wn), 5, dtype), 20, 30, 150, seed=6)
-        results["B N-major, f16 out, beta 64x40x48"] = case(
-            small, 64, 40, 48, 1.0, 0.5, seed=8, b_kmajor=False, out_dtype="float16")
+        results["bK64 stages5 20x30x100"] = case(
+            TensorCoreConfig(32, 32, 64, (wm, wn), 5, dtype), 20, 30, 100, seed=6)
+        results["B N-major, f16 out, beta 64x40x20"] = case(
+            small, 64, 40, 20, 1.0, 0.5, seed=8, b_kmajor=False, out_dtype="float16")
         results["A col, col f16 out 24x64x33"] = case(small, 24, 64, 33, seed=9, a_col=True,
                                                       col_out=True, out_dtype="float16")
     print(json.dumps(results))

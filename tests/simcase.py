@@ -10,6 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def switch_threads_often():
+    """Shorten Python's thread switch interval (5 ms) to 50 us. The simulator runs a Python
+    thread per CUDA thread, and one that waits (a lock, an mbarrier) runs again only at a
+    switch: the Hopper kernel's 128-thread warpgroups spent most of their time waiting
+    (64x64x640: 12.8 s at 5 ms, 2.5 s at 50 us). The SM80 kernels' simulations, whose
+    threads meet at syncthreads (polled by the simulator's main thread), got slower with it."""
+    sys.setswitchinterval(5e-5)
+
+
 def simulator_report(script, *args):
     """Run ``script`` (with the command-line ``args``) with ``NUMBA_ENABLE_CUDASIM=1``
     (numba reads it at import, so in a process of its own) and return the JSON report on

@@ -12,7 +12,8 @@ import pytest
 from layoutalg.gemm._env import simulator_active
 
 if simulator_active():
-    pytest.skip("wgmma has no simulator twin yet", allow_module_level=True)
+    pytest.skip("imports gemm.arch.sm90 (the PTX intrinsics); the twins are tested in "
+                "test_sim_sm90 and test_hopper_sim", allow_module_level=True)
 
 from numba import cuda  # noqa: E402
 

@@ -496,6 +496,10 @@ def test_sim_and_ptx_export_the_same_names():
     assert sim.__all__ == ptx.__all__
     for name in sim.__all__:
         assert hasattr(sim, name) and hasattr(ptx, name), name
+    from layoutalg.gemm.arch import SM90_NAMES, sim_sm90, sm90
+    assert set(SM90_NAMES) == set(sm90.__all__)
+    for name in SM90_NAMES:
+        assert hasattr(sim_sm90, name), name
 
 
 if __name__ == "__main__":

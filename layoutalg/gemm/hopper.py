@@ -16,6 +16,10 @@ What TMA needs, and what the kernel does otherwise:
   float32 operand; ``gemm.matmul`` runs those on the SM80 kernel;
 - any M, N, K: boxes past the edges are zero-filled, the epilogue is predicated.
 
+In numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) the same generated kernel runs on the twins
+of ``gemm.arch.sim_sm90`` (TMA over maps of ``sim_tensor_map``, mbarriers, wgmma), planned for
+``SIM_SMS`` SMs.
+
 >>> HopperConfig().threads, HopperConfig().shared_bytes
 (384, 148480)
 >>> "wgmma.mma_async" in ptx()                                     # doctest: +SKIP
@@ -34,8 +38,8 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile, sm_count
 from .codegen import kernel_module, module_name
 from .launch import Launcher
-from .operands import (batch_count, check_same_device, check_spans, output_operand,
-                       product_operands, stream_handle)
+from .operands import (batch_count, check_same_device, check_spans, kernel_buffer,
+                       output_operand, product_operands, stream_handle)
 from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype,
                          out_dtype_of)
 
@@ -48,6 +52,7 @@ SCHEDULES = ("cooperative", "pingpong", "plain")
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
+SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 
 
@@ -229,19 +234,24 @@ def kernel_config(cfg):
 
 
 def hopper_function(variant):
-    """The generated kernel as a plain Python function (its module cached on disk)."""
+    """The generated kernel as a plain Python function (its module cached on disk; in the
+    simulator the module written for it)."""
+    sim = simulator_active()
+
     def source():
         from layoutalg.gemm.hopper_gen import hopper_source
-        return hopper_source(variant)
-    return kernel_module("hopper", variant, source).kernel
+        return hopper_source(variant, sim)
+    return kernel_module("hopper", (variant, sim), source).kernel
 
 
 @lru_cache(maxsize=None)
 def hopper_kernel(variant):
     """The variant's numba ``cuda.jit`` kernel (launch bounds: its threads and blocks per
-    SM)."""
+    SM; none in the simulator)."""
     from numba import cuda
     cfg = variant.config
+    if simulator_active():
+        return cuda.jit(variant.signature)(hopper_function(variant))
     return cuda.jit(variant.signature, launch_bounds=(cfg.threads, cfg.blocks_per_sm))(
         hopper_function(variant))
 
@@ -262,7 +272,7 @@ def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="floa
 def hopper_binary(variant):
     """The variant's compiled kernel for the current device (its cubin file when an earlier
     call or process compiled it)."""
-    name = module_name("hopper", variant)
+    name = module_name("hopper", (variant, False))
     return load_or_compile(name, lambda: compiled_binary(hopper_kernel(variant),
                                                          variant.signature))
 
@@ -314,8 +324,11 @@ _launchers = {}
 def _launcher(v):
     launch = _launchers.get(v)
     if launch is None:
-        kern = hopper_binary(v)
-        kern.allow_dynamic_shared(v.config.shared_bytes)
+        if simulator_active():
+            kern = hopper_kernel(v)
+        else:
+            kern = hopper_binary(v)
+            kern.allow_dynamic_shared(v.config.shared_bytes)
         launch = _launchers[v] = Launcher(kern, 4, 4, _SCALARS, free_scalars=2)
     return launch
 
@@ -324,24 +337,22 @@ class _Call:
     """A checked call: the variant, the tensor maps, the scalars and the grid."""
 
     def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller):
-        if simulator_active():
-            raise RuntimeError(f"{caller}: the Hopper kernel has no simulator twin (TMA, "
-                               "wgmma); use gemm.tensorcore in the simulator")
+        sim = simulator_active()
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
         check_scalars(alpha, beta, caller)
-        a, b, shape = product_operands(caller, A, B, False)
+        a, b, shape = product_operands(caller, A, B, sim)
         (m, k), n = a.shape, b.shape[1]
         dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
-        out_dtype, stored = out_dtype_of(out, out_dtype, caller)
-        self.out, c = output_operand(caller, out, a, shape, False, dtype=stored or out_dtype,
+        out_dtype, stored = out_dtype_of(out, out_dtype, caller, sim)
+        self.out, c = output_operand(caller, out, a, shape, sim, dtype=stored or out_dtype,
                                      beta=beta)
         nb = batch_count(caller, a, b, c)
         named = (("A", a), ("B", b), ("out", c))
         check_same_device(caller, named)
         check_spans(caller, named, limit=2 ** 31)
         eb = _ELEMENT_BYTES[dtype]
-        sms = sm_count(c.device)
+        sms = SIM_SMS if sim else sm_count(c.device)
         if config is None:          # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sms)
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
@@ -490,6 +501,9 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     A plan keeps its launches bound and the tensor maps of the addresses it has seen, so a
     repeated call does little host work."""
     call = _Call(A, B, out, alpha, beta, config, out_dtype, caller)
+    if simulator_active():
+        _simulate(call, float(alpha), float(beta))
+        return call.out, None
     v = call.variant
     specs = call.map_specs
     seen = {}                       # (X, Y addresses) -> their tensor maps' addresses
@@ -541,3 +555,26 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         reduce((w, c), stream, alpha, beta)
         del owner                   # the launches are enqueued
     return call.out, plan
+
+
+def _simulate(call, alpha, beta):
+    """Run a checked call in numba's simulator: its tensor maps made by
+    ``gemm.arch.sim_sm90.sim_tensor_map`` over the operands' host bytes, the kernel's
+    dynamic shared memory as on the GPU, then (split-K) the reduction."""
+    import numpy as np
+
+    from .arch.sim_sm90 import sim_tensor_map
+    v = call.variant
+    maps = [sim_tensor_map(kernel_buffer(op, np.uint8), 0, replace(copy, dims=dims,
+                                                                     strides=strides),
+                           _ELEMENT_BYTES[v.config.dtype])
+            for (copy, dims, strides, _), op in zip(call.map_specs, call.ops)]
+    c = kernel_buffer(call.c, np.float32 if v.out_dtype == "float32" else np.uint16)
+    mm, nn, ldc, nb, sc = call.shape
+    w = np.zeros(max(1, call.split * nb * mm * call.ldw), np.float32)
+    _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w],
+                 call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
+    if call.split > 1:
+        steps = (1, ldc) if v.c_columns else (ldc, 1)
+        splitk.reduce_splits(v.out_dtype, w, c, mm, nn, call.ldw, nb, call.split, *steps, sc,
+                             alpha, beta)

@@ -34,7 +34,7 @@ from layoutalg.atom.tma import make_tma_copy
 
 from .codegen import Source
 from .pipeline_sm90 import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
-                            emit_pipeline, emit_pipeline_warp_specialized)
+                            align_arg, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
 
@@ -164,8 +164,10 @@ def _coords(group_m, split_k):
     return coords
 
 
-def hopper_source(v):
-    """The kernel module's source for variant ``v``."""
+def hopper_source(v, simulator=False):
+    """The kernel module's source for variant ``v`` (``simulator``: for numba's simulator,
+    where gemm.arch's names are the twins of gemm.arch.sim_sm90 and shared arrays take no
+    alignment)."""
     p = hopper_plan(v)
     cfg = v.config
     src = Source()
@@ -178,9 +180,8 @@ def hopper_source(v):
                        f"{p.store_plan!r}, {split or v.vec_c}, {v.c_columns and not split})")
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
-        "from layoutalg.gemm.arch.sm90 import ("
-        + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc", "wgmma_tile")) + ")",
-        "from layoutalg.gemm.arch.tile import store_pairs_tile",
+        "from layoutalg.gemm.arch import ("
+        + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc", "wgmma_tile", "store_pairs_tile")) + ")",
         "U = np.uint32", "U64 = np.uint64", f"# {v}", "")
 
     def desc(start, bits):
@@ -222,11 +223,11 @@ def hopper_source(v):
         _coords(cfg.group_m, split)), ComputeContext(setup=setup, after_tile=after_tile))
     with src.block("def kernel(XM, YM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, "
                    "beta):"):
-        src("sm = cuda.shared.array(0, uint8, alignment=1024)",
+        src(f"sm = cuda.shared.array(0, uint8{align_arg(1024, simulator)})",
             f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
             f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})",
             "tiles_mn = tiles_m * tiles_n")
-        pipe.emit(src)
+        pipe.emit(src, simulator=simulator)
     return src.text()
 
 

@@ -66,7 +66,7 @@ from .pipeline_sm90_model import check_schedule
 
 __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeline",
            "emit_pipeline_warp_specialized", "WgmmaPipeline", "emit_pipeline",
-           "check_schedule", "ARCH_IMPORTS_SM90"]
+           "check_schedule", "ARCH_IMPORTS_SM90", "align_arg"]
 
 # The gemm.arch.sm90 names the emitted code calls; a kernel module imports them.
 ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
@@ -75,6 +75,11 @@ ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
                      "setmaxnreg_dec", "elect_one", "shared_offset_of")
 SLOT_ALIGN = 1024           # bytes: a 128-byte swizzle repeats every 8 rows of 128 bytes
 REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
+
+
+def align_arg(nbytes, simulator):
+    """A shared array's alignment argument (none in numba's simulator, which refuses it)."""
+    return "" if simulator else f", alignment={nbytes}"
 
 
 @dataclass(frozen=True)
@@ -252,11 +257,12 @@ class WarpSpecializedPipeline(_Ring):
 
     # --- code ------------------------------------------------------------------------------
 
-    def emit(self, src, smem="sm", bars="bars"):
+    def emit(self, src, smem="sm", bars="bars", simulator=False):
         """Write the pipeline into ``src`` inside a kernel whose dynamic shared array (bytes)
-        is ``smem``; declares ``bars`` and the thread names ``t``, ``wg``, ``lane``."""
+        is ``smem``; declares ``bars`` and the thread names ``t``, ``wg``, ``lane``
+        (``simulator``: for numba's simulator, which takes no shared-array alignment)."""
         S = self.stages
-        src(f"{bars} = cuda.shared.array({self._barriers}, uint64, alignment=8)",
+        src(f"{bars} = cuda.shared.array({self._barriers}, uint64{align_arg(8, simulator)})",
             "t = U(cuda.threadIdx.x)", "wg = t // U(128)", "lane = t % U(32)",
             f"pad = shared_offset_of({smem}, U({SLOT_ALIGN}))")
         with src.block("if t == U(0):"):
@@ -446,12 +452,12 @@ class WgmmaPipeline(_Ring):
         super().__init__("emit_pipeline", body, grid, in_specs, out_specs,
                          max_concurrent_steps, delay_release, compute_context)
 
-    def emit(self, src, smem="sm", bars="bars"):
+    def emit(self, src, smem="sm", bars="bars", simulator=False):
         """Write the pipeline into ``src`` inside a kernel of 128 threads whose dynamic
         shared array (bytes) is ``smem``; declares ``bars`` and ``t``, ``wg``, ``lane``,
-        ``cw`` (0: the consumer index the context sees)."""
+        ``cw`` (0: the consumer index the context sees); ``simulator`` as the other's."""
         S, ctx = self.stages, self.context
-        src(f"{bars} = cuda.shared.array({S}, uint64, alignment=8)",
+        src(f"{bars} = cuda.shared.array({S}, uint64{align_arg(8, simulator)})",
             "t = U(cuda.threadIdx.x)", "wg = U(0)", "cw = U(0)", "lane = t % U(32)",
             f"pad = shared_offset_of({smem}, U({SLOT_ALIGN}))")
         with src.block("if t == U(0):"):

@@ -28,8 +28,11 @@ Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert
 (conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
 tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
 ``sim_tile`` (the twins).
-Hopper's wgmma, TMA and mbarriers are in ``gemm.arch.sm90``, their twins in
-``gemm.arch.sim_sm90`` (not among these names yet: no kernel of the simulator uses them).
+- Hopper's (``gemm.arch.sm90``, twins in ``gemm.arch.sim_sm90``, ``SM90_NAMES``):
+  ``wgmma_tile``, ``smem_desc``, ``wgmma_fence/commit/wait``, ``mbarrier_init/arrive/
+  arrive_expect_tx/wait``, ``fence_mbarrier_init``, ``fence_proxy_async``,
+  ``tma_load_2d/3d``, ``setmaxnreg_inc/dec``, ``elect_one``, ``shared_offset_of``.
+
 Tools beside them:
 ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
 ``gemm.arch.smem`` (opting a kernel into more than 48 KiB of dynamic shared memory).
@@ -42,7 +45,12 @@ from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.arch import sim as _sim, sim_tile as _sim_tile     # pure Python: the names
 
 IMPLEMENTATION = "sim" if simulator_active() else "ptx"
-__all__ = list(_sim.__all__) + list(_sim_tile.__all__)
+# gemm.arch.sm90's names (it imports numba: named here, imported on first use)
+SM90_NAMES = ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
+              "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
+              "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
+              "tma_load_3d", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of")
+__all__ = list(_sim.__all__) + list(_sim_tile.__all__) + list(SM90_NAMES)
 
 
 def __getattr__(name):
@@ -51,9 +59,11 @@ def __getattr__(name):
     if name not in __all__:
         raise AttributeError(f"module 'layoutalg.gemm.arch' has no attribute {name!r}")
     if IMPLEMENTATION == "sim":
+        from layoutalg.gemm.arch import sim_sm90 as sm90
         impl, tile = _sim, _sim_tile
     else:
-        from layoutalg.gemm.arch import ptx as impl, tile
+        from layoutalg.gemm.arch import ptx as impl, sm90, tile
     globals().update({n: getattr(impl, n) for n in impl.__all__})
     globals().update({n: getattr(tile, n) for n in tile.__all__})
+    globals().update({n: getattr(sm90, n) for n in SM90_NAMES})
     return globals()[name]

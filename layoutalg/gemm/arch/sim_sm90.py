@@ -26,13 +26,17 @@ zero; then the box's bytes complete on the mbarrier at once.
 
 ``smem_desc(smem, bits)`` adds the array's shared address >> 4 (its low 14 bits, as the
 hardware's field) to ``bits`` and remembers the array for the block. ``wgmma_tile(op, n,
-trans_a, trans_b, first)(acc, desc_a, desc_b, scale_d)`` is warpgroup-collective: the 128
-threads meet; the first decodes both descriptors per the PTX ISA's canonical layouts (start,
-LBO, SBO, swizzle; see :mod:`layoutalg.atom.gmma`), swizzles the byte addresses, reads A
-(64 x k) and B (n x k), adds A B^T in float64 to the accumulators (unless ``scale_d`` is
-0) and rounds once to float32, and writes every thread's fragment of the wgmma atom's C
-layout into its ``acc[first:]``; then all go on. So it completes at once, and
-``wgmma_commit`` / ``wgmma_wait`` are no-ops.
+trans_a, trans_b, first)(acc, desc_a, desc_b, scale_d)`` is warpgroup-collective: the
+first of the 128 threads to make a call decodes both descriptors per the PTX ISA's canonical
+layouts (start, LBO, SBO, swizzle; see :mod:`layoutalg.atom.gmma`), swizzles the byte
+addresses and reads A (64 x k) and B (n x k) from shared memory, computing A B^T in float64;
+each thread of the warpgroup, at its own matching call (its n-th is the group's n-th), adds
+its fragment of that product (per the wgmma atom's C layout) to its ``acc[first:]`` (unless
+``scale_d`` is 0), rounded once to float32. Shared memory is read before any thread of the
+group could release it, as on the GPU (where all 128 issue together); a thread whose
+descriptors differ from its group's raises. So it completes at once, and ``wgmma_commit`` /
+``wgmma_wait`` are no-ops, and no thread waits for the others (a 128-thread rendezvous per
+call was the simulator's bottleneck).
 
 The fences are no-ops here (the twins' writes are visible at once); ``setmaxnreg`` checks its
 argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array's address.
@@ -279,7 +283,8 @@ def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
 
 _WINDOW = 1 << 18                       # the descriptor's 14-bit start field, in bytes
 _smem = weakref.WeakKeyDictionary()     # simulator block -> its shared array smem_desc saw
-_groups = weakref.WeakKeyDictionary()   # simulator block -> {warpgroup: [barrier, calls]}
+_groups = weakref.WeakKeyDictionary()   # simulator block -> {thread: calls, (warpgroup, call):
+#                                         [(function, descriptors, scale_d), A B^T, readers due]}
 _groups_lock = threading.Lock()
 _MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
 
@@ -351,9 +356,9 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
     """The twin of ``gemm.arch.sm90.wgmma_tile``: ``f(acc, desc_a, desc_b, scale_d)``."""
     check_wgmma(op, n, trans_a, trans_b, first)
     esize, k = (4 if op == "tf32" else 2), WGMMA_TYPES[op]
+    rows, cols = _c_layout(op, n)
 
-    def compute(calls, block):
-        desc_a, desc_b, scale_d = calls[0][1:]
+    def product(block, desc_a, desc_b):
         smem = _smem[block]
         base = smem.__array_interface__["data"][0]
         raw = smem.reshape(-1).view(np.uint8)
@@ -361,33 +366,28 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
                     op, esize)
         b = _values(raw, _operand(raw, base, desc_b, n, k, esize, "MN" if trans_b else "K"),
                     op, esize)
-        d = a @ b.T                                  # (64, n)
-        rows, cols = _c_layout(op, n)
-        for t, (acc, *_) in calls.items():
-            part = d[rows[t], cols[t]]
-            if scale_d:
-                part = part + acc[first:first + n // 2].astype(np.float64)
-            acc[first:first + n // 2] = part.astype(np.float32)
+        return a @ b.T                               # (64, n)
 
     def tile(acc, desc_a, desc_b, scale_d):
         block, tid = _block("wgmma_tile")
+        call = (tile, int(desc_a), int(desc_b), int(scale_d) != 0)
         with _groups_lock:
-            group = _groups.setdefault(block, {}).setdefault(
-                tid // 128, [threading.Barrier(128, timeout=WAIT_LIMIT_S), {}])
-        barrier, calls = group
-        calls[tid % 128] = (acc, int(desc_a), int(desc_b), int(scale_d) != 0)
-        try:
-            if barrier.wait() == 0:                 # one thread computes for the warpgroup
-                if len({c[1:] for c in calls.values()}) != 1:
-                    raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "
-                                       "descriptors or scale_d")
-                compute(calls, block)
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            raise RuntimeError(f"wgmma_tile: not all 128 threads of warpgroup {tid // 128} "
-                               f"arrived within {WAIT_LIMIT_S:.0f} s") from None
-        except Exception:
-            barrier.abort()
-            raise
+            seen = _groups.setdefault(block, {})
+            count = seen[tid] = seen.get(tid, 0) + 1      # this thread's wgmma calls so far
+            key = (tid // 128, count)                     # the warpgroup's call it joins
+            got = seen.get(key)
+            if got is None:                               # the first thread reads shared
+                got = seen[key] = [call, product(block, *call[1:3]), 128]
+            elif got[0] != call:
+                raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "
+                                   "descriptors or scale_d to the same call")
+            got[2] -= 1
+            if got[2] == 0:
+                del seen[key]
+        t = tid % 128
+        part = got[1][rows[t], cols[t]]
+        if call[3]:
+            part = part + acc[first:first + n // 2].astype(np.float64)
+        acc[first:first + n // 2] = part.astype(np.float32)
     tile.__name__ = f"wgmma_tile_{op}_n{n}_{first}"
     return tile

@@ -1,0 +1,133 @@
+"""Run the Hopper kernel (gemm.hopper) in numba's CUDA simulator, on the twins of
+gemm.arch.sim_sm90 (TMA loads, mbarriers, wgmma), and print one JSON line of results.
+
+Used by tests/test_hopper_sim.py in a child process: ``NUMBA_ENABLE_CUDASIM=1 python
+tests/sim_hopper_cases.py WHICH``. Each case: fresh random operands in the chosen majors
+(optionally with leading dimensions wider than the matrices, so that the tensor maps' strides
+and the zero fill past K are exercised), the out poisoned with NaN (or random for beta),
+compared element by element with numpy float64 on the same rounded inputs. The number
+printed is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out rounding * |ref|),
+<= 1 passes. The simulator plans for gemm.hopper.SIM_SMS (3) SMs, so the persistent blocks
+loop over several tiles.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
+sys.path.insert(0, os.path.dirname(__file__))
+
+from numba import cuda  # noqa: E402
+
+from layoutalg.gemm.hopper import HopperConfig, TmaUnfit, hopper_matmul  # noqa: E402
+from sim_tensorcore_cases import OUT_ROUNDING, bf16_bits, from_bf16, to_operand  # noqa: E402
+from simcase import outcomes, switch_threads_often  # noqa: E402
+
+
+def padded(x, pad, col):
+    """``x`` on the device, each line of its contiguous axis (rows, or columns when
+    ``col``) rounded up to 8 elements (TMA's 16-byte leading dimensions) and ``pad`` more."""
+    if col:
+        return padded(x.T, pad, False).T
+    full = np.zeros((x.shape[0], -(-x.shape[1] // 8) * 8 + pad), x.dtype)
+    full[:, :x.shape[1]] = x
+    return cuda.to_device(full)[:, :x.shape[1]]
+
+
+def operand(x, dtype):
+    """(the array handed to the kernel, its exact values): for tf32, values that tf32 holds
+    exactly (wgmma reads f32 from shared memory and drops the low 13 bits)."""
+    a, a64 = to_operand(x, dtype)
+    return (a64.astype(np.float32), a64) if dtype == "tfloat32" else (a, a64)
+
+
+def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
+         out_dtype="float32", col_out=False, pad=0, batch=0):
+    """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
+    ``batch`` > 0: that many products of A's, one B shared by all."""
+    rng = np.random.default_rng(seed)
+    dtype = cfg.dtype if cfg else "bfloat16"
+    shape_a = (batch, m, k) if batch else (m, k)
+    a, a64 = operand(rng.standard_normal(shape_a), dtype)
+    bt, bt64 = operand(rng.standard_normal((n, k)), dtype)
+    if batch:
+        A = cuda.to_device(np.ascontiguousarray(a))
+    else:
+        A = padded(np.asfortranarray(a) if a_col else a, pad, a_col)
+    B = padded(bt, pad, False).T if b_kmajor else padded(np.ascontiguousarray(bt.T), pad, False)
+    shape_c = (batch, m, n) if batch else (m, n)
+    c0 = rng.standard_normal(shape_c)
+    if out_dtype == "bfloat16":
+        init = bf16_bits(c0) if beta else np.full(shape_c, 0x7FC0, np.uint16)     # NaN
+        c0 = from_bf16(init)
+    else:
+        t = np.dtype(out_dtype).type
+        init = c0.astype(t) if beta else np.full(shape_c, np.nan, t)
+        c0 = init.astype(np.float64)
+    out = cuda.to_device(np.asfortranarray(init) if col_out else init)
+    hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
+                  out_dtype=out_dtype if out_dtype == "bfloat16" else None)
+    got = out.copy_to_host()
+    got = from_bf16(got) if out_dtype == "bfloat16" else got.astype(np.float64)
+    ref = alpha * (a64 @ bt64.T) + (beta * c0 if beta else 0.0)
+    bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + (abs(beta) * np.abs(c0) if beta else 0)
+    tol = 1e-5 * bound + OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
+    return float(np.nan_to_num(np.abs(got - ref) / tol, nan=np.inf).max())
+
+
+def errors():
+    d = cuda.to_device
+    u16 = np.zeros((16, 24), np.uint16)
+    tf32 = HopperConfig(bM=64, bN=64, stages=2, consumers=1, dtype="tfloat32")
+    cases = {
+        "unaligned ld": lambda: hopper_matmul(d(np.zeros((16, 27), np.uint16))[:, :20],
+                                              d(u16).T[:20]),
+        "MN-major tf32": lambda: hopper_matmul(d(np.zeros((16, 8), np.float32)),
+                                               d(np.zeros((8, 16), np.float32)), config=tf32),
+        "config type": lambda: hopper_matmul(d(u16), d(u16).T, config="fast"),
+        "inner dims": lambda: hopper_matmul(d(u16), d(np.zeros((16, 16), np.uint16)).T),
+    }
+    return outcomes(cases)
+
+
+def small(dtype="bfloat16", **kw):
+    """One consumer warpgroup and a producer (256 threads), 64 x 64 tiles, 2 slots."""
+    return HopperConfig(**{"bM": 64, "bN": 64, "stages": 2, "consumers": 1, "dtype": dtype,
+                           **kw})
+
+
+def main(which):
+    switch_threads_often()
+    if which == "errors":
+        print(json.dumps(errors()))
+        return
+    bf, h, tf = "bfloat16", "float16", "tfloat32"
+    results = {}
+    if which == "majors":
+        results["bf16 K K plain odd 70x80x99 pad"] = case(
+            small(schedule="plain"), 70, 80, 99, seed=1, pad=8)
+        results["bf16 A col, B N-major, bf16 out, alpha beta 72x66x40"] = case(
+            small(stages=3), 72, 66, 40, 0.5, -1.0, seed=2, a_col=True, b_kmajor=False,
+            out_dtype=bf, pad=8)
+        results["f16 col out (X = B^T), f16 out, delay 1, 2 consumers 50x130x72"] = case(
+            small(h, consumers=2, stages=3, delay_release=1), 50, 130, 72, seed=3,
+            col_out=True, out_dtype=h)
+        results["tf32 K K beta 33x70x40"] = case(small(tf), 33, 70, 40, 1.0, 0.5, seed=4)
+    else:
+        results["bf16 split_k 3, beta 40x64x300"] = case(
+            small(split_k=3), 40, 64, 300, 2.0, 0.5, seed=5)
+        results["bf16 swap_ab split 2, bf16 out 5x130x128"] = case(
+            small(swap_ab=True, split_k=2, stages=3), 5, 130, 128, seed=6, out_dtype=bf)
+        results["f16 pingpong 2 consumers bM 128 130x64x64"] = case(
+            HopperConfig(bM=128, bN=64, stages=2, consumers=2, schedule="pingpong",
+                         dtype=h), 130, 64, 64, seed=7)
+        results["bf16 batch 3, B shared, default config 20x70x64"] = case(
+            None, 20, 70, 64, seed=8, batch=3)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,37 @@
+"""The Hopper kernel (gemm.hopper) run in numba's CUDA simulator on the twins of its
+instructions (gemm.arch.sim_sm90): TMA loads with zero fill past the edges, mbarriers,
+wgmma read through the kernel's own descriptors, the epilogue's stores. Small odd shapes,
+every major of A, B and the out, bf16 / f16 / tf32 in, f32 / bf16 / f16 out, alpha and
+beta, the three schedules, delay_release, split-K with its reduction, swap_ab, a batch;
+each against numpy float64 with the out poisoned (tests/sim_hopper_cases.py)."""
+
+import os
+
+import pytest
+
+from simcase import simulator_report
+
+CASES = os.path.join(os.path.dirname(__file__), "sim_hopper_cases.py")
+
+
+@pytest.mark.parametrize("which", ["majors", "more"])
+def test_kernel_matches_numpy_in_simulator(which):
+    results = simulator_report(CASES, which)
+    assert len(results) == 4, results
+    bad = {name: err for name, err in results.items() if not err <= 1.0}
+    assert not bad, f"error / tolerance above 1: {bad}"
+
+
+EXPECTED_ERRORS = {
+    "unaligned ld": ("TmaUnfit", "leading dimension (27 elements)"),
+    "MN-major tf32": ("TmaUnfit", "must be K-major"),
+    "config type": ("TypeError", "config must be a HopperConfig"),
+    "inner dims": ("ValueError", "inner dimensions"),
+}
+
+
+def test_bad_input_gets_a_clear_error_in_simulator():
+    got = simulator_report(CASES, "errors")
+    assert set(got) == set(EXPECTED_ERRORS)
+    for name, (kind, text) in EXPECTED_ERRORS.items():
+        assert got[name][0] == kind and text in got[name][1], (name, got[name])

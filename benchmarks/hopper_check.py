@@ -7,9 +7,9 @@ Run on an H100/H200 host from the project root (after the wheel line of
     python3 benchmarks/hopper_check.py [--json PATH] [--sizes N ...] [--configs SPEC ...]
         [--sections bf16 bf16_nn f16 tf32] [--no-correctness] [--no-timing] [--reps R]
 
-A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:sS][:p|:plain]`` (D delay_release, G
+A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:sS][:p|:plain][:t]`` (D delay_release, G
 group_m, R the producer's registers, 0 for no setmaxnreg, S split_k, p the pingpong schedule,
-plain the plain pipeline with one warpgroup), ``default`` (the default config, no split-K) or
+plain the plain pipeline with one warpgroup, t the TMA epilogue), ``default`` (the default config, no split-K) or
 ``auto`` (no config: the default with the split-K the shape gets).
 
 1. Correctness (:func:`cases`): the seed's bf16 cubes, random odd shapes for every dtype x
@@ -59,6 +59,9 @@ def parse_config(spec, dtype):
     for p in parts[3:]:
         if p in ("p", "plain"):
             kw["schedule"] = "pingpong" if p == "p" else "plain"
+            continue
+        if p == "t":
+            kw["epilogue"] = "tma"
             continue
         key = {"d": "delay_release", "g": "group_m", "r": "memory_registers",
                "s": "split_k"}[p[0]]
@@ -122,6 +125,19 @@ def cases(seed=None):
     add("float16", 200, 300, 1000, am="col", od="float16", beta=0.5, spec="128x128:4:1:s4")
     add("tfloat32", 130, 70, 2000, bm="col", od="bfloat16", spec="64x256:3:2:d0:s7")
     add("bfloat16", 300, 260, 1000, bm="col", spec="128x128:4:2:p:s2")
+    # the TMA epilogue: odd edges, every out type, both schedules, a column-major out (the
+    # transposed product), bM 128 (two atoms), and beta (stored from registers)
+    for dtype, am, bm, od, om, spec in (
+            ("bfloat16", "row", "col", "float32", "row", "64x256:3:2:d0:t"),
+            ("bfloat16", "col", "row", "bfloat16", "row", "64x256:3:2:d0:t"),
+            ("float16", "row", "row", "float16", "col", "128x128:4:2:t"),
+            ("tfloat32", "row", "col", "bfloat16", "row", "128x128:4:2:p:t"),
+            ("bfloat16", "row", "col", "float32", "col", "64x256:5:2:d0:p:t"),
+            ("float16", "col", "col", "float32", "row", "128x64:4:1:t")):
+        add(dtype, 1500, 2100, 520, am, bm, od, om, spec=spec)
+        add(dtype, 77, 130, 201, am, bm, od, om, spec=spec)
+    add("bfloat16", 333, 129, 104, bm="col", alpha=-0.5, beta=2.0, spec="64x256:3:2:d0:t")
+    add("bfloat16", 4096, 4096, 4096, bm="col", od="bfloat16", spec="64x256:3:2:d0:t")
     for dtype, am, bm, od, om in (("bfloat16", "row", "col", "float32", "row"),
                                   ("bfloat16", "col", "row", "bfloat16", "col"),
                                   ("float16", "row", "row", "float16", "row"),

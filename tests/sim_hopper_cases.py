@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.hopper import HopperConfig, TmaUnfit, hopper_matmul  # noqa: E402
+from layoutalg.gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from sim_tensorcore_cases import OUT_ROUNDING, bf16_bits, from_bf16, to_operand  # noqa: E402
 from simcase import outcomes, switch_threads_often  # noqa: E402
 
@@ -112,20 +112,24 @@ def main(which):
         results["bf16 A col, B N-major, bf16 out, alpha beta 72x66x40"] = case(
             small(stages=3), 72, 66, 40, 0.5, -1.0, seed=2, a_col=True, b_kmajor=False,
             out_dtype=bf, pad=8)
-        results["f16 col out (X = B^T), f16 out, delay 1, 2 consumers 50x130x72"] = case(
-            small(h, consumers=2, stages=3, delay_release=1), 50, 130, 72, seed=3,
-            col_out=True, out_dtype=h)
-        results["tf32 K K beta 33x70x40"] = case(small(tf), 33, 70, 40, 1.0, 0.5, seed=4)
+        results["f16 col out (X = B^T), f16 out, delay 1, 2 consumers, TMA stores 50x130x72"] = \
+            case(small(h, consumers=2, stages=3, delay_release=1, epilogue="tma"), 50, 130, 72,
+                 seed=3, col_out=True, out_dtype=h)
+        # beta != 0: a TMA-epilogue config stores from registers (it reads C)
+        results["tf32 K K beta, TMA epilogue config 33x70x40"] = case(
+            small(tf, epilogue="tma"), 33, 70, 40, 1.0, 0.5, seed=4)
     else:
         results["bf16 split_k 3, beta 40x64x300"] = case(
             small(split_k=3), 40, 64, 300, 2.0, 0.5, seed=5)
         results["bf16 swap_ab split 2, bf16 out 5x130x128"] = case(
             small(swap_ab=True, split_k=2, stages=3), 5, 130, 128, seed=6, out_dtype=bf)
-        results["f16 pingpong 2 consumers bM 128 130x64x64"] = case(
+        results["f16 pingpong 2 consumers bM 128, TMA stores 130x64x64"] = case(
             HopperConfig(bM=128, bN=64, stages=2, consumers=2, schedule="pingpong",
-                         dtype=h), 130, 64, 64, seed=7)
+                         dtype=h, epilogue="tma"), 130, 64, 64, seed=7)
         results["bf16 batch 3, B shared, default config 20x70x64"] = case(
             None, 20, 70, 64, seed=8, batch=3)
+        results["bf16 batch 2, TMA stores, bf16 out 70x40x64"] = case(
+            small(epilogue="tma"), 70, 40, 64, seed=9, batch=2, out_dtype=bf)
     print(json.dumps(results))
 
 

@@ -3,9 +3,11 @@ descriptors, TMA boxes, the accumulator fragment), the kernel's PTX for sm_90a (
 mbarriers, setmaxnreg; no local memory, no spills), and the paired-store epilogue tile."""
 
 import os
+import re
 from dataclasses import replace
 
 import numpy as np
+
 import pytest
 
 from layoutalg.gemm.hopper import HopperConfig, HopperVariant
@@ -107,14 +109,15 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
 @needs_ptx
 @pytest.mark.parametrize("kw, n, k, regs, wait", [
     (dict(), 256, 16, (40, 232), 0),
-    (dict(config=HopperConfig(bM=128, bN=128, stages=4, delay_release=1)), 128, 16, (40, 232),
-     1),
+    (dict(config=HopperConfig(bM=128, bN=128, stages=4, delay_release=1, epilogue="tma")), 128,
+     16, (40, 232), 1),
     (dict(dtype="tfloat32", out_dtype="bfloat16"), 256, 8, (40, 232), 0),
     (dict(config=HopperConfig(split_k=4), out_dtype="bfloat16"), 256, 16, (40, 232), 0),
     (dict(config=HopperConfig(bM=64, bN=256, consumers=1, delay_release=1), a_major="MN",
           b_major="MN", out_dtype="float16"), 256, 16, None, 1),
-    (dict(config=HopperConfig(bM=128, bN=128, schedule="pingpong", stages=6, delay_release=1),
-          dtype="float16"), 128, 16, (40, 232), 1),
+    (dict(config=HopperConfig(bM=128, bN=128, schedule="pingpong", stages=6, delay_release=1,
+                              epilogue="tma"), dtype="float16", out_dtype="bfloat16"), 128, 16,
+     (40, 232), 1),
     (dict(config=HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain",
                               delay_release=1), out_dtype="bfloat16"), 128, 16, None, 1),
     (dict(config=HopperConfig(bM=64, bN=64, stages=8, consumers=1, swap_ab=True),
@@ -131,6 +134,11 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     plain = kw.get("config") and kw["config"].schedule == "plain"
     assert ("elect.sync" in text) != plain          # the plain pipeline has no producer
     assert f"wgmma.wait_group.sync.aligned {wait}" in text
+    tma_store = bool(kw.get("config") and kw["config"].epilogue == "tma")
+    assert ("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group" in text) == tma_store
+    assert ("cp.async.bulk.wait_group.read 1" in text) == tma_store
+    assert ("fence.proxy.async" in text) == tma_store
+    assert bool(re.search(r"bar\.sync\s+%r\d+, 128;", text)) == tma_store   # a consumer's own
     # each descriptor reaches wgmma as two 32-bit halves (gemm.arch.sm90.wgmma_tile)
     assert "mov.b64 da, {" in text and "mov.b64 db, {" in text
     if regs:

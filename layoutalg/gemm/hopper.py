@@ -48,7 +48,10 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "default_config", "swapped_config", "swapped_tiles", "swaps"]
 
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
+_OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SCHEDULES = ("cooperative", "pingpong", "plain")
+EPILOGUES = ("registers", "tma")
+STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-byte pieces
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
@@ -85,7 +88,11 @@ class HopperConfig:
     where the output tiles are too few to fill the GPU), ``swap_ab`` (the kernel's X and Y
     the other way round from the out's major, its C then stored column by column: for a
     row-major out C^T = B^T A^T, so that B's columns fill the tile's rows and A's few rows
-    its narrowest N; see :func:`swaps`).
+    its narrowest N; see :func:`swaps`), ``epilogue`` ("registers": each thread stores its
+    accumulators to C; "tma": each consumer stages 64-row x 128-byte pieces of its tile in
+    shared memory, swizzled, and one thread writes each with a TMA store, overlapping the
+    next piece; taken where TMA can write C (16-byte aligned address, leading dimension and
+    matrix step; not with split-K, swap_ab or the plain schedule), else "registers").
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
@@ -104,6 +111,7 @@ class HopperConfig:
     schedule: str = "cooperative"
     split_k: int = 1
     swap_ab: bool = False
+    epilogue: str = "registers"
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -134,6 +142,9 @@ class HopperConfig:
         if self.split_k > MAX_SPLIT_K:
             raise ValueError(f"HopperConfig: split_k must be at most {MAX_SPLIT_K}, got "
                              f"{self.split_k}")
+        if self.epilogue not in EPILOGUES:
+            raise ValueError(f"HopperConfig: epilogue must be one of {EPILOGUES}, got "
+                             f"{self.epilogue!r}")
         if not isinstance(self.swap_ab, bool):
             raise ValueError(f"HopperConfig: swap_ab must be a bool, got {self.swap_ab!r}")
         if self.group_m > 65535:
@@ -196,6 +207,7 @@ class HopperVariant:
     vec_c: bool = True
     split_k: bool = False           # K ranges (their number a run-time argument)
     c_columns: bool = False         # C stored column by column: a row-major out of C^T
+    tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
 
     def __post_init__(self):
         if not isinstance(self.config, HopperConfig):
@@ -207,14 +219,25 @@ class HopperVariant:
             raise ValueError(f"HopperVariant: out_dtype must be one of {OUT_DTYPES}")
         if self.c_columns and self.vec_c:
             raise ValueError("HopperVariant: a C stored column by column takes no paired stores")
+        if self.tma_store and (self.split_k or self.c_columns
+                               or self.config.schedule == "plain"):
+            raise ValueError("HopperVariant: the TMA epilogue takes no split-K, no C stored by "
+                             "columns and not the plain schedule")
         if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
             raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
                              "only 16-bit types); transpose the operand or use the SM80 kernel")
 
     @property
+    def shared_bytes(self):
+        """Dynamic shared memory: the config's, and the TMA epilogue's staging."""
+        cfg = self.config
+        staging = STAGING_BYTES * (cfg.consumers if cfg.schedule != "plain" else 1)
+        return cfg.shared_bytes + (staging if self.tma_store else 0)
+
+    @property
     def signature(self):
         c = _SIGNATURE_TYPE[self.out_dtype]
-        return (f"void(uint64[::1], uint64[::1], {c}[::1], float32[::1], "
+        return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], "
                 + ", ".join(["uint32"] * 10) + ", float32, float32)")
 
 
@@ -223,14 +246,17 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
     cfg = config or HopperConfig(dtype=dtype)
     if cfg.dtype != dtype:
         cfg = replace(cfg, dtype=dtype, bK=None)
+    tma = (cfg.epilogue == "tma" and cfg.split_k == 1 and not cfg.swap_ab
+           and cfg.schedule != "plain")
     return HopperVariant(kernel_config(cfg), a_major, b_major, out_dtype,
-                         vec_c and not cfg.swap_ab, cfg.split_k > 1, cfg.swap_ab)
+                         vec_c and not cfg.swap_ab, cfg.split_k > 1, cfg.swap_ab, tma)
 
 
 def kernel_config(cfg):
     """``cfg`` with the fields that are not the compiled kernel's at their defaults: the
-    number of K ranges (a run-time argument) and swap_ab (the variant's ``c_columns``)."""
-    return replace(cfg, split_k=1, swap_ab=False)
+    number of K ranges (a run-time argument), swap_ab (the variant's ``c_columns``) and the
+    epilogue (its ``tma_store``)."""
+    return replace(cfg, split_k=1, swap_ab=False, epilogue="registers")
 
 
 def hopper_function(variant):
@@ -328,8 +354,8 @@ def _launcher(v):
             kern = hopper_kernel(v)
         else:
             kern = hopper_binary(v)
-            kern.allow_dynamic_shared(v.config.shared_bytes)
-        launch = _launchers[v] = Launcher(kern, 4, 4, _SCALARS, free_scalars=2)
+            kern.allow_dynamic_shared(v.shared_bytes)
+        launch = _launchers[v] = Launcher(kern, 5, 4, _SCALARS, free_scalars=2)
     return launch
 
 
@@ -390,17 +416,25 @@ class _Call:
         if split > 1 and split * nb * mm * self.ldw >= 2 ** 31:
             raise ValueError(f"{caller}: split_k={split} needs a workspace of "
                              f"{split * nb * mm * self.ldw} floats; at most 2**31 - 1")
+        ob = _OUT_BYTES[out_dtype]
+        tma = (cfg.epilogue == "tma" and split == 1 and not cols and cfg.schedule != "plain"
+               and c.ptr % 16 == 0 and (ldc * ob) % 16 == 0 and (c.bstride * ob) % 16 == 0)
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
-                                         split > 1, cols)
+                                         split > 1, cols, tma)
+        if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
+            self.variant = v = replace(v, tma_store=False)
         from .hopper_gen import hopper_plan
         plan = hopper_plan(v)
-        vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32"}[dtype]
+        vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32"}
         # per operand: (copy, dims, byte strides, value type); the maps are made per address.
         # 3-D: (contiguous, other, matrices); one matrix for an operand the products share.
         self.map_specs = tuple(
             (copy, ((k, ext) if kmaj else (ext, k)) + (op.batch if op.bstride else 1,),
-             _byte_strides(op, ext if kmaj else k, eb), vt)
+             _byte_strides(op, ext if kmaj else k, eb), vt[dtype])
             for copy, op, ext, kmaj in ((plan.copy_x, x, mm, xk), (plan.copy_y, y, nn, yk)))
+        if v.tma_store:             # C's map, (columns, rows, matrices), for the TMA stores
+            self.map_specs += ((plan.copy_c, (nn, mm, nb), _byte_strides(c, mm, ob),
+                                vt[out_dtype]),)
         self.swapped = (c.unit_mode == 1) == cols        # X is B^T
         self.ops = (x, y)
         self.c = c
@@ -506,55 +540,75 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         return call.out, None
     v = call.variant
     specs = call.map_specs
-    seen = {}                       # (X, Y addresses) -> their tensor maps' addresses
+    seen = {}                       # (X, Y, C addresses) -> their tensor maps' addresses
 
-    def maps(x, y):
-        got = seen.get((x, y))
+    def maps(x, y, c):
+        """The kernel's three maps: X's, Y's and C's (X's again without the TMA epilogue)."""
+        key = (x, y, c) if v.tma_store else (x, y)
+        got = seen.get(key)
         if got is None:
             if len(seen) >= 64:
                 seen.clear()
-            got = seen[x, y] = tuple(_device_map(copy, ptr, dims, strides, vt)
-                                     for (copy, dims, strides, vt), ptr in zip(specs, (x, y)))
+            got = tuple(_device_map(copy, ptr, dims, strides, vt)
+                        for (copy, dims, strides, vt), ptr in zip(specs, key))
+            got = seen[key] = got + got[:3 - len(got)]
         return got
 
     mm, nn, ldc, nb, sc = call.shape
     size = call.split * nb * mm * call.ldw        # the split-K workspace's floats
     device, kind = call.c.device, call.c.kind
 
-    def first(x, y, c, stream, alpha, beta):
-        """Bind the launches (kernel, and with split-K the reduction) with a first call."""
-        m = [(ptr, 16) for ptr in maps(x, y)]
+    def first(x, y, c, stream, alpha, beta, u):
+        """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
+        first call."""
+        m = [(ptr, 16) for ptr in maps(x, y, c)]
         out = (c, call.c.span)
         w, owner = out, None
         if call.split > 1:
             ptr, owner = splitk.workspace(4 * size, stream, device, kind)
             w = (ptr, size)
-        kernel = _launcher(v)(call.grid, (v.config.threads, 1, 1), stream, [*m, out, w],
-                              call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
+        kernel = _launcher(u)(call.grid, (u.config.threads, 1, 1), stream, [*m, out, w],
+                              call.scalars[:-2] + (alpha, beta), u.shared_bytes)
         reduce = None
         if call.split > 1:
-            steps = (1, ldc) if v.c_columns else (ldc, 1)
-            reduce = splitk.reduce_splits(v.out_dtype, w, out, mm, nn, call.ldw, nb,
+            steps = (1, ldc) if u.c_columns else (ldc, 1)
+            reduce = splitk.reduce_splits(u.out_dtype, w, out, mm, nn, call.ldw, nb,
                                           call.split, *steps, sc, alpha, beta, stream)
         del owner                   # the launches are enqueued
         return kernel, reduce
 
+    bound = {}                      # variant -> its (kernel, reduce), bound by a first call
+
+    def run(x, y, c, stream, alpha, beta):
+        u = _with_beta(v) if beta != 0 and v.tma_store else v
+        got = bound.get(u)
+        if got is None:
+            bound[u] = first(x, y, c, stream, alpha, beta, u)
+            return
+        kernel, reduce = got
+        if reduce is None:
+            kernel((*maps(x, y, c), c, c), stream, alpha, beta)
+            return
+        w, owner = splitk.workspace(4 * size, stream, device, kind)
+        kernel((*maps(x, y, c), c, w), stream, alpha, beta)
+        reduce((w, c), stream, alpha, beta)
+        del owner                   # the launches are enqueued
+
     x, y = (op.ptr for op in call.ops)
-    kernel, reduce = first(x, y, call.c.ptr, stream_handle(stream, call.stream_of, caller),
-                           float(alpha), float(beta))
+    run(x, y, call.c.ptr, stream_handle(stream, call.stream_of, caller), float(alpha),
+        float(beta))
     swapped = call.swapped
 
     def plan(addresses, stream, alpha, beta):
         a, b, c = addresses
-        x, y = (b, a) if swapped else (a, b)
-        if reduce is None:
-            kernel((*maps(x, y), c, c), stream, alpha, beta)
-            return
-        w, owner = splitk.workspace(4 * size, stream, device, kind)
-        kernel((*maps(x, y), c, w), stream, alpha, beta)
-        reduce((w, c), stream, alpha, beta)
-        del owner                   # the launches are enqueued
+        run(*((b, a) if swapped else (a, b)), c, stream, alpha, beta)
     return call.out, plan
+
+
+def _with_beta(v):
+    """The variant a call of ``v`` with beta != 0 runs: the TMA epilogue stages alpha * acc
+    only, so such calls store from registers (reading C)."""
+    return replace(v, tma_store=False)
 
 
 def _simulate(call, alpha, beta):
@@ -565,15 +619,23 @@ def _simulate(call, alpha, beta):
 
     from .arch.sim_sm90 import sim_tensor_map
     v = call.variant
+    if beta != 0 and v.tma_store:
+        v = _with_beta(v)
+    sizes = (_ELEMENT_BYTES[v.config.dtype],) * 2 + (_OUT_BYTES[v.out_dtype],)
     maps = [sim_tensor_map(kernel_buffer(op, np.uint8), 0, replace(copy, dims=dims,
-                                                                     strides=strides),
-                           _ELEMENT_BYTES[v.config.dtype])
-            for (copy, dims, strides, _), op in zip(call.map_specs, call.ops)]
-    c = kernel_buffer(call.c, np.float32 if v.out_dtype == "float32" else np.uint16)
+                                                                     strides=strides), size)
+            for (copy, dims, strides, _), op, size in zip(call.map_specs,
+                                                          call.ops + (call.c,), sizes)]
+    maps += maps[:3 - len(maps)]
+    # C as the simulator's device array over the out's memory: a numpy argument would be
+    # copied in and back, undoing the TMA stores (which write the out's memory directly)
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    c = FakeCUDAArray(kernel_buffer(call.c, np.float32 if v.out_dtype == "float32"
+                                    else np.uint16))
     mm, nn, ldc, nb, sc = call.shape
     w = np.zeros(max(1, call.split * nb * mm * call.ldw), np.float32)
     _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w],
-                 call.scalars[:-2] + (alpha, beta), v.config.shared_bytes)
+                 call.scalars[:-2] + (alpha, beta), v.shared_bytes)
     if call.split > 1:
         steps = (1, ldc) if v.c_columns else (ldc, 1)
         splitk.reduce_splits(v.out_dtype, w, c, mm, nn, call.ldw, nb, call.split, *steps, sc,

@@ -33,8 +33,9 @@ from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
 from .codegen import Source
-from .pipeline_sm90 import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
-                            align_arg, emit_pipeline, emit_pipeline_warp_specialized)
+from .hopper import STAGING_BYTES
+from .pipeline_sm90 import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
+                            TmaSpec, align_arg, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
 
@@ -43,6 +44,8 @@ WGMMA_OP = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "tf32"}
 _ATOM = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
          "tfloat32": SM90_64xNx8_F32TF32TF32_SS}
 SWIZZLE = 128
+TMA_EPILOGUE_IMPORTS = ("stage_pairs_tile", "tma_store_3d", "bulk_commit", "bulk_wait_read",
+                        "bulk_wait", "named_barrier", "fence_proxy_async")
 
 
 def stage_layout(major, rows, bk, bits):
@@ -95,6 +98,26 @@ class HopperPlan:
                     if got != self.desc_x[a][kb] + c * self.consumer_step:
                         raise AssertionError("consumer blocks are not a constant step apart")
         self.store_plan, self.thread_base = self._fragment()
+        if v.tma_store:
+            self._staging()
+
+    def _staging(self):
+        """The TMA epilogue's pieces: 64 rows (one atom) x 128 bytes of columns (``chunk``),
+        each a copy of C's map (``copy_c``: one box, the 128-byte swizzle) and the plan of
+        the column pairs each thread holds in it (``pieces``: (atom, column piece, plan) with
+        rows and columns relative to the piece)."""
+        bits = {"float32": 32, "bfloat16": 16, "float16": 16}[self.v.out_dtype]
+        self.chunk = 1024 // bits
+        self.copy_c = tma_copy("K", 64, self.chunk, bits)
+        if [b.smem_offset for b in self.copy_c.boxes] != [0]:
+            raise AssertionError("a staged piece of C is not one TMA box")
+        self.pieces = []
+        for a in range(self.m_atoms):
+            for j in range(self.cfg.bN // self.chunk):
+                plan = tuple((reg, r - 64 * a, c - j * self.chunk)
+                             for reg, r, c in self.store_plan
+                             if r // 64 == a and c // self.chunk == j)
+                self.pieces.append((a, j, plan))
 
     def _fragment(self):
         """The epilogue plan ``(reg, r, c)`` per column pair and each thread's base (row,
@@ -178,10 +201,14 @@ def hopper_source(v, simulator=False):
     split = v.split_k
     store = src.define(f"store_pairs_tile({'float32' if split else v.out_dtype!r}, "
                        f"{p.store_plan!r}, {split or v.vec_c}, {v.c_columns and not split})")
+    names = ARCH_IMPORTS_SM90 + ("smem_desc", "wgmma_tile", "store_pairs_tile")
+    if v.tma_store:
+        names += TMA_EPILOGUE_IMPORTS
+        stage = [src.define(f"stage_pairs_tile({v.out_dtype!r}, {plan!r})")
+                 for _, _, plan in p.pieces]
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
-        "from layoutalg.gemm.arch import ("
-        + ", ".join(ARCH_IMPORTS_SM90 + ("smem_desc", "wgmma_tile", "store_pairs_tile")) + ")",
+        "from layoutalg.gemm.arch import (" + ", ".join(names) + ")",
         "U = np.uint32", "U64 = np.uint64", f"# {v}", "")
 
     def desc(start, bits):
@@ -203,14 +230,39 @@ def hopper_source(v, simulator=False):
     def setup(src, wg):
         src(f"acc = cuda.local.array({nacc}, float32)",
             "d0 = U(smem_desc(sm, U64(0)))",       # the array's start-address field
-            "row_t = " + (f"{wg} * U({cfg.bM}) + " if p.cooperative else "")
-            + "(t % U(128)) // U(32) * U(16) + lane // U(4)",
+            "srow_t = (t % U(128)) // U(32) * U(16) + lane // U(4)",    # in the atom
+            "row_t = " + (f"{wg} * U({cfg.bM}) + " if p.cooperative else "") + "srow_t",
             "col_t = U(2) * (lane % U(4))")
+        if v.tma_store:     # this consumer's two staging pieces, its barrier, its leader
+            src(f"stg = pad + U({cfg.shared_bytes - SLOT_ALIGN}) + {wg} * U({STAGING_BYTES})",
+                f"bar_c = U(1) + {wg}", "lead = t % U(128) == U(0)", "sq = U(0)")
+
+    def staged(src, tm, tn, bz):
+        """The TMA epilogue: per piece, wait until the store two pieces back has read its
+        staging buffer, stage the piece (all 128 threads), make it visible to TMA, store."""
+        piece = STAGING_BYTES // 2
+        for q, (a, j, _) in enumerate(p.pieces):
+            rows, cols = f"{tm} * U({p.rows}) + U({64 * a})", f"{tn} * U({cfg.bN})"
+            with src.block("if lead:"):
+                src("bulk_wait_read(1)")
+            src("named_barrier(bar_c, 128)", f"so = stg + (sq & U(1)) * U({piece})",
+                f"{stage[q]}(sm, so, acc, alpha, srow_t, col_t)",
+                "fence_proxy_async()", "named_barrier(bar_c, 128)")
+            with src.block("if lead:"):
+                src(f"tma_store_3d(sm, so, CM, {cols} + U({j * p.chunk}), "
+                    f"{rows} + row_t - srow_t, {bz})", "bulk_commit()")
+            src("sq += U(1)")
+
+    def teardown(src):
+        with src.block("if lead:"):        # the block's shared memory outlives its stores
+            src("bulk_wait(0)")
 
     def after_tile(src, coords, steps):
         tm, tn, bz = coords[:3]
         where = f"{tm} * U({p.rows}) + row_t, {tn} * U({cfg.bN}) + col_t, M, N"
-        if split:       # the partial tile, f32, to matrix (ks, bz) of the workspace
+        if v.tma_store:
+            staged(src, tm, tn, bz)
+        elif split:     # the partial tile, f32, to matrix (ks, bz) of the workspace
             src(f"{store}(W[({coords[3]} * NB + {bz}) * M * ldw:], acc, float32(1), "
                 f"float32(0), {where}, ldw)")
         else:
@@ -220,9 +272,12 @@ def hopper_source(v, simulator=False):
     pipe = _pipeline(v, body, PersistentGrid(
         "tiles_mn * NB * SK" if split else "tiles_mn * NB",
         f"({k_tiles} + SK - U(1)) // SK" if split else k_tiles,
-        _coords(cfg.group_m, split)), ComputeContext(setup=setup, after_tile=after_tile))
-    with src.block("def kernel(XM, YM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, "
-                   "beta):"):
+        _coords(cfg.group_m, split)), ComputeContext(
+            setup=setup, after_tile=after_tile, teardown=teardown if v.tma_store else None))
+    if pipe.stages * pipe.slot_bytes + SLOT_ALIGN != cfg.shared_bytes:
+        raise AssertionError("the ring's size differs from HopperConfig.shared_bytes")
+    with src.block("def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, "
+                   "alpha, beta):"):
         src(f"sm = cuda.shared.array(0, uint8{align_arg(1024, simulator)})",
             f"tiles_m = (M + U({p.rows - 1})) // U({p.rows})",
             f"tiles_n = (N + U({cfg.bN - 1})) // U({cfg.bN})",

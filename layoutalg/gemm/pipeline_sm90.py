@@ -117,11 +117,13 @@ class PersistentGrid:
 class ComputeContext:
     """What the consumer warpgroups do around the steps: ``setup(src, wg)`` once (``wg``
     names the consumer index), ``before_tile(src, coords)`` and ``after_tile(src, coords,
-    steps)`` around each tile's steps (the epilogue). Each writes code; each may be None."""
+    steps)`` around each tile's steps (the epilogue), ``teardown(src)`` after the last tile.
+    Each writes code; each may be None."""
 
     setup: object = None
     before_tile: object = None
     after_tile: object = None
+    teardown: object = None
 
 
 @dataclass(frozen=True)
@@ -368,6 +370,8 @@ class WarpSpecializedPipeline(_Ring):
                     f"tile += U({self.consumers}) * gx", "j += U(1)")
             else:
                 src("tile += gx")
+        if ctx.teardown:
+            ctx.teardown(src)
 
     # --- the schedule as data ----------------------------------------------------------------
 
@@ -500,6 +504,8 @@ class WgmmaPipeline(_Ring):
             if ctx.after_tile:
                 ctx.after_tile(src, coords, "steps")
             src("tile += gx")
+        if ctx.teardown:
+            ctx.teardown(src)
 
     def _emit_free(self, src, smem, bars, done):
         """Step ``done``'s groups have completed in every warp: thread 0 refills its slot."""

@@ -31,7 +31,9 @@ tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``si
 - Hopper's (``gemm.arch.sm90``, twins in ``gemm.arch.sim_sm90``, ``SM90_NAMES``):
   ``wgmma_tile``, ``smem_desc``, ``wgmma_fence/commit/wait``, ``mbarrier_init/arrive/
   arrive_expect_tx/wait``, ``fence_mbarrier_init``, ``fence_proxy_async``,
-  ``tma_load_2d/3d``, ``setmaxnreg_inc/dec``, ``elect_one``, ``shared_offset_of``.
+  ``tma_load_2d/3d``, ``tma_store_2d/3d``, ``bulk_commit``, ``bulk_wait_read``,
+  ``bulk_wait``, ``named_barrier``, ``setmaxnreg_inc/dec``, ``elect_one``,
+  ``shared_offset_of``.
 
 Tools beside them:
 ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
@@ -49,7 +51,9 @@ IMPLEMENTATION = "sim" if simulator_active() else "ptx"
 SM90_NAMES = ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
               "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
               "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
-              "tma_load_3d", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of")
+              "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
+              "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
+              "shared_offset_of")
 __all__ = list(_sim.__all__) + list(_sim_tile.__all__) + list(SM90_NAMES)
 
 

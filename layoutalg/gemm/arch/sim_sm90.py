@@ -64,6 +64,8 @@ from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
+           "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read", "bulk_wait",
+           "named_barrier",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
            "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
            "tma_load_3d", "smem_desc", "wgmma_tile", "WAIT_LIMIT_S"]
@@ -245,12 +247,15 @@ def sim_tensor_map(buffer, offset, copy, element_bytes):
     return words
 
 
-def _tma_load(smem, idx, tensor_map, coords, bars, bar):
+def _box(smem, idx, tensor_map, coords, op):
+    """The box of ``tensor_map`` at ``coords`` against element ``idx`` of ``smem``: (the map's
+    buffer, a mask of the box's elements inside the extents, their byte offsets in the
+    buffer, their byte offsets in ``smem`` (swizzled), ``smem``'s bytes, element bytes)."""
     if int(tensor_map[0]) != _MAP_MAGIC or int(tensor_map[1]) not in _maps:
-        raise RuntimeError("tma_load: the tensor map was not made by sim_tensor_map")
+        raise RuntimeError(f"{op}: the tensor map was not made by sim_tensor_map")
     buffer, offset, dims, strides, box, swizzle, esize = _maps[int(tensor_map[1])]
     if len(coords) != len(dims):
-        raise ValueError(f"tma_load_{len(coords)}d: the map has {len(dims)} dimensions")
+        raise ValueError(f"{op}: the map has {len(dims)} dimensions")
     # every element of the box, in box order (the contiguous dimension fastest)
     grids = np.meshgrid(*[np.arange(b) for b in box[::-1]], indexing="ij")
     at = [g.ravel() for g in grids[::-1]]                    # per dimension, box order
@@ -262,10 +267,16 @@ def _tma_load(smem, idx, tensor_map, coords, bars, bar):
     dst -= smem.__array_interface__["data"][0]
     raw = smem.reshape(-1).view(np.uint8)
     if dst.min() < 0 or dst.max() + esize > raw.size:
-        raise IndexError("tma_load: the box does not fit in the shared array")
+        raise IndexError(f"{op}: the box does not fit in the shared array")
+    return buffer, inside, src, dst, raw, esize
+
+
+def _tma_load(smem, idx, tensor_map, coords, bars, bar):
+    buffer, inside, src, dst, raw, esize = _box(smem, idx, tensor_map, coords,
+                                                f"tma_load_{len(coords)}d")
     for b in range(esize):
         raw[dst + b] = np.where(inside, buffer[src + b], 0)
-    mbarrier_complete_tx(bars, bar, at[0].size * esize)
+    mbarrier_complete_tx(bars, bar, inside.size * esize)
 
 
 def tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar):
@@ -277,6 +288,58 @@ def tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar):
 def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
     """:func:`tma_load_2d` in a 3-D map (``c2``: which matrix of a batch)."""
     _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
+
+
+def _tma_store(smem, idx, tensor_map, coords):
+    buffer, inside, src, dst, raw, esize = _box(smem, idx, tensor_map, coords,
+                                                f"tma_store_{len(coords)}d")
+    for b in range(esize):
+        buffer[src[inside] + b] = raw[dst[inside] + b]
+
+
+def tma_store_2d(smem, idx, tensor_map, c0, c1):
+    """The box of ``tensor_map`` at (c0, c1) from element ``idx`` of shared ``smem``, the
+    elements inside the extents only (at once: the bulk waits are no-ops)."""
+    _tma_store(smem, idx, tensor_map, (c0, c1))
+
+
+def tma_store_3d(smem, idx, tensor_map, c0, c1, c2):
+    """:func:`tma_store_2d` in a 3-D map (``c2``: which matrix of a batch)."""
+    _tma_store(smem, idx, tensor_map, (c0, c1, c2))
+
+
+def _bulk_wait(name):
+    def wait(n):
+        if int(n) != n or n < 0:
+            raise ValueError(f"{name}: n must be an integer >= 0, got {n}")
+    wait.__name__ = name
+    wait.__doc__ = "No-op apart from checking ``n`` (the TMA store twins complete at once)."
+    return wait
+
+
+bulk_commit = _no_op
+bulk_wait_read, bulk_wait = _bulk_wait("bulk_wait_read"), _bulk_wait("bulk_wait")
+_named = weakref.WeakKeyDictionary()    # simulator block -> {barrier index: threading.Barrier}
+
+
+def named_barrier(idx, count):
+    """Wait until ``count`` threads of the block have arrived at barrier ``idx``."""
+    i, n = int(idx), int(count)
+    if not 0 <= i < 16 or n <= 0 or n % 32:
+        raise ValueError(f"named_barrier: idx must be in 0..15 and count a positive multiple "
+                         f"of 32, got {idx}, {count}")
+    block, _ = _block("named_barrier")
+    with _groups_lock:
+        barrier = _named.setdefault(block, {}).setdefault(
+            i, threading.Barrier(n, timeout=WAIT_LIMIT_S))
+    if barrier.parties != n:
+        raise RuntimeError(f"named_barrier: barrier {i} is used with {barrier.parties} and "
+                           f"{n} threads")
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        raise RuntimeError(f"named_barrier: {n} threads did not arrive at barrier {i} within "
+                           f"{WAIT_LIMIT_S:.0f} s") from None
 
 
 # --- wgmma --------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from layoutalg.gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, 
                                            shared_offset)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
-           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "fill_tile"]
+           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
+           "fill_tile"]
 
 _U32 = 0xFFFFFFFF
 
@@ -220,4 +221,28 @@ def store_pairs_tile(out, plan, vector=False, columns=False):
                     if be != 0:
                         v = v + be * np.float32(from_out(C[i]))
                     C[i] = to_out(v)
+    return tile
+
+
+@lru_cache(maxsize=None)
+def stage_pairs_tile(out, plan):
+    """Twin of ``gemm.arch.tile.stage_pairs_tile`` (the 128-byte swizzle on the byte offset
+    within the staged tile)."""
+    if out not in _OUT:
+        raise ValueError(f"stage_pairs_tile: out must be one of {sorted(_OUT)}, got {out!r}")
+    check_plan("stage_pairs_tile", plan, ("uint", "uint", "uint"))
+    if any(c % 2 for _, _, c in plan):
+        raise ValueError("stage_pairs_tile: pairs need even column offsets")
+    to_out = _OUT[out][0]
+    bits = np.dtype(np.float32 if out == "float32" else np.uint16)
+
+    def tile(S, soff, acc, alpha, srow, scol):
+        al = np.float32(alpha)
+        for reg, r, c in plan:
+            row = int(srow) + r
+            for e in (0, 1):
+                at = int(soff) + row * 128 + (((int(scol) + c + e) * bits.itemsize)
+                                              ^ ((row & 7) << 4))
+                v = to_out(al * np.float32(acc[reg + e]))
+                S[at:at + bits.itemsize] = np.array([v], bits).view(np.uint8)
     return tile

@@ -1,9 +1,9 @@
 """Hopper (sm_90a) instructions as numba-cuda intrinsics: warpgroup MMA (wgmma) and the fences
 around it, mbarriers and TMA loads: the first pieces of the Hopper instruction layer (issue
-12); TMA stores follow. They need ``compute_90a`` (numba-cuda compiles
+12), TMA stores and named barriers. They need ``compute_90a`` (numba-cuda compiles
 for it on a 9.x device; ``compile_ptx(..., cc=(9, 0, "a"))`` on a CPU). Simulator twins:
-:mod:`gemm.arch.sim_sm90` has them all (the TMA loads over its own stand-in maps); the
-Hopper kernel itself does not run in the simulator yet (its call path makes driver maps).
+:mod:`gemm.arch.sim_sm90` has them all (the TMA copies over its own stand-in maps), and the
+Hopper kernel runs on them in the simulator.
 
 - ``wgmma_fence()``: ``wgmma.fence.sync.aligned``, before the first wgmma that reads
   registers or shared memory written since the last fence;
@@ -23,6 +23,13 @@ Hopper kernel itself does not run in the simulator yet (its call path makes driv
   coordinates (c0, c1), contiguous dimension first, to element ``idx`` of ``smem``, completing
   its bytes on mbarrier ``bars[bar]``; ``tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars,
   bar)`` the same in a 3-D map (the third coordinate: which matrix of a batch);
+- ``tma_store_2d(smem, idx, tensor_map, c0, c1)`` / ``tma_store_3d(..., c2)``: a TMA box
+  store from element ``idx`` of ``smem`` to the map at the coordinates (clipped to the
+  extents), in the thread's bulk group; ``bulk_commit()`` closes the group,
+  ``bulk_wait_read(n)`` waits until at most ``n`` groups still read shared memory,
+  ``bulk_wait(n)`` until at most ``n`` are pending. Shared stores before a TMA store need
+  ``fence_proxy_async()`` in each writing thread, then a barrier;
+- ``named_barrier(idx, count)``: ``bar.sync idx, count`` (a warpgroup's own barrier);
 - ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``
   (n a literal multiple of 8 in 24..256), executed by a whole warpgroup: the warp-specialized
   kernel gives its producer's registers to the consumers (the kernel needs launch bounds);
@@ -54,8 +61,9 @@ from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
            "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
-           "tma_load_3d",
-           "setmaxnreg_inc", "setmaxnreg_dec", "elect_one", "shared_offset_of"]
+           "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
+           "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
+           "shared_offset_of"]
 
 
 
@@ -251,6 +259,73 @@ def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
 def tma_load_3d(typingctx, smem, idx, tensor_map, c0, c1, c2, bars, bar):
     """:func:`tma_load_2d` in a 3-D map: ``c2`` says which matrix of a batch."""
     return _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
+
+
+def _tma_store(smem, idx, tensor_map, coords):
+    """Typing and lowering of ``tma_store_{rank}d``: ``cp.async.bulk.tensor.{rank}d.global.
+    shared::cta.bulk_group``."""
+    rank = len(coords)
+    op = f"tma_store_{rank}d"
+    check_array(op, "smem", smem)
+    check_int(op, "idx", idx)
+    check_array(op, "tensor_map", tensor_map, itemsizes=(8,))
+    for i, ty in enumerate(coords):
+        check_int(op, f"c{i}", ty)
+    places = ", ".join(f"${2 + i}" for i in range(rank))
+    text = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
+            f"[$1, {{{places}}}], [$0];")
+
+    def codegen(context, builder, sig, args):
+        base, step = shared_base(context, builder, sig.args[0], args[0])
+        src = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
+        tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
+        cs = [to_int(builder, sig.args[k], args[k], 32) for k in range(3, 3 + rank)]
+        asm(builder, VOID, text, "r,l," + "r," * rank + "~{memory}", [src, tmap] + cs,
+            side_effect=True)
+        return context.get_dummy_value()
+    return types.none(smem, idx, tensor_map, *coords), codegen
+
+
+@intrinsic
+def tma_store_2d(typingctx, smem, idx, tensor_map, c0, c1):
+    """The box of ``tensor_map`` at (c0, c1) from element ``idx`` of shared ``smem`` (the
+    parts outside the map's extents are not written), in this thread's bulk group."""
+    return _tma_store(smem, idx, tensor_map, (c0, c1))
+
+
+@intrinsic
+def tma_store_3d(typingctx, smem, idx, tensor_map, c0, c1, c2):
+    """:func:`tma_store_2d` in a 3-D map: ``c2`` says which matrix of a batch."""
+    return _tma_store(smem, idx, tensor_map, (c0, c1, c2))
+
+
+bulk_commit = fence_intrinsic(
+    "bulk_commit", "cp.async.bulk.commit_group;",
+    "``cp.async.bulk.commit_group``: close this thread's group of bulk (TMA store) copies.")
+bulk_wait_read = wait_group_intrinsic(
+    "bulk_wait_read", "cp.async.bulk.wait_group.read",
+    "``cp.async.bulk.wait_group.read n``: wait until at most ``n`` (a literal) of this "
+    "thread's bulk groups still read their shared memory (which may then be written).")
+bulk_wait = wait_group_intrinsic(
+    "bulk_wait", "cp.async.bulk.wait_group",
+    "``cp.async.bulk.wait_group n``: wait until at most ``n`` (a literal) of this thread's "
+    "bulk groups are pending (their writes done).")
+
+
+@intrinsic
+def named_barrier(typingctx, idx, count):
+    """``bar.sync idx, count``: wait until ``count`` (a literal multiple of 32) threads of the
+    block have arrived at barrier ``idx`` (1..15; 0 is ``cuda.syncthreads``)."""
+    check_int("named_barrier", "idx", idx)
+    n = literal_int("named_barrier", "count", count)
+    if n <= 0 or n % 32:
+        raise TypingError(f"named_barrier: count must be a positive multiple of 32, got {n}")
+
+    def codegen(context, builder, sig, args):
+        asm(builder, VOID, f"bar.sync $0, {n};", "r,~{memory}",
+            [to_int(builder, sig.args[0], args[0], 32)], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(idx, count), codegen
 
 
 # --- warp specialization ------------------------------------------------------------------

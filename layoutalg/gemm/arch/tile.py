@@ -51,6 +51,12 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
   the pair is one 8- or 4-byte store when both are inside (C's address and ``ldc`` even,
   ``col0`` even: the caller's promise). ``columns``: C is stored column by column, element
   (i, j) at ``j * ldc + i`` (a row-major out of the transposed product; scalar stores).
+- ``stage_pairs_tile(out, plan)(S, soff, acc, alpha, srow, scol)``: ``alpha * acc`` of
+  column pairs (entries ``(reg, r, c)``) converted to ``out`` and written to shared memory
+  for a TMA store: to element ``(srow + r, scol + c)`` of a tile of 128-byte rows at byte
+  ``soff`` of the uint8 array ``S`` (1024-byte aligned), under the 128-byte swizzle (a row's
+  16-byte chunks XORed with the row mod 8: what TMA reads with ``SWIZZLE_128B``). No beta
+  (the caller's kernel for beta != 0 stores from registers).
 - ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``.
 
 >>> import numpy as np
@@ -86,7 +92,8 @@ from layoutalg.gemm.arch.tile_plan import (ADD, LOAD_OPS, MMA_FORMS, XOR, check_
                                            check_plan, check_store_plan, check_swizzle, check_zfill)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
-           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "fill_tile"]
+           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
+           "fill_tile"]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -577,4 +584,46 @@ def store_pairs_tile(out, plan, vector=False, columns=False):
                                     scalars(reg, r, c, with_beta)
             return context.get_dummy_value()
         return types.none(C, acc, alpha, beta, row0, col0, M, N, ldc), codegen
+    return _named(op, impl)
+
+
+@lru_cache(maxsize=None)
+def stage_pairs_tile(out, plan):
+    """The intrinsic ``f(S, soff, acc, alpha, srow, scol)``: ``alpha * acc`` of column pairs,
+    converted to ``out``, staged swizzled in shared memory for a TMA store (see the
+    module)."""
+    op = "stage_pairs_tile"
+    if out not in _OUT_BITS:
+        raise ValueError(f"{op}: out must be one of {sorted(_OUT_BITS)}, got {out!r}")
+    check_plan(op, plan, ("uint", "uint", "uint"))
+    if any(c % 2 for _, _, c in plan):
+        raise ValueError(f"{op}: pairs need even column offsets")
+    bits = _OUT_BITS[out]
+    store = ("st.shared.v2.f32 [$0], {$1, $2};", "r,f,f,~{memory}") if bits == 32 else \
+        ("st.shared.b32 [$0], $1;", "r,r,~{memory}")
+
+    def impl(typingctx, S, soff, acc, alpha, srow, scol):
+        check_array(op, "S", S, itemsizes=(1,))
+        _check_frag(op, "acc", acc, "float")
+        check_float(op, "alpha", alpha)
+        _ints(op, ("soff", "srow", "scol"), (soff, srow, scol))
+
+        def codegen(context, builder, sig, args):
+            tys = sig.args
+            base, _ = shared_base(context, builder, tys[0], args[0])
+            so = builder.add(base, _u32(builder, tys[1], args[1]))
+            a = array_data(context, builder, tys[2], args[2])
+            al = context.cast(builder, args[3], tys[3], types.float32)
+            sr, sc = (_u32(builder, tys[k], args[k]) for k in (4, 5))
+            for reg, r, c in plan:
+                row = builder.add(sr, _const(r))
+                chunk = builder.shl(builder.and_(row, _const(7)), _const(4))
+                col = builder.xor(builder.mul(builder.add(sc, _const(c)), _const(bits // 8)),
+                                  chunk)
+                at = builder.add(so, builder.add(builder.shl(row, _const(7)), col))
+                v = [builder.fmul(al, _load(builder, a, reg + e)) for e in (0, 1)]
+                values = v if bits == 32 else [_to_out_pair(builder, out, *v)]
+                asm(builder, VOID, store[0], store[1], [at] + values, side_effect=True)
+            return context.get_dummy_value()
+        return types.none(S, soff, acc, alpha, srow, scol), codegen
     return _named(op, impl)

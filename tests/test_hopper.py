@@ -10,7 +10,7 @@ import numpy as np
 
 import pytest
 
-from layoutalg.gemm.hopper import HopperConfig, HopperVariant
+from layoutalg.gemm.hopper import HopperConfig, HopperVariant, kernel_config
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
@@ -134,7 +134,9 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     plain = kw.get("config") and kw["config"].schedule == "plain"
     assert ("elect.sync" in text) != plain          # the plain pipeline has no producer
     assert f"wgmma.wait_group.sync.aligned {wait}" in text
-    tma_store = bool(kw.get("config") and kw["config"].epilogue == "tma")
+    cfg = kw.get("config") or HopperConfig()
+    tma_store = (cfg.epilogue == "tma" and cfg.split_k == 1 and not cfg.swap_ab
+                 and cfg.schedule != "plain")
     assert ("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group" in text) == tma_store
     assert ("cp.async.bulk.wait_group.read 1" in text) == tma_store
     assert ("fence.proxy.async" in text) == tma_store
@@ -193,13 +195,15 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths and the swapped tiles,
-    # with and without split-K
-    assert len(got) == len(set(got)) == 6 * (8 + 8 + 1)
+    # with and without split-K, the unswapped unsplit ones with both epilogues
+    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1)
     assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1)
     assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1)
+    assert sum(v.tma_store for v in got) == 2 * (8 + 8 + 1)
     swapped = HopperConfig(bM=64, bN=64, consumers=1, stages=8)
     assert all(replace(v.config, dtype="bfloat16", bK=None) in (
-        HopperConfig(), HopperConfig(bN=128), swapped) for v in got)
+        kernel_config(HopperConfig()), kernel_config(HopperConfig(bN=128)),
+        kernel_config(swapped)) for v in got)
     assert all(v.c_columns == (v.config.bN == 64) != v.vec_c for v in got)
     assert {(v.a_major, v.b_major, v.out_dtype) for v in got
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}

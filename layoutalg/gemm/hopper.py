@@ -88,11 +88,13 @@ class HopperConfig:
     where the output tiles are too few to fill the GPU), ``swap_ab`` (the kernel's X and Y
     the other way round from the out's major, its C then stored column by column: for a
     row-major out C^T = B^T A^T, so that B's columns fill the tile's rows and A's few rows
-    its narrowest N; see :func:`swaps`), ``epilogue`` ("registers": each thread stores its
-    accumulators to C; "tma": each consumer stages 64-row x 128-byte pieces of its tile in
-    shared memory, swizzled, and one thread writes each with a TMA store, overlapping the
-    next piece; taken where TMA can write C (16-byte aligned address, leading dimension and
-    matrix step; not with split-K, swap_ab or the plain schedule), else "registers").
+    its narrowest N; see :func:`swaps`), ``epilogue`` ("tma": each consumer stages 64-row x
+    128-byte pieces of ``alpha * acc`` in shared memory, swizzled, and one thread writes each
+    with a TMA store while the next is staged; taken where TMA can write C (16-byte aligned
+    address, leading dimension and matrix step), beta is 0, and not with split-K, swap_ab or
+    the plain schedule; else, and for "registers", each thread stores its accumulators to C
+    with alpha and beta. The TMA epilogue ran 1.00-1.13x the other at 4096^3 and 8192^3:
+    benchmarks/RESULTS.md, "The TMA epilogue").
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
@@ -111,7 +113,7 @@ class HopperConfig:
     schedule: str = "cooperative"
     split_k: int = 1
     swap_ab: bool = False
-    epilogue: str = "registers"
+    epilogue: str = "tma"
 
     def __post_init__(self):
         if self.dtype not in DTYPES:

@@ -13,10 +13,15 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
   each slice of the stage layouts, encoded at generation (the slot's address is added at run
   time; consumer ``c``'s rows are checked to be a constant step away);
 - the epilogue: the accumulator fragment read off the atom's ``layout_C`` (each thread's
-  column pairs at fixed offsets from its base), stored by ``store_pairs_tile`` straight from
-  registers: ``alpha * acc + beta * C`` converted to the output type, predicated at the
-  edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc allow (scalar stores
-  where C is stored column by column: a row-major out of the transposed product);
+  column pairs at fixed offsets from its base). With ``tma_store`` (HopperConfig.epilogue
+  "tma", beta 0): per piece of 64 rows x 128 bytes, ``stage_pairs_tile`` writes ``alpha *
+  acc`` converted to the output type into one of the consumer's two staging buffers (the
+  128-byte swizzle: conflict-free), the consumer's 128 threads meet at their named barrier,
+  and one thread stores the piece with TMA (C's map clips the edges). Else
+  ``store_pairs_tile`` stores straight from registers: ``alpha * acc + beta * C``,
+  predicated at the edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc
+  allow (scalar stores where C is stored column by column: a row-major out of the
+  transposed product);
 - the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.pipeline_sm90`:
   "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn;
   "plain" has no producer: one warpgroup loads and multiplies, ``emit_pipeline``);

@@ -1,6 +1,7 @@
 """Pure-Python twins of the Hopper instructions of ``gemm.arch.sm90``, for numba's CUDA
-simulator (issue 12): the mbarriers, the fences, the TMA loads, wgmma and its descriptors,
-and warp specialization's ``setmaxnreg``, ``elect_one`` and ``shared_offset_of``.
+simulator (issue 12): the mbarriers, the fences, the TMA loads and stores, wgmma and its
+descriptors, named barriers, and warp specialization's ``setmaxnreg``, ``elect_one`` and
+``shared_offset_of``.
 
 The simulator runs one Python thread per CUDA thread. An mbarrier's state (its current
 phase, the arrivals still due, the transaction bytes still due) lives here, keyed by the
@@ -37,6 +38,11 @@ group could release it, as on the GPU (where all 128 issue together); a thread w
 descriptors differ from its group's raises. So it completes at once, and ``wgmma_commit`` /
 ``wgmma_wait`` are no-ops, and no thread waits for the others (a 128-thread rendezvous per
 call was the simulator's bottleneck).
+
+``tma_store_2d/3d`` copy a box from shared memory (unswizzled as the loads swizzle) to the
+map's buffer at once, the elements inside the extents only; ``bulk_commit`` /
+``bulk_wait_read`` / ``bulk_wait`` are then no-ops. ``named_barrier(idx, count)`` is a
+``threading.Barrier`` of ``count`` threads per block and index.
 
 The fences are no-ops here (the twins' writes are visible at once); ``setmaxnreg`` checks its
 argument; ``elect_one`` is True in lane 0; ``shared_offset_of`` reads the array's address.

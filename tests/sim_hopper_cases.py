@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from numba import cuda  # noqa: E402
 
 from layoutalg.gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
-from sim_tensorcore_cases import OUT_ROUNDING, bf16_bits, from_bf16, to_operand  # noqa: E402
+from sim_tensorcore_cases import error_ratio, out_start, to_operand  # noqa: E402
 from simcase import outcomes, switch_threads_often  # noqa: E402
 
 
@@ -58,24 +58,12 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
     else:
         A = padded(np.asfortranarray(a) if a_col else a, pad, a_col)
     B = padded(bt, pad, False).T if b_kmajor else padded(np.ascontiguousarray(bt.T), pad, False)
-    shape_c = (batch, m, n) if batch else (m, n)
-    c0 = rng.standard_normal(shape_c)
-    if out_dtype == "bfloat16":
-        init = bf16_bits(c0) if beta else np.full(shape_c, 0x7FC0, np.uint16)     # NaN
-        c0 = from_bf16(init)
-    else:
-        t = np.dtype(out_dtype).type
-        init = c0.astype(t) if beta else np.full(shape_c, np.nan, t)
-        c0 = init.astype(np.float64)
+    init, c0 = out_start(rng.standard_normal((batch, m, n) if batch else (m, n)), out_dtype,
+                         beta)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
     hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
                   out_dtype=out_dtype if out_dtype == "bfloat16" else None)
-    got = out.copy_to_host()
-    got = from_bf16(got) if out_dtype == "bfloat16" else got.astype(np.float64)
-    ref = alpha * (a64 @ bt64.T) + (beta * c0 if beta else 0.0)
-    bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + (abs(beta) * np.abs(c0) if beta else 0)
-    tol = 1e-5 * bound + OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
-    return float(np.nan_to_num(np.abs(got - ref) / tol, nan=np.inf).max())
+    return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype)
 
 
 def errors():

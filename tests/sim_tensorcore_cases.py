@@ -57,22 +57,28 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, col_out=False, a_col=False, 
     rng = np.random.default_rng(seed)
     a, a64 = to_operand(rng.standard_normal((m, k)), cfg.dtype)
     bt, bt64 = to_operand(rng.standard_normal((n, k)), cfg.dtype)
-    c0 = rng.standard_normal((m, n))
     A = cuda.to_device(np.asfortranarray(a) if a_col else a)
     B = cuda.to_device(bt).T if b_kmajor else cuda.to_device(np.ascontiguousarray(bt.T))
-    if out_dtype == "float32":
-        init = c0.astype(np.float32) if beta else np.full((m, n), np.nan, np.float32)
-        c0 = init.astype(np.float64)
-    elif out_dtype == "float16":
-        init = c0.astype(np.float16) if beta else np.full((m, n), np.nan, np.float16)
-        c0 = init.astype(np.float64)
-    else:
-        init = bf16_bits(c0) if beta else np.full((m, n), 0x7FC0, np.uint16)     # NaN
-        c0 = from_bf16(init)
+    init, c0 = out_start(rng.standard_normal((m, n)), out_dtype, beta)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
     tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
                       out_dtype=out_dtype if out_dtype == "bfloat16" else None)
-    got = out.copy_to_host()
+    return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype)
+
+
+def out_start(c0, out_dtype, beta):
+    """(the out handed to the kernel, its values): ``c0`` rounded to ``out_dtype`` (bfloat16
+    as raw bits) where beta != 0, else NaN."""
+    if out_dtype == "bfloat16":
+        init = bf16_bits(c0) if beta else np.full(c0.shape, 0x7FC0, np.uint16)     # NaN
+        return init, from_bf16(init)
+    t = np.dtype(out_dtype).type
+    init = c0.astype(t) if beta else np.full(c0.shape, np.nan, t)
+    return init, init.astype(np.float64)
+
+
+def error_ratio(got, a64, bt64, alpha, beta, c0, out_dtype):
+    """max |got - ref| / tolerance of ``alpha * A B^T + beta * c0`` (see the module)."""
     got = from_bf16(got) if out_dtype == "bfloat16" else got.astype(np.float64)
     ref = alpha * (a64 @ bt64.T) + (beta * c0 if beta else 0.0)
     bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + (abs(beta) * np.abs(c0) if beta else 0)

@@ -222,28 +222,37 @@ def mbarrier_wait(typingctx, bars, idx, parity):
     return types.none(bars, idx, parity), codegen
 
 
-def _tma_load(smem, idx, tensor_map, coords, bars, bar):
-    """Typing and lowering of ``tma_load_{rank}d`` with ``coords`` the coordinates' types:
-    ``cp.async.bulk.tensor.{rank}d...mbarrier::complete_tx::bytes``."""
-    rank = len(coords)
-    op = f"tma_load_{rank}d"
+def _check_tma(op, smem, idx, tensor_map, coords):
     check_array(op, "smem", smem)
     check_int(op, "idx", idx)
     check_array(op, "tensor_map", tensor_map, itemsizes=(8,))
     for i, ty in enumerate(coords):
         check_int(op, f"c{i}", ty)
+
+
+def _tma_operands(context, builder, sig, args, rank):
+    """[shared address of ``smem[idx]``, the map's global address, the coordinates]."""
+    base, step = shared_base(context, builder, sig.args[0], args[0])
+    at = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
+    tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
+    return [at, tmap] + [to_int(builder, sig.args[k], args[k], 32) for k in range(3, 3 + rank)]
+
+
+def _tma_load(smem, idx, tensor_map, coords, bars, bar):
+    """Typing and lowering of ``tma_load_{rank}d`` with ``coords`` the coordinates' types:
+    ``cp.async.bulk.tensor.{rank}d...mbarrier::complete_tx::bytes``."""
+    rank = len(coords)
+    op = f"tma_load_{rank}d"
+    _check_tma(op, smem, idx, tensor_map, coords)
     _check_bars(op, bars, bar)
     places = ", ".join(f"${2 + i}" for i in range(rank))
     text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
             f"::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
 
     def codegen(context, builder, sig, args):
-        base, step = shared_base(context, builder, sig.args[0], args[0])
-        dst = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
-        tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
-        cs = [to_int(builder, sig.args[k], args[k], 32) for k in range(3, 3 + rank)]
         asm(builder, VOID, text, "r,l," + "r," * rank + "r,~{memory}",
-            [dst, tmap] + cs + [_bar(context, builder, sig, args, 3 + rank)], side_effect=True)
+            _tma_operands(context, builder, sig, args, rank)
+            + [_bar(context, builder, sig, args, 3 + rank)], side_effect=True)
         return context.get_dummy_value()
     return types.none(smem, idx, tensor_map, *coords, bars, bar), codegen
 
@@ -265,23 +274,14 @@ def _tma_store(smem, idx, tensor_map, coords):
     """Typing and lowering of ``tma_store_{rank}d``: ``cp.async.bulk.tensor.{rank}d.global.
     shared::cta.bulk_group``."""
     rank = len(coords)
-    op = f"tma_store_{rank}d"
-    check_array(op, "smem", smem)
-    check_int(op, "idx", idx)
-    check_array(op, "tensor_map", tensor_map, itemsizes=(8,))
-    for i, ty in enumerate(coords):
-        check_int(op, f"c{i}", ty)
+    _check_tma(f"tma_store_{rank}d", smem, idx, tensor_map, coords)
     places = ", ".join(f"${2 + i}" for i in range(rank))
     text = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
             f"[$1, {{{places}}}], [$0];")
 
     def codegen(context, builder, sig, args):
-        base, step = shared_base(context, builder, sig.args[0], args[0])
-        src = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
-        tmap = builder.ptrtoint(array_data(context, builder, sig.args[2], args[2]), I64)
-        cs = [to_int(builder, sig.args[k], args[k], 32) for k in range(3, 3 + rank)]
-        asm(builder, VOID, text, "r,l," + "r," * rank + "~{memory}", [src, tmap] + cs,
-            side_effect=True)
+        asm(builder, VOID, text, "r,l," + "r," * rank + "~{memory}",
+            _tma_operands(context, builder, sig, args, rank), side_effect=True)
         return context.get_dummy_value()
     return types.none(smem, idx, tensor_map, *coords), codegen
 

@@ -3,6 +3,7 @@ from the JSON of tuned suite runs. No GPU needed.
 
     python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08]
         [--recheck CHECK.json ...] [--out PATH]
+    python3 benchmarks/shape_table.py --prune CHECK.json [CHECK.json ...] [--out PATH]
 
 Each RUN.json is written by ``python3 benchmarks/shapes.py --dtypes bf16 --tune --json
 RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config), the
@@ -12,6 +13,12 @@ least ``--min-gain`` times faster than the rules in that run's own timing. A CHE
 shape's table config ("table") and the swapped rules ("rules") side by side marks the entry
 ``swap_faster`` where the rules were faster: gemm.shape_table then leaves it to the rules
 where they swap.
+
+``--prune`` edits the shipped table instead: an entry goes where an untuned ``shapes.py`` run
+(CHECK.json, after a change to the kernels) timed the rules ("rules") faster than the
+entry's config ("ours", which is the table's config at the table's own shapes) and the rules
+do not swap there (an entry marked ``swap_faster`` stays: its own shape ran the rules). Its reason is the table's own: entries are kept only where the tuned
+config beats the rules.
 """
 
 import argparse
@@ -48,18 +55,39 @@ def table(runs, min_gain, rechecks=()):
     return dict(device=device, sms=SMS[device], min_gain=min_gain, entries=chosen)
 
 
+def prune(shipped, checks):
+    """``shipped`` (the table's dict) without the entries a check run timed slower than the
+    rules (rows without "table_us": the rules do not swap there); returns (table, pruned
+    shapes)."""
+    slower = {(r["m"], r["n"], r["k"]) for run in checks for r in run["rows"]
+              if "table_us" not in r and "rules_us" in r and r["rules_us"] < r["ours_us"]}
+    kept = [e for e in shipped["entries"]   # swap_faster: its own shape ran the rules
+            if e.get("swap_faster") or (e["m"], e["n"], e["k"]) not in slower]
+    gone = [(e["m"], e["n"], e["k"]) for e in shipped["entries"] if e not in kept]
+    return dict(shipped, entries=kept), gone
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("runs", nargs="+")
+    ap.add_argument("runs", nargs="*")
     ap.add_argument("--min-gain", type=float, default=1.08)
     ap.add_argument("--recheck", nargs="*", default=[])
+    ap.add_argument("--prune", nargs="*", default=[])
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args()
 
     def load(path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    out = table([load(p) for p in args.runs], args.min_gain, [load(p) for p in args.recheck])
+    if args.prune:
+        out, gone = prune(load(DEFAULT_OUT), [load(p) for p in args.prune])
+        for m, n, k in gone:
+            print(f"{m}x{n}x{k}: the rules were faster; entry removed")
+    elif args.runs:
+        out = table([load(p) for p in args.runs], args.min_gain,
+                    [load(p) for p in args.recheck])
+    else:
+        raise SystemExit("shape_table: give tuned runs, or --prune CHECK.json")
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

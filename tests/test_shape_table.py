@@ -129,6 +129,19 @@ def test_writer_marks_entries_a_recheck_timed_slower_than_the_swapped_rules():
     assert [e.get("swap_faster", False) for e in out["entries"]] == [False, True]
 
 
+def test_prune_removes_entries_a_check_timed_slower_than_the_rules():
+    shipped = dict(device="NVIDIA H100 80GB HBM3", sms=132, min_gain=1.08,
+                   entries=[dict(m=m, n=4096, k=4096, config={}) for m in (16, 64, 128)]
+                   + [dict(m=32, n=4096, k=4096, config={}, swap_faster=True)])
+    check = _run([dict(m=16, n=4096, k=4096, ours_us=19.0, rules_us=18.0, table_us=19.0),
+                  dict(m=64, n=4096, k=4096, ours_us=19.0, rules_us=15.0),
+                  dict(m=128, n=4096, k=4096, ours_us=18.0, rules_us=32.0),
+                  dict(m=32, n=4096, k=4096, ours_us=19.0, rules_us=18.0)])
+    out, gone = writer.prune(shipped, [check])
+    assert gone == [(64, 4096, 4096)]      # where the rules swap, swap_faster decides
+    assert [e["m"] for e in out["entries"]] == [16, 128, 32] and out["sms"] == 132
+
+
 def _run(rows, device="NVIDIA H100 80GB HBM3"):
     return dict(device=device, rows=rows)
 

@@ -32,8 +32,9 @@ set checked the result.
 The table (``shape_table.json``) holds only the shapes where the tuned config beat the rules
 by at least 8% in the suite's own timing, so the rules stay where they are as good. It is
 written by ``benchmarks/shape_table.py`` from the logs of ``python3 benchmarks/shapes.py
---dtypes bf16 --tune`` (benchmarks/RESULTS.md, "Every shape"), and checked on shapes beside
-the suite (``--held-out``).
+--dtypes bf16 --tune`` (benchmarks/RESULTS.md, "Every shape"), checked on shapes beside
+the suite (``--held-out``), and pruned of entries that a later untuned run timed slower than
+the rules (``--prune``; the TMA epilogue made the rules beat both SM80 entries).
 """
 
 from __future__ import annotations

@@ -349,3 +349,39 @@ def test_shipped_table_configs_route_and_are_right():
         ref, bound = A.double() @ B.double(), A.double().abs() @ B.double().abs()
         err = (out.double() - ref).abs() / (2 ** -7 * ref.abs() + 1e-3 * bound)
         assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, (SEED, m, n, k, cfg)
+
+
+def test_tune_times_copies_of_small_operands_and_leaves_them_and_out_alone(tmp_path,
+                                                                          monkeypatch):
+    """The tuner's timed calls take A and B and two copies of them in turn (L2 would hold a
+    single small set); the copies are of the operands' bytes, so every candidate still
+    computes A @ B; the caller's A, B and out are not written."""
+    from layoutalg.gemm import autotune, hopper
+    monkeypatch.setenv("GEMM_AUTOTUNE_CACHE", str(tmp_path / "cache.json"))
+    rng = np.random.default_rng(SEED)
+    A = torch.from_numpy(rng.standard_normal((64, 512), dtype=np.float32)).cuda().bfloat16()
+    B = torch.from_numpy(rng.standard_normal((512, 384), dtype=np.float32)).cuda().bfloat16()
+    out = torch.full((64, 384), float("nan"), device="cuda")
+    a0, b0 = A.clone(), B.clone()
+    seen = []
+    real = autotune._input_sets
+
+    def spy(ops):
+        sets, copies = real(ops)
+        seen.append(sets)
+        for copy, x in zip(copies, [A, B] * (len(copies) // 2)):
+            got = torch.as_tensor(copy, device="cuda")
+            assert torch.equal(got, x.contiguous().view(torch.uint8).flatten()), SEED
+        return sets, copies
+    monkeypatch.setattr(autotune, "_input_sets", spy)
+    configs = [hopper.HopperConfig(bM=64, bN=128, consumers=1, stages=4),
+               hopper.HopperConfig(bM=64, bN=128, consumers=1, stages=4, epilogue="registers")]
+    if not hopper.hopper_supported(torch.cuda.current_device()):
+        pytest.skip("the Hopper configs need compute capability 9.x")
+    cfg = autotune.tune(A, B, out, configs=configs, progress=False)
+    assert cfg in configs
+    assert seen and all(len(s) == autotune.INPUT_SETS for s in seen)
+    assert all(len(set(s)) == autotune.INPUT_SETS for s in seen)     # distinct addresses
+    assert torch.equal(A, a0) and torch.equal(B, b0) and torch.isnan(out).all()
+    _check_close(gemm.matmul(A, B, out, kernel=cfg), A, B, 1.0, 0.0, None, torch.bfloat16,
+                 "the tuned config")

@@ -25,7 +25,13 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 __all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
-           "cache_dir", "sym", "module_tiles", "issued", "batch_offset"]
+           "cache_dir", "sym", "module_tiles", "issued", "batch_offset", "align_arg"]
+
+
+def align_arg(nbytes, simulator):
+    """A shared array's alignment argument for generated code: ``", alignment=N"``, or none
+    for numba's simulator, which refuses it."""
+    return "" if simulator else f", alignment={nbytes}"
 
 
 def sym(name):

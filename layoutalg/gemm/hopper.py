@@ -93,8 +93,8 @@ class HopperConfig:
     with a TMA store while the next is staged; taken where TMA can write C (16-byte aligned
     address, leading dimension and matrix step), beta is 0, and not with split-K, swap_ab or
     the plain schedule; else, and for "registers", each thread stores its accumulators to C
-    with alpha and beta. The TMA epilogue ran 1.00-1.13x the other at 4096^3 and 8192^3:
-    benchmarks/RESULTS.md, "The TMA epilogue").
+    with alpha and beta. With the default tiles the TMA epilogue ran 1.00-1.12x the other at
+    4096^3 and 8192^3 (bf16, f16; benchmarks/RESULTS.md, "The TMA epilogue").
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
@@ -233,8 +233,7 @@ class HopperVariant:
     def shared_bytes(self):
         """Dynamic shared memory: the config's, and the TMA epilogue's staging."""
         cfg = self.config
-        staging = STAGING_BYTES * (cfg.consumers if cfg.schedule != "plain" else 1)
-        return cfg.shared_bytes + (staging if self.tma_store else 0)
+        return cfg.shared_bytes + (STAGING_BYTES * cfg.consumers if self.tma_store else 0)
 
     @property
     def signature(self):
@@ -248,10 +247,15 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
     cfg = config or HopperConfig(dtype=dtype)
     if cfg.dtype != dtype:
         cfg = replace(cfg, dtype=dtype, bK=None)
-    tma = (cfg.epilogue == "tma" and cfg.split_k == 1 and not cfg.swap_ab
-           and cfg.schedule != "plain")
     return HopperVariant(kernel_config(cfg), a_major, b_major, out_dtype,
-                         vec_c and not cfg.swap_ab, cfg.split_k > 1, cfg.swap_ab, tma)
+                         vec_c and not cfg.swap_ab, cfg.split_k > 1, cfg.swap_ab,
+                         _tma_epilogue(cfg, cfg.split_k, cfg.swap_ab))
+
+
+def _tma_epilogue(cfg, split, columns):
+    """Whether a call of ``cfg`` in ``split`` K ranges, its C stored by ``columns`` or not,
+    takes the TMA epilogue (where TMA can write its out)."""
+    return cfg.epilogue == "tma" and split == 1 and not columns and cfg.schedule != "plain"
 
 
 def kernel_config(cfg):
@@ -419,8 +423,8 @@ class _Call:
             raise ValueError(f"{caller}: split_k={split} needs a workspace of "
                              f"{split * nb * mm * self.ldw} floats; at most 2**31 - 1")
         ob = _OUT_BYTES[out_dtype]
-        tma = (cfg.epilogue == "tma" and split == 1 and not cols and cfg.schedule != "plain"
-               and c.ptr % 16 == 0 and (ldc * ob) % 16 == 0 and (c.bstride * ob) % 16 == 0)
+        tma = (_tma_epilogue(cfg, split, cols) and c.ptr % 16 == 0 and (ldc * ob) % 16 == 0
+               and (c.bstride * ob) % 16 == 0)
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
                                          split > 1, cols, tma)
         if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
@@ -580,9 +584,10 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         return kernel, reduce
 
     bound = {}                      # variant -> its (kernel, reduce), bound by a first call
+    with_beta = _with_beta(v) if v.tma_store else v     # the variant of calls with beta != 0
 
     def run(x, y, c, stream, alpha, beta):
-        u = _with_beta(v) if beta != 0 and v.tma_store else v
+        u = with_beta if beta != 0 else v
         got = bound.get(u)
         if got is None:
             bound[u] = first(x, y, c, stream, alpha, beta, u)

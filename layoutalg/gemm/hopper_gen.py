@@ -37,10 +37,10 @@ from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
-from .codegen import Source
+from .codegen import Source, align_arg
 from .hopper import STAGING_BYTES
 from .pipeline_sm90 import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
-                            TmaSpec, align_arg, emit_pipeline, emit_pipeline_warp_specialized)
+                            TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
 

@@ -67,7 +67,7 @@ import sympy
 
 from layoutalg import ComposedLayout, Layout, Swizzle
 from .arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
-from .codegen import code, sym
+from .codegen import align_arg, code, sym
 
 __all__ = ["BlockSpec", "GlobalMatrix", "SharedTile", "Step", "Pipeline", "PipelineCode",
            "emit_pipeline", "emit_ring", "ring_schedule", "check_ring", "ARCH_IMPORTS"]
@@ -622,7 +622,7 @@ class Pipeline:
             raise ValueError(f"Pipeline.emit: {total} bytes of shared memory exceed the {limit} "
                              f"bytes of {shared} shared memory of a block; use smaller blocks or "
                              f"fewer stages{hint}")
-        align = "" if simulator else ", alignment=16"
+        align = align_arg(16, simulator)
         src(f"# pipeline: {plan.stages} stages, delay_release {plan.delay}, grid {self.grid}, "
             f"{total} bytes of {shared} shared memory")
         for op in ins + outs:

@@ -62,11 +62,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from .codegen import align_arg
 from .pipeline_sm90_model import check_schedule
 
 __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeline",
            "emit_pipeline_warp_specialized", "WgmmaPipeline", "emit_pipeline",
-           "check_schedule", "ARCH_IMPORTS_SM90", "align_arg"]
+           "check_schedule", "ARCH_IMPORTS_SM90"]
 
 # The gemm.arch.sm90 names the emitted code calls; a kernel module imports them.
 ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
@@ -75,11 +76,6 @@ ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
                      "setmaxnreg_dec", "elect_one", "shared_offset_of")
 SLOT_ALIGN = 1024           # bytes: a 128-byte swizzle repeats every 8 rows of 128 bytes
 REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
-
-
-def align_arg(nbytes, simulator):
-    """A shared array's alignment argument (none in numba's simulator, which refuses it)."""
-    return "" if simulator else f", alignment={nbytes}"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL,
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
 from .arch.tile_plan import ADD
-from .codegen import Source, code, sym
+from .codegen import Source, align_arg, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
 from .simt import copy_vector
@@ -183,7 +183,7 @@ def simt_source(cfg: Any, a_unit: int, b_unit: int, vec_a: int = 4, vec_b: int =
         "U = np.uint32",
         f"# {cfg}, A unit mode {a_unit} (x{a.vec}), B unit mode {b_unit} (x{b.vec})",
         "")
-    align = "" if simulator else ", alignment=16"
+    align = align_arg(16, simulator)
     # Block z computes product z % NB of a batch over k-tiles [k0, KT): its range of K, z // NB
     # (split-K: then C is the workspace of partials, matrix z; else KPS covers all of K).
     with src.block("def kernel(A, B, C, M, N, K, sAm, sAk, sBn, sBk, sCm, sCn, sAb, sBb, sCb, "

@@ -39,7 +39,7 @@ from typing import Any, Optional, Tuple
 from . import splitk
 from ._env import simulator_active
 from .binary import compiled_binary, load_or_compile, sm_count
-from .codegen import Source, kernel_module, module_name
+from .codegen import Source, align_arg, kernel_module, module_name
 from .launch import Launcher
 from .operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer, output_operand,
                        product_operands, stream_handle)
@@ -231,7 +231,7 @@ def skinny_source(cfg: SkinnyConfig, b_unit: str, sim: bool = False) -> str:
     with src.block("def kernel(X, Y, C, W, M, N, K, sam, sak, sbn, sbk, scm, scn, swm, swn, "
                    "sws, KR, alpha, beta):"):
         src(f"sA = cuda.shared.array({cfg.a_capacity(b_unit) * RP}, float32"
-            f"{'' if sim else ', alignment=16'})",
+            f"{align_arg(16, sim)})",
             f"red = cuda.shared.array({R * BN}, float32)",
             "t = U(cuda.threadIdx.x)", "lane = t % U(32)", "w = t // U(32)",
             f"m0 = U(cuda.blockIdx.z) * U({R})", "s = U(cuda.blockIdx.y)",

@@ -164,12 +164,19 @@ _warps = weakref.WeakKeyDictionary()   # simulator BlockManager -> {warp id: _Wa
 _warps_lock = threading.Lock()
 
 
-def _lane_context(op):
+def block_thread(what):
+    """(the calling thread, its block: numba's BlockManager) in a kernel running in numba's
+    simulator; RuntimeError beginning with ``what`` elsewhere."""
     thread = threading.current_thread()
     manager = getattr(thread, "_manager", None)
     if manager is None or not hasattr(thread, "thread_id"):
-        raise RuntimeError(f"{op} is warp-collective: call it from a kernel running in numba's "
-                           "CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+        raise RuntimeError(f"{what}: call it from a kernel running in numba's CUDA simulator "
+                           "(NUMBA_ENABLE_CUDASIM=1)")
+    return thread, manager
+
+
+def _lane_context(op):
+    thread, manager = block_thread(f"{op} is warp-collective")
     block = int(np.prod(manager._block_dim))
     warp, lane = divmod(thread.thread_id, WARP)
     if block - warp * WARP < WARP:

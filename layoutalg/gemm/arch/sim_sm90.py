@@ -66,6 +66,7 @@ import weakref
 
 import numpy as np
 
+from layoutalg.gemm.arch.sim import WARP, block_thread
 from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
@@ -77,7 +78,6 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "tma_load_3d", "smem_desc", "wgmma_tile", "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
-_WARP = 32
 _lock = threading.Condition()
 _bars = {}          # address of the mbarrier's 8 bytes -> [phase, count, arrivals due, bytes due]
 
@@ -198,11 +198,8 @@ setmaxnreg_dec = _setmaxnreg("dec")
 
 def elect_one():
     """True in lane 0 of the calling thread's warp."""
-    thread = threading.current_thread()
-    if not hasattr(thread, "thread_id"):
-        raise RuntimeError("elect_one: call it from a kernel running in numba's CUDA "
-                           "simulator (NUMBA_ENABLE_CUDASIM=1)")
-    return thread.thread_id % _WARP == 0
+    thread, _ = block_thread("elect_one")
+    return thread.thread_id % WARP == 0
 
 
 def shared_offset_of(smem, align):
@@ -360,11 +357,7 @@ _MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
 
 def _block(op):
     """The simulator's block (its BlockManager) and the calling thread's index in it."""
-    thread = threading.current_thread()
-    block = getattr(thread, "_manager", None)
-    if block is None or not hasattr(thread, "thread_id"):
-        raise RuntimeError(f"{op}: call it from a kernel running in numba's CUDA simulator "
-                           "(NUMBA_ENABLE_CUDASIM=1)")
+    thread, block = block_thread(op)
     return block, thread.thread_id
 
 

@@ -1,16 +1,20 @@
-"""The seed's two MoYe kernels written with gemm.cute (tests/cute_kernels.py: layouts and
-tensors in the kernel) beside the generated kernels of the same pipelines and configuration
-(gemm.matmul kernel="prefetch" and "double_buffer": 128 x 128 x 8 tiles, 256 threads) and
-cuBLAS, in one run. GPU only.
+"""The seed's two MoYe kernels written with gemm.cute beside the generated kernels of the same
+pipelines and configuration and cuBLAS, in one run. GPU only.
 
-    python3 benchmarks/cute_moye.py [--sizes 2048 4096] [--reps 20]
+    python3 benchmarks/cute_moye.py [--sizes 2048 4096 4095] [--reps 20]
 
-MoYe's operands: A (M, K) and B as (N, K), column-major; C (M, N) column-major. The cute
-kernels (the first pipeline with universal copies global -> shared and with the seed's
-cp.async copies, and the double-buffered one) are compiled for each static size; their
-compile time is their first call's. The generated kernels' compile time is their first
-call's too, with a fresh kernel cache (compiled once: the later sizes reuse them). Times:
-CUDA events around ``--reps`` launches.
+- "cute ..." : tests/cute_kernels.py, the seed's kernels line for line, compiled for each
+  static size (a size that is not a multiple of the tile is skipped: "-"). The first
+  pipeline with universal copies global -> shared and with the seed's cp.async copies, and
+  the double-buffered one.
+- gemm.matmul's kernels: "prefetch" and "double_buffer" (generated) and "cute_prefetch" and
+  "cute_double_buffer" (gemm.cute_kernels: written with gemm.cute, run-time shapes,
+  predicated partial tiles), all 128 x 128 x 8 tiles over 256 threads (16 x 16 for the
+  MMA), compiled once for every size.
+
+MoYe's operands: A (M, K) and B as (N, K), column-major; C (M, N) column-major. Compile
+times are each kernel's first call, with a fresh kernel cache. Times: CUDA events around
+``--reps`` launches.
 """
 
 import argparse
@@ -45,7 +49,7 @@ def events_us(fn, reps):
 CUTE = (("cute prefetch", cute_kernels.moye_prefetch, {}),
         ("cute prefetch cp.async", cute_kernels.moye_prefetch, {"cp_async": True}),
         ("cute double buffer", cute_kernels.moye_double_buffer, {}))
-GENERATED = ("prefetch", "double_buffer")       # gemm.KERNELS: the seed's two pipelines
+MATMUL = ("prefetch", "cute_prefetch", "double_buffer", "cute_double_buffer")   # gemm.KERNELS
 
 
 def main():
@@ -68,7 +72,10 @@ def main():
 
         runs, compile_s, err = {}, {}, {}
         for name, make, config in CUTE:
-            kernel, grid, threads = make(m, n, k, **config)
+            try:
+                kernel, grid, threads = make(m, n, k, **config)
+            except ValueError:              # not a multiple of the tile: static sizes only
+                continue
             c1 = torch.full((n, m), float("nan"), device="cuda")  # C (M, N) column-major
             flat = [cuda.as_cuda_array(x.T.reshape(-1) if x is not c1 else x.reshape(-1))
                     for x in (a, bt, c1)]
@@ -81,7 +88,7 @@ def main():
             runs[name] = (lambda j=jitted, g=grid, th=threads, f=flat: j[g, th](*f))
             regs = jitted.get_regs_per_thread()
             print(f"{name}: {regs if isinstance(regs, int) else max(regs.values())} registers")
-        for name in GENERATED:
+        for name in MATMUL:
             c2 = torch.full((n, m), float("nan"), device="cuda").T
             t0 = time.perf_counter()
             gemm.matmul(a, b, c2, kernel=name)
@@ -95,14 +102,33 @@ def main():
         tf = {x: 2 * m * n * k / v / 1e6 for x, v in t.items()}
         rows.append((s, tf, compile_s, err))
         print(s, t, compile_s, err, flush=True)
-    names = [c[0] for c in CUTE] + list(GENERATED)
+    names = [c[0] for c in CUTE] + list(MATMUL)
+    registers = _matmul_registers()
     print(f"\n{torch.cuda.get_device_name()}, fp32, MoYe's two pipelines, mean of "
           f"{args.reps} launches; TFLOP/s (compile s of the first call)\n")
     print("| M = N = K | " + " | ".join(names) + " | cuBLAS | max error |")
     print("|---|" + "---|" * (len(names) + 2))
     for s, tf, cs, err in rows:
-        print(f"| {s} | " + " | ".join(f"{tf[x]:.1f} ({cs[x]:.1f} s)" for x in names)
+        print(f"| {s} | " + " | ".join(f"{tf[x]:.1f} ({cs[x]:.1f} s)" if x in tf else "-"
+                                       for x in names)
               + f" | {tf['cuBLAS']:.1f} | {max(err.values()):.1e} |")
+    print("\nregisters per thread of the gemm.matmul kernels (A and B column-major as MoYe's):",
+          registers)
+
+
+def _matmul_registers():
+    """{name: registers} of the gemm.matmul kernels in the variant this benchmark runs (A's
+    unit stride along M, B's along N), compiled again here."""
+    from layoutalg.gemm import api, simt
+    out = {}
+    for name in MATMUL:
+        cfg = api.KERNELS[name]
+        vec = simt.copy_vector(cfg, 0, cfg.bM, 4)
+        kernel = simt.simt_kernel(cfg, 0, 0, vec, vec)
+        kernel.compile(simt.SIGNATURE)
+        regs = kernel.get_regs_per_thread()
+        out[name] = regs if isinstance(regs, int) else max(regs.values())
+    return out
 
 
 if __name__ == "__main__":

@@ -210,3 +210,51 @@ if not SIMULATOR:
           f"{flops / ms(lambda: matmul(A, B, C, kernel='prefetch')) / 1e9:.1f} TFLOP/s")
 else:
     print("the simulator runs kernels as Python: nothing to time")
+
+# %% [markdown]
+# ## Run-time shapes and partial tiles
+#
+# The kernel above is compiled for one size. A library kernel takes the size at run time:
+# `make_layout((M, K), (ONE, lda))` builds a layout in the kernel from run-time integers
+# (`ONE = static(1)` marks the static unit stride; numba types every other integer of a
+# tuple as a run-time value, as C++ CuTe does with plain ints). Tiles and partitions of it
+# keep static shapes; their strides and offsets compute with M, K and lda.
+#
+# A tile that sticks out of the matrix is predicated as in CuTe: an identity tensor
+# (`make_identity_tensor((M, N))`, whose element at each coordinate *is* that coordinate) is
+# tiled and partitioned like the data, so each thread knows the coordinates of its values, and
+# `elem_less(crd, (M, N))` says which are inside. `copy_if` and `axpby(alpha, x, beta, y,
+# coords, bound)` take such predicates. The kernel below scales a matrix of any size by
+# tiles; `gemm.matmul(kernel="cute_prefetch")` and `"cute_double_buffer"` are the seed's two
+# pipelines written this way (`layoutalg/gemm/cute_kernels.py`).
+
+# %%
+from layoutalg.gemm.cute import (elem_less, local_partition, make_identity_tensor,  # noqa: E402
+                                  make_layout, size)
+
+ONE = static(1)
+TILE = static((16, 8))
+THREADS = Layout((8, 4))                    # 32 threads, each a (2, 2) share of a 16 x 8 tile
+
+
+def scale_any_shape(src, dst, M, N, lds, factor):
+    """dst (M, N), column-major, = factor * src (M, N), row-major with leading dimension lds."""
+    bx, by, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    mS = make_tensor(src, make_layout((M, N), (lds, ONE)))       # run-time extents, strides
+    mD = make_tensor(dst, make_layout((M, N)))                   # column-major by default
+    tS = local_partition(local_tile(mS, TILE, (bx, by)), THREADS, t)
+    tD = local_partition(local_tile(mD, TILE, (bx, by)), THREADS, t)
+    tC = local_partition(local_tile(make_identity_tensor((M, N)), TILE, (bx, by)), THREADS, t)
+    for i in range(size(tD)):                                    # 4: a static shape
+        if elem_less(tC[i], (M, N)):
+            tD[i] = factor * tS[i]
+
+
+M, N, LDS = 37, 21, 24                      # partial tiles in both modes, a padded row
+src = np.random.rand(M, LDS).astype(np.float32)
+dst = cuda.to_device(np.full(M * N, np.nan, np.float32))
+grid = (-(-M // 16), -(-N // 8))
+cuda.jit(scale_any_shape)[grid, 32](cuda.to_device(src.ravel()), dst, M, N, LDS, 3.0)
+got = dst.copy_to_host().reshape(N, M).T
+print("every element right:", np.array_equal(got, 3.0 * src[:, :N]))
+assert np.array_equal(got, 3.0 * src[:, :N])

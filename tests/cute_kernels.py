@@ -351,3 +351,48 @@ def moye_double_buffer(M, N, K, tile=(128, 128, 8), copy_threads=(32, 8), mma_th
 def run_moye_double_buffer(seed, M, N, K, **config):
     """max |C - A B| / (|A| |B|) of moye_double_buffer on fresh operands, C poisoned."""
     return _run_moye(moye_double_buffer, seed, M, N, K, config)
+
+
+# --- run-time shapes: make_layout, identity tensors, copy_if ------------------------------
+
+from layoutalg.atom.copy import UniversalCopy  # noqa: E402
+from layoutalg.gemm.cute import (elem_less, make_identity_tensor, make_layout,  # noqa: E402
+                                 copy_if)
+from numba import int32  # noqa: E402
+
+ONE = static(1)
+ANY_TILE = static((16, 8))
+ANY_COPY = make_tiled_copy(UniversalCopy(32, np.float32), Layout((8, 4)), Layout((1, 1)))
+ANY_GROUPS = 16 * 8 // 32
+
+
+def any_shape_copy(src, dst, M, N, lds, ldd):
+    """dst (M, N), column-major with leading dimension ldd, = src (M, N), row-major with
+    leading dimension lds, for any (M, N): block (bx, by) copies its (16, 8) tile with
+    copy_if, the predicates from an identity tensor partitioned as the data."""
+    bx, by, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+    mS = make_tensor(src, make_layout((M, N), (lds, ONE)))
+    mD = make_tensor(dst, make_layout((M, N), (ONE, ldd)))
+    thr = get_slice(ANY_COPY, t)
+    tS = partition_S(thr, local_tile(mS, ANY_TILE, (bx, by)))      # (CPY, CPY_M, CPY_N)
+    tD = partition_D(thr, local_tile(mD, ANY_TILE, (bx, by)))
+    tC = partition_S(thr, local_tile(make_identity_tensor((M, N)), ANY_TILE, (bx, by)))
+    pred = make_fragment_like(tD[0, None, None], int32)
+    for r in range(ANY_GROUPS):
+        pred[r] = elem_less(tC[r], (M, N))
+    copy_if(ANY_COPY, pred, tS, tD)
+
+
+def run_any_shape_copy(seed, m=37, n=21):
+    """(every element copied, nothing outside written) of any_shape_copy on fresh data, a
+    padded source and destination."""
+    rng = np.random.default_rng(seed)
+    lds, ldd = n + 3, m + 2
+    src = rng.standard_normal(m * lds).astype(np.float32)
+    out = np.full(n * ldd, np.nan, np.float32)
+    dst = cuda.to_device(out)
+    grid = (-(-m // 16), -(-n // 8))
+    cuda.jit(any_shape_copy)[grid, 32](cuda.to_device(src), dst, m, n, lds, ldd)
+    got = dst.copy_to_host().reshape(n, ldd).T
+    inside = np.array_equal(got[:m], src.reshape(m, lds)[:, :n])
+    return bool(inside), bool(np.isnan(got[m:]).all())

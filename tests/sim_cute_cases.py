@@ -25,4 +25,5 @@ if __name__ == "__main__":
                           mma_threads=(8, 4), cp_async=True),
                       "moye double buffer": cute_kernels.run_moye_double_buffer(
                           seed, 32, 32, 24, tile=(32, 16, 8), copy_threads=(8, 4),
-                          mma_threads=(8, 4))}))
+                          mma_threads=(8, 4)),
+                      "any shape copy": cute_kernels.run_any_shape_copy(seed)}))

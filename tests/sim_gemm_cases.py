@@ -234,9 +234,31 @@ def empty():
     return got
 
 
+def cute_kernels():
+    """The gemm.cute kernels (SimtConfig(cute=True), gemm.cute_kernels) on small tiles: odd
+    shapes (partial tiles in M, N and K), every major, 2-value copies (the double buffer's
+    column-major A of even rows), alpha and beta, a batch and split-K ranges: {case: error /
+    tolerance}."""
+    from dataclasses import replace
+    got = {}
+    cases = {"prefetch": (("FC 21x18x11 alpha beta", 21, 18, 11, "F", "C", 0.5, -2.0),
+                          ("CF 19x23x9", 19, 23, 9, "C", "F", 1.0, 0.0)),
+             "double_buffer": (("FF 38x20x7", 38, 20, 7, "F", "F", 1.0, 0.0),
+                               ("CC 19x23x9 alpha beta", 19, 23, 9, "C", "C", -1.0, 0.5))}
+    for pipeline, shapes in cases.items():
+        cfg = SimtConfig(bM=16, bN=16, bK=4, mma_threads=(4, 4), pipeline=pipeline, cute=True)
+        for seed, (name, m, n, k, ao, bo, alpha, beta) in enumerate(shapes):
+            got[f"{pipeline} {name}"] = case(cfg, m, n, k, ao, bo, alpha, beta, seed=11 + seed)
+        got[f"{pipeline} split 3, batch 2"] = batch_case(
+            replace(cfg, split_k=3), "float32", 2, 2, 17, 20, 26, a_col=pipeline == "prefetch",
+            alpha=1.5, beta=0.5, out="row", seed=14)
+    return got
+
+
 def main(which):
     results = {}
-    modes = {"errors": errors, "empty": empty, "batches": batches, "splitk": split_reductions}
+    modes = {"errors": errors, "empty": empty, "batches": batches, "splitk": split_reductions,
+             "cute": cute_kernels}
     if which in modes:
         print(json.dumps(modes[which]()))
         return

@@ -24,6 +24,7 @@ def test_kernels_match_numpy_in_simulator():
     assert got["moye prefetch"] < 1e-5, (seed, got)
     assert got["moye prefetch cp.async"] < 1e-5, (seed, got)
     assert got["moye double buffer"] < 1e-5, (seed, got)
+    assert got["any shape copy"] == [True, True], (seed, got)
 
 
 def _ptx(fn, sig):
@@ -104,6 +105,29 @@ def test_double_buffer_kernel_unrolls_to_registers(numba_cute):
     copies = [line for line in ptx.splitlines() if "cp.async.ca.shared.global" in line]
     assert len(copies) == 8 and all(line.endswith(", 8;") for line in copies)
     assert "cp.async.wait_all" in ptx
+    usage = ptxas_usage(ptx, (9, 0))[0]
+    assert usage.spills == 0 and usage.stack_frame == 0
+
+
+@pytest.mark.parametrize("pipeline", ["prefetch", "double_buffer"])
+def test_matmul_kernels_of_run_time_shapes_stay_in_registers(numba_cute, pipeline):
+    """gemm.matmul's cute kernels (gemm.cute_kernels: run-time extents and strides, identity
+    tensors, copy_if, axpby), default tiles, A and B column-major with 2-value copies where
+    the pipeline's padding allows: no local memory or spills, the FMAs of a k-tile unrolled,
+    zero-filling cp.async (src-size operand) at both copy sites, shared loads not generic."""
+    from layoutalg.gemm import api, simt
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    cfg = api.KERNELS[f"cute_{pipeline}"]
+    vec = simt.copy_vector(cfg, 0, cfg.bM, 4)
+    assert vec == (1 if pipeline == "prefetch" else 2)
+    ptx = _ptx(simt.simt_function(cfg, 0, 0, vec, vec), simt.SIGNATURE)
+    assert local_memory_ops(ptx) == []
+    assert ptx.count("fma.rn.f32") >= 8 * 8 * 8       # a k-tile's 8 x 8 x 8 per thread
+    copies = [line for line in ptx.splitlines() if "cp.async.ca.shared.global" in line]
+    # 128 x 8 values per operand over 256 threads, at two copy sites, two operands
+    assert len(copies) == 2 * 2 * 128 * 8 // 256 // vec
+    assert all(line.rstrip(";").split(",")[-1].strip().startswith("%r") for line in copies)
+    assert "ld.f32" not in ptx and "ld.shared.f32" in ptx
     usage = ptxas_usage(ptx, (9, 0))[0]
     assert usage.spills == 0 and usage.stack_frame == 0
 
@@ -198,3 +222,98 @@ def test_symbolic_layout_is_refused():
     from layoutalg.gemm import cute
     with pytest.raises(TypeError, match="non-negative integer shapes and strides"):
         cute.cosize(Layout((sympy.Symbol("n", positive=True, integer=True), 2), (1, 4)))
+
+
+def test_run_time_shapes_compute_with_their_values(numba_cute):
+    """make_layout from run-time integers: offsets use them (a multiply by ld), a static
+    unit stride folds, size of a run-time extent is its value, ceil of a tile count is an
+    add and a shift; the identity tensor's coordinates and copy_if's predicates stay in
+    registers."""
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    one, tile = numba_cute.static(1), numba_cute.static((4, 8))
+
+    def kernel(out, m, k, ld):
+        L = numba_cute.make_layout((m, k), (one, ld))
+        T = numba_cute.make_tensor(out, L)
+        T[3, 2] = numba_cute.size(L)                              # m * k at (3 + 2 ld)
+        tiles = numba_cute.local_tile(T, tile, (0, None))
+        out[0] = numba_cute.size(tiles[0, 0, None])               # ceil(k / 8)
+    ptx = _ptx(kernel, "void(float32[::1], uint32, uint32, uint32)")
+    assert "mul.lo.s32" in ptx and "shr.u32" in ptx and "div" not in ptx, ptx
+    ptx = _ptx(cute_kernels.any_shape_copy,
+               "void(float32[::1], float32[::1], uint32, uint32, uint32, uint32)")
+    assert local_memory_ops(ptx) == [] and ptx.count("st.global.f32") == 4
+
+
+def test_run_time_shapes_refuse_what_they_cannot_express(numba_cute):
+    """A typing error naming the fault, at compile time: a float extent, a register
+    fragment of a run-time shape, cosize of a run-time layout, writing to an identity
+    tensor, a predicate of the wrong size."""
+    import cute_kernels
+    from numba import float32, int32
+    one = numba_cute.static(1)
+
+    def float_extent(out, m):
+        numba_cute.make_tensor(out, numba_cute.make_layout((m * 0.5, 4)))[0] = 1
+
+    def dynamic_fragment(out, m):
+        T = numba_cute.make_tensor(out, numba_cute.make_layout((m, 4)))
+        numba_cute.make_fragment_like(T, float32)[0] = 1
+
+    def dynamic_cosize(out, m):
+        out[0] = numba_cute.cosize(numba_cute.make_layout((m, 4), (one, m)))
+
+    def write_coordinates(out, m):
+        C = numba_cute.make_identity_tensor((m, 4))
+        C[0] = (1, 2)
+
+    def short_predicate(out, m):
+        T = numba_cute.make_tensor(out, numba_cute.make_layout((m, 4)))
+        thr = numba_cute.get_slice(cute_kernels.ANY_COPY, 0)
+        tS = numba_cute.partition_S(thr, numba_cute.local_tile(T, cute_kernels.ANY_TILE,
+                                                               (0, 0)))
+        pred = numba_cute.make_fragment_like(tS[0, None, 0], int32)
+        numba_cute.copy_if(cute_kernels.ANY_COPY, pred, tS, tS)
+    for fn, text in ((float_extent, "is not a shape or stride"),
+                     (dynamic_fragment, "needs a static one"),
+                     (dynamic_cosize, "it needs a static layout"),
+                     (write_coordinates, "identity tensor"),
+                     (short_predicate, "the predicate has 2 elements")):
+        with pytest.raises(Exception) as info:
+            _ptx(fn, "void(float32[::1], uint32)")
+        assert type(info.value).__name__ == "TypingError" and text in str(info.value), \
+            (fn.__name__, str(info.value)[-400:])
+
+
+def test_unrolled_folds_the_branches_its_constants_decide(numba_cute):
+    """cute.unrolled drops ``if`` branches decided by the loop's constant and the function's
+    int constants (and the decided terms of an ``and``); a name the body reassigns is not
+    folded."""
+    import ast
+    import textwrap
+    from layoutalg.gemm.cute import _unroll_statements
+
+    def written_out(source, constants):
+        body = ast.parse(textwrap.dedent(source)).body
+        return ast.unparse(ast.Module(body=_unroll_statements(body, {}, ast, constants),
+                                      type_ignores=[]))
+    text = written_out("""
+        for k in unroll((0, 1, 2)):
+            if k == 0 and flag:
+                out[0] = 10
+            if k == LAST:
+                out[1] = 20
+            else:
+                out[2] = 30
+        """, {"LAST": 2})
+    assert text.count("out[0] = 10") == 1 and text.count("if flag:") == 1   # k == 0 only
+    assert text.count("out[1] = 20") == 1 and text.count("out[2] = 30") == 2
+    assert "k ==" not in text and "LAST" not in text
+    text = written_out("""
+        for k in unroll((0, 1)):
+            k = k + 1
+            if k == 0:
+                out[0] = 1
+        """, {})
+    assert text.count("if k == 0") == 2

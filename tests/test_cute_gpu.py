@@ -39,3 +39,8 @@ def test_moye_prefetch_seed_configuration(shape, cp_async):
 @pytest.mark.parametrize("shape", [(256, 384, 64), (128, 128, 8)])
 def test_moye_double_buffer_seed_configuration(shape):
     assert cute_kernels.run_moye_double_buffer(SEED, *shape) < 1e-5, (SEED, shape)
+
+
+@pytest.mark.parametrize("shape", [(37, 21), (16, 8), (1, 1), (200, 9)])
+def test_any_shape_copy(shape):
+    assert cute_kernels.run_any_shape_copy(SEED, *shape) == (True, True), (SEED, shape)

@@ -21,7 +21,7 @@ def simulate(which):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("which", ["prefetch", "double_buffer", "tuned", "default"])
+@pytest.mark.parametrize("which", ["prefetch", "double_buffer", "tuned", "default", "cute"])
 def test_kernel_matches_numpy_in_simulator(which):
     results = simulate(which)
     assert results, "no case ran"

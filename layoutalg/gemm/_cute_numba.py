@@ -1,9 +1,16 @@
 """numba typing and lowering of :mod:`gemm.cute`: LayoutType, TensorType and their operations.
 
-A LayoutType carries its layout; its data model is an empty struct, so a layout costs nothing
-at run time, as an argument or a constant. The offset of a coordinate is emitted as uint32
-LLVM IR from the static shape and stride (CuTe's crd2idx); LLVM folds the constants.
-A TensorType is (the array, a uint32 offset) with a static layout.
+A LayoutType carries its layout. A static layout's data model is an empty struct, so it costs
+nothing at run time, as an argument or a constant. A layout made in a kernel by
+``make_layout`` from run-time integers has symbols ``d0, d1, ..`` for them in its type (its
+shape and stride are sympy expressions of them) and their uint32 values in its data.
+The offset of a coordinate is emitted as uint32 LLVM IR from the shape and stride (CuTe's
+crd2idx); LLVM folds the constants.
+A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
+layout in the type; an identity tensor (``make_identity_tensor``) has no array and a tuple of
+uint32 coordinates for its offset.
+The algorithms (fragments, copy, copy_if, fill, gemm, elem_less) are in
+:mod:`gemm._cute_numba_ops`.
 """
 
 import operator
@@ -19,20 +26,23 @@ from numba.cuda.typing import signature
 from numba.cuda import cgutils
 
 from layoutalg import Layout
-from layoutalg.int_tuple import is_tuple, product
+from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+from layoutalg.tensor import ArithTuple, ScaledBasis
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.gemm import cute
 from layoutalg.gemm.arch._lowering import I32, SHARED, item_pointer
 
-__all__ = ["LayoutType", "TensorType", "StaticType"]
+__all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType"]
 
 
 class LayoutType(types.Callable):
-    """The numba type of one static layout; calling it with an index or a coordinate gives
-    the offset (uint32)."""
+    """The numba type of one layout: static, or with run-time leaves (symbols ``d<i>``,
+    ``dyn`` their names, whose values the layout's data holds); calling it with an index or
+    a coordinate gives the offset (uint32)."""
 
     def __init__(self, layout):
-        self.layout = cute._static(layout)
+        self.layout = _kernel_layout(layout)
+        self.dyn = _dyn_names(self.layout)
         super().__init__(name=f"Layout[{layout}]")
 
     @property
@@ -53,6 +63,75 @@ class LayoutType(types.Callable):
         return type(self)
 
 
+# --- run-time leaves: symbols d0, d1, .. in a layout ---------------------------------------
+
+def _symbol(name, positive=False):
+    import sympy
+    return sympy.Symbol(name, integer=True, **({"positive": True} if positive else
+                                                {"nonnegative": True}))
+
+
+def _dyn(i):
+    """The symbol of a layout's i-th run-time leaf (an extent or a stride: positive)."""
+    return _symbol(f"d{i}", positive=True)
+
+
+def _leaf_symbols(x):
+    if isinstance(x, ScaledBasis):
+        return set().union(*(_leaf_symbols(c) for _, c in x.terms))
+    return set() if is_int(x) else set(x.free_symbols)
+
+
+def _dyn_names(layout):
+    """The names of the run-time symbols in a layout's shape and stride, in order."""
+    syms = set()
+    for x in flatten(layout.shape) + flatten(layout.stride):
+        syms |= _leaf_symbols(x)
+    return tuple(sorted((s.name for s in syms), key=lambda n: int(n[1:])))
+
+
+def _kernel_layout(layout):
+    """``layout`` if every leaf is a non-negative int, a basis stride of an identity layout,
+    or an expression of run-time symbols ``d<i>``; else a TypingError."""
+    for x in flatten(layout.shape) + flatten(layout.stride):
+        bad = [s for s in _leaf_symbols(x) if not (s.name[:1] == "d" and s.name[1:].isdigit())]
+        if bad or (is_int(x) and x < 0):
+            raise TypingError(f"a layout in a kernel needs static integers or run-time "
+                              f"integers (make_layout) for its shape and stride, got {layout}")
+    return layout
+
+
+def _fields(context, builder, ty, value):
+    """{field name: IR value} of a struct-model value."""
+    dm = context.data_model_manager[ty]
+    return {name: builder.extract_value(value, dm.get_field_position(name))
+            for name in dm._fields}
+
+
+def _dyn_values(context, builder, ty, value):
+    """{symbol: uint32 IR} of the run-time leaves of a LayoutType or TensorType value."""
+    if not ty.dyn:
+        return {}
+    fields = _fields(context, builder, ty, value)
+    return {_dyn(int(n[1:])): fields[n] for n in ty.dyn}
+
+
+def _struct(context, builder, ty, values):
+    """A struct-model value of ``ty`` from {field name: IR value}."""
+    dm = context.data_model_manager[ty]
+    out = ir.Constant(dm.get_value_type(), ir.Undefined)
+    for name, v in values.items():
+        out = builder.insert_value(out, v, dm.get_field_position(name))
+    return out
+
+
+def _value(builder, x, values):
+    """uint32 IR of a layout leaf or offset: an int, or an expression of run-time symbols."""
+    if is_int(x):
+        return ir.Constant(I32, int(x))
+    return _lower_sympy(builder, x, values)
+
+
 def _check_coordinate(ty, shape, layout):
     """TypingError unless ``ty`` (an integer, or a tuple congruent to ``shape`` down to
     integers) is a coordinate of ``shape``."""
@@ -69,14 +148,14 @@ def _check_coordinate(ty, shape, layout):
 @typeof_impl.register(Layout)
 def _typeof_layout(value, context):
     try:
-        return LayoutType(value)
+        return LayoutType(cute._static(value))
     except TypeError:
         return None             # a symbolic layout is not a kernel constant
 
 
 class _NoData(models.StructModel):
-    """The model of a type whose value is all in the type (a layout, a static shape, a
-    TiledCopy/TiledMMA): no run-time data."""
+    """The model of a type whose value is all in the type (a static shape, a TiledCopy or
+    TiledMMA): no run-time data."""
 
     def __init__(self, dmm, fe_type):
         super().__init__(dmm, fe_type, [])
@@ -86,8 +165,15 @@ def _no_data_constant(context, builder, ty, value):
     return ir.Constant(ir.LiteralStructType([]), [])
 
 
-register_model(LayoutType)(_NoData)
-lower_constant(LayoutType)(_no_data_constant)
+@register_model(LayoutType)
+class _LayoutModel(models.StructModel):
+    """A layout's run-time leaves, one uint32 each (none for a static layout)."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [(n, types.uint32) for n in fe_type.dyn])
+
+
+lower_constant(LayoutType)(_no_data_constant)       # a global: static
 
 
 def _to_u32(context, builder, ty, value):
@@ -99,81 +185,102 @@ def _to_u32(context, builder, ty, value):
 NUW = ("nuw",)
 
 
-def _crd2idx(context, builder, ty, value, shape, stride):
+def _crd2idx(context, builder, ty, value, shape, stride, values):
     """uint32 IR of the offset of coordinate ``value`` (numba type ``ty``) in (shape,
-    stride): an integer is an index into the mode, colexicographic over its sub-modes (the
-    last takes the rest), a tuple one coordinate per sub-mode."""
+    stride), run-time leaves bound in ``values``: an integer is an index into the mode,
+    colexicographic over its sub-modes (the last takes the rest), a tuple one coordinate per
+    sub-mode."""
     if isinstance(ty, types.Integer):
         index = _to_u32(context, builder, ty, value)
         if not is_tuple(shape):
-            return builder.mul(index, ir.Constant(I32, stride), flags=NUW)
+            return builder.mul(index, _value(builder, stride, values), flags=NUW)
         total = ir.Constant(I32, 0)
         for k, (s, d) in enumerate(zip(shape, stride)):
             if k == len(shape) - 1:
                 part = index
             else:
-                n = ir.Constant(I32, int(product(s)))
+                n = _value(builder, product(s), values)
                 part = builder.urem(index, n)
                 index = builder.udiv(index, n)
-            total = builder.add(total, _crd2idx(context, builder, types.uint32, part, s, d),
-                                flags=NUW)
+            total = builder.add(total, _crd2idx(context, builder, types.uint32, part, s, d,
+                                                values), flags=NUW)
         return total
     total = ir.Constant(I32, 0)
     for k, (t, s, d) in enumerate(zip(ty.types, shape, stride)):
         part = builder.extract_value(value, k)
-        total = builder.add(total, _crd2idx(context, builder, t, part, s, d), flags=NUW)
+        total = builder.add(total, _crd2idx(context, builder, t, part, s, d, values),
+                            flags=NUW)
     return total
 
 
-def _offset(context, builder, layout, crd_ty, crd):
-    return _crd2idx(context, builder, crd_ty, crd, layout.shape, layout.stride)
+def _offset(context, builder, layout, crd_ty, crd, values=None):
+    return _crd2idx(context, builder, crd_ty, crd, layout.shape, layout.stride, values or {})
 
 
 @lower_builtin(LayoutType, types.Any, types.VarArg(types.Any))
 def _call_layout(context, builder, sig, args):
-    layout = sig.args[0].layout
+    ty = sig.args[0]
+    values = _dyn_values(context, builder, ty, args[0])
     if len(args) == 2:
-        return _offset(context, builder, layout, sig.args[1], args[1])
+        return _offset(context, builder, ty.layout, sig.args[1], args[1], values)
     tup = types.Tuple(sig.args[1:])
     value = context.make_tuple(builder, tup, args[1:])
-    return _offset(context, builder, layout, tup, value)
+    return _offset(context, builder, ty.layout, tup, value, values)
 
 
-def _register_constant(fn):
-    """``fn(layout or tensor)`` (size, cosize) in kernels: a constant of the static layout."""
+def _register_constant(fn, dynamic):
+    """``fn(layout or tensor)`` (size, cosize) in kernels: a constant of a static layout;
+    of a layout with run-time leaves, their expression (``dynamic``) or a TypingError."""
     @type_callable(fn)
     def _type(context):
         def typer(x):
             if isinstance(x, (LayoutType, TensorType)):
+                if x.dyn and not dynamic:
+                    raise TypingError(f"{fn.__name__} of {x.layout}: it needs a static layout")
                 return types.uint32
         return typer
 
     @lower_builtin(fn, types.Any)
     def _lower(context, builder, sig, args):
-        return ir.Constant(I32, fn(sig.args[0].layout))
+        ty = sig.args[0]
+        if not ty.dyn:
+            return ir.Constant(I32, fn(ty.layout))
+        return _value(builder, product(ty.layout.shape), _dyn_values(context, builder, ty,
+                                                                      args[0]))
 
 
 # --- tensors ----------------------------------------------------------------------------
 
 class TensorType(types.Type):
-    """A tensor: an array (1-D), a uint32 element offset and a static layout; ``space``
-    "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived from it (its
-    loads and stores address shared memory explicitly), else None."""
+    """A tensor: an array (1-D), a uint32 element offset and a layout (static, or with
+    run-time leaves whose values the tensor holds: ``dyn``); ``space`` "shared" for a
+    tensor of :func:`cute.make_shared_tensor` and those derived from it (its loads and
+    stores address shared memory explicitly), else None. An identity tensor
+    (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32 coordinates and
+    its elements are coordinates."""
 
-    def __init__(self, array, layout, space=None):
-        self.array, self.layout, self.space = array, layout, space
+    def __init__(self, array, layout, space=None, coords=0):
+        self.array, self.layout, self.space, self.coords = array, layout, space, coords
+        self.dyn = _dyn_names(_kernel_layout(layout))
+        what = f"Coords{coords}" if coords else f"{array}"
         where = f", {space}" if space else ""
-        super().__init__(name=f"Tensor[{array}, {layout}{where}]")
+        super().__init__(name=f"Tensor[{what}, {layout}{where}]")
 
     @property
     def dtype(self):
-        return self.array.dtype
+        return types.UniTuple(types.uint32, self.coords) if self.coords else self.array.dtype
+
+    @property
+    def offset_type(self):
+        return types.UniTuple(types.uint32, self.coords) if self.coords else types.uint32
 
 
 @register_model(TensorType)
 class _TensorModel(models.StructModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, [("array", fe_type.array), ("offset", types.uint32)])
+        array = [] if fe_type.coords else [("array", fe_type.array)]
+        super().__init__(dmm, fe_type, array + [("offset", fe_type.offset_type)]
+                         + [(n, types.uint32) for n in fe_type.dyn])
 
 
 def _check_array(array):
@@ -193,32 +300,40 @@ def _type_make_tensor(context):
 
 @lower_builtin(cute.make_tensor, types.Array, LayoutType)
 def _make_tensor_at_zero(context, builder, sig, args):
-    return _tensor_value(context, builder, sig.return_type, args[0], ir.Constant(I32, 0))
+    return _tensor_value(context, builder, sig.return_type, args[0], ir.Constant(I32, 0),
+                         _fields(context, builder, sig.args[1], args[1]))
 
 
 @lower_builtin(cute.make_tensor, types.Array, LayoutType, types.Integer)
 def _make_tensor_at(context, builder, sig, args):
     return _tensor_value(context, builder, sig.return_type, args[0],
-                         _to_u32(context, builder, sig.args[2], args[2]))
+                         _to_u32(context, builder, sig.args[2], args[2]),
+                         _fields(context, builder, sig.args[1], args[1]))
 
 
-def _tensor_value(context, builder, tensor, array, offset):
-    t = cgutils.create_struct_proxy(tensor)(context, builder)
-    t.array, t.offset = array, offset
-    return t._getvalue()
+def _tensor_value(context, builder, tensor, array, offset, dyn=None):
+    """A TensorType value: ``array`` (None for an identity tensor), ``offset`` and the
+    run-time leaves {name: uint32 IR} (``dyn``, a superset of the tensor's own)."""
+    fields = {"offset": offset}
+    if array is not None:
+        fields["array"] = array
+    fields.update({n: dyn[n] for n in tensor.dyn})
+    return _struct(context, builder, tensor, fields)
 
 
 def _element(context, builder, tensor_ty, tensor, crd_ty, crd):
     """Pointer to the element at coordinate ``crd`` (a numba value of type ``crd_ty``)."""
-    at = _offset(context, builder, tensor_ty.layout, crd_ty, crd)
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    at = _offset(context, builder, tensor_ty.layout, crd_ty, crd, values)
     return _pointer(context, builder, tensor_ty, tensor, at)
 
 
 def _at(context, builder, tensor_ty, tensor, crd):
     """Pointer to the element at ``crd`` (Python ints: an index or a coordinate), its offset
-    computed here: a constant."""
-    at = ir.Constant(I32, int(tensor_ty.layout(crd)))
-    return _pointer(context, builder, tensor_ty, tensor, at)
+    computed here: a constant, or an expression of the tensor's run-time leaves."""
+    at = tensor_ty.layout(crd)
+    values = _dyn_values(context, builder, tensor_ty, tensor) if not is_int(at) else {}
+    return _pointer(context, builder, tensor_ty, tensor, _value(builder, at, values))
 
 
 def _pointer(context, builder, tensor_ty, tensor, at):
@@ -266,6 +381,8 @@ def _type_getitem(context):
 def _type_setitem(context):
     def typer(tensor, crd, value):
         if isinstance(tensor, TensorType):
+            if tensor.coords:
+                raise TypingError(f"{tensor} is an identity tensor: its elements are read only")
             _check_coordinate(crd, tensor.layout.shape, tensor.layout)
             return types.none
     return typer
@@ -275,6 +392,8 @@ def _type_setitem(context):
 def _getitem(context, builder, sig, args):
     if _has_none(sig.args[1]):
         return _lower_derived(_slice, context, builder, sig, args)
+    if sig.args[0].coords:
+        return _coordinate(context, builder, sig.args[0], args[0], sig.args[1], args[1])
     ptr = _element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
     return builder.load(ptr)
 
@@ -287,18 +406,47 @@ def _setitem(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+# --- identity tensors: coordinates for predicates ----------------------------------------
+
+@lru_cache(maxsize=None)
+def _component(layout, j):
+    """The layout of coordinate j of an identity layout: its strides' E(j) coefficients."""
+    def coefficient(d):
+        return d.coefficient(j) if isinstance(d, ScaledBasis) else 0
+
+    def strides(d):
+        return tuple(strides(x) for x in d) if is_tuple(d) else coefficient(d)
+    return Layout(layout.shape, strides(layout.stride))
+
+
+def _coordinate(context, builder, tensor_ty, tensor, crd_ty, crd):
+    """The coordinate (UniTuple of uint32) at ``crd`` of an identity tensor."""
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    origin = _fields(context, builder, tensor_ty, tensor)["offset"]
+    out = []
+    for j in range(tensor_ty.coords):
+        at = _offset(context, builder, _component(tensor_ty.layout, j), crd_ty, crd, values)
+        out.append(builder.add(builder.extract_value(origin, j), at, flags=NUW))
+    return context.make_tuple(builder, tensor_ty.dtype, out)
+
+
+def _identity_constant(context, builder, tensor_ty, tensor, crd):
+    """The coordinate at ``crd`` (Python ints) of an identity tensor: uint32 IR values."""
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    origin = _fields(context, builder, tensor_ty, tensor)["offset"]
+    return [builder.add(builder.extract_value(origin, j),
+                        _value(builder, _component(tensor_ty.layout, j)(crd), values),
+                        flags=NUW) for j in range(tensor_ty.coords)]
+
+
 # --- tensors derived by the algebra: slices, tiles, partitions ------------------------
 #
-# A derived tensor's layout is static and its offset an expression of run-time integers
-# (the parent's offset, block and thread indices). Both come from layoutalg's own
-# functions, run at typing time on a tensor whose engine is a sympy symbol and with a
-# symbol for every run-time integer argument; the offset expression is then lowered to
-# uint32 IR with those symbols bound to the argument values.
-
-def _symbol(name):
-    import sympy
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
+# A derived tensor's layout is in its type and its offset an expression of run-time
+# integers (the parent's offset and run-time leaves, block and thread indices). Both come
+# from layoutalg's own functions, run at typing time on a tensor whose engine is a sympy
+# symbol (a tuple of them for an identity tensor) and with a symbol for every run-time
+# integer argument; the offset expression is then lowered to uint32 IR with those symbols
+# bound to the argument values.
 
 def _has_none(ty):
     if isinstance(ty, types.NoneType):
@@ -317,6 +465,9 @@ def _symbolic(ty, path, leaves):
     if isinstance(ty, types.NoneType):
         return None
     if isinstance(ty, LayoutType):
+        if ty.dyn:
+            raise TypingError(f"{ty.layout}: a layout with run-time leaves cannot be an "
+                              "argument of a tensor operation (only of make_tensor)")
         return ty.layout
     if isinstance(ty, StaticType):
         return ty.value
@@ -336,34 +487,54 @@ def _slice(tensor, crd):
 
 @lru_cache(maxsize=None)
 def _derive(op, tensor_ty, arg_types):
-    """(TensorType of ``op(tensor, *args)``, its offset expression, the argument leaves, the
-    parent's offset symbol): computed once per kind of call, for typing and for lowering."""
+    """(TensorType of ``op(tensor, *args)``, its offset expression (a tuple of them for an
+    identity tensor), the argument leaves, the parent's offset symbols): computed once per
+    kind of call, for typing and for lowering."""
     from layoutalg.errors import LayoutError
-    offset = _symbol("offset")
+    name = getattr(op, '__name__', op)
+    offsets = tuple(_symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
+    engine = ArithTuple(offsets) if tensor_ty.coords else offsets[0]
     leaves = []
     args = [_symbolic(t, (k,), leaves) for k, t in enumerate(arg_types)]
     leaves = tuple(leaves)
     try:
-        result = op(cute.Tensor(offset, tensor_ty.layout), *args)
+        result = op(cute.Tensor(engine, tensor_ty.layout), *args)
     except (LayoutError, TypeError, ValueError) as e:
-        raise TypingError(f"{getattr(op, '__name__', op)} of a tensor of layout "
-                          f"{tensor_ty.layout}: {e}") from None
+        raise TypingError(f"{name} of a tensor of layout {tensor_ty.layout}: {e}") from None
     try:
-        layout = cute._static(result.layout)
-    except TypeError as e:
-        raise TypingError(f"{getattr(op, '__name__', op)}: the result's layout depends on "
-                          f"run-time values: {e}") from None
-    return TensorType(tensor_ty.array, layout, tensor_ty.space), result.engine, leaves, offset
+        layout = _kernel_layout(result.layout)
+    except TypingError as e:
+        raise TypingError(f"{name}: the result's layout depends on values other than the "
+                          f"tensor's run-time extents and strides: {e}") from None
+    result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords)
+    return result_ty, result.engine, leaves, offsets
+
+
+def _ceil_quotient(expr):
+    """(x, c) where ``expr`` is ``-floor(-x / c)`` (ceil(x / c), as layoutalg writes it for
+    a run-time extent divided by a constant), else None."""
+    import sympy
+    if not (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1
+            and isinstance(expr.args[1], sympy.floor)):
+        return None
+    num, den = expr.args[1].args[0].as_numer_denom()
+    return (-num, den) if den.is_Integer else None
 
 
 def _lower_sympy(builder, expr, values):
-    """uint32 IR of a non-negative integer sympy expression (sums, products with constants,
-    floor of a quotient by a constant, Mod by a constant) with symbols bound in ``values``."""
+    """uint32 IR of a non-negative integer sympy expression (sums, products, floor of a
+    quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
     import sympy
     if expr.is_Integer:
         return ir.Constant(I32, int(expr))
     if expr.is_Symbol:
         return values[expr]
+    ceil = _ceil_quotient(expr)
+    if ceil is not None:
+        x, c = ceil
+        up = builder.add(_lower_sympy(builder, x, values), ir.Constant(I32, int(c) - 1),
+                         flags=NUW)
+        return builder.udiv(up, ir.Constant(I32, int(c)))
     if expr.is_Add or expr.is_Mul:
         parts = [_lower_sympy(builder, a, values) for a in expr.args]
         out = parts[0]
@@ -382,19 +553,29 @@ def _lower_sympy(builder, expr, values):
 
 def _lower_derived(op, context, builder, sig, args):
     tensor_ty = sig.args[0]
-    result_ty, expr, leaves, offset = _derive(op, tensor_ty, sig.args[1:])
-    parent = cgutils.create_struct_proxy(tensor_ty)(context, builder, value=args[0])
-    values = {offset: parent.offset}
+    result_ty, expr, leaves, offsets = _derive(op, tensor_ty, sig.args[1:])
+    parent = _fields(context, builder, tensor_ty, args[0])
+    values = _dyn_values(context, builder, tensor_ty, args[0])
+    if tensor_ty.coords:
+        values.update((o, builder.extract_value(parent["offset"], j))
+                      for j, o in enumerate(offsets))
+    else:
+        values[offsets[0]] = parent["offset"]
     for sym, path, ty in leaves:
         v = args[1 + path[0]]
         for k in path[1:]:
             v = builder.extract_value(v, k)
         if isinstance(ty, ThrSliceType):
-            values[sym] = cgutils.create_struct_proxy(ty)(context, builder, value=v).idx
+            values[sym] = _fields(context, builder, ty, v)["idx"]
         else:
             values[sym] = _to_u32(context, builder, ty, v)
-    return _tensor_value(context, builder, result_ty, parent.array,
-                         _lower_sympy(builder, expr, values))
+    if tensor_ty.coords:
+        offset = context.make_tuple(builder, result_ty.offset_type,
+                                    [_value(builder, e, values) for e in expr])
+    else:
+        offset = _value(builder, expr, values)
+    dyn = {n: values[_dyn(int(n[1:]))] for n in tensor_ty.dyn}
+    return _tensor_value(context, builder, result_ty, parent.get("array"), offset, dyn)
 
 
 def _register(fn):
@@ -413,25 +594,31 @@ def _register(fn):
 
 _register(cute.local_tile)
 _register(cute.local_partition)
-_register_constant(cute.size)
-_register_constant(cute.cosize)
+_register_constant(cute.size, dynamic=True)
+_register_constant(cute.cosize, dynamic=False)
 
 
 class StaticType(types.Type):
-    """The numba type of a kernel constant held in the type: a cute.static shape, a
+    """The numba type of a kernel constant held in the type: a cute.static shape or int, a
     TiledCopy or a TiledMMA."""
 
     def __init__(self, value):
         self.value = value
-        text = f"Static{tuple(value)}" if isinstance(value, tuple) else type(value).__name__
-        super().__init__(name=f"{text}#{id(value) if not isinstance(value, tuple) else ''}")
+        if isinstance(value, (tuple, int)):
+            text = f"Static({value!r})"
+        else:
+            text = f"{type(value).__name__}#{id(value)}"
+        super().__init__(name=text)
 
     @property
     def key(self):
-        return tuple(self.value) if isinstance(self.value, tuple) else id(self.value)
+        if isinstance(self.value, (tuple, int)):
+            return type(self.value), self.value
+        return id(self.value)
 
 
 @typeof_impl.register(cute.Static)
+@typeof_impl.register(cute.StaticInt)
 @typeof_impl.register(TiledCopy)
 @typeof_impl.register(TiledMMA)
 def _typeof_static(value, context):
@@ -489,138 +676,6 @@ def _register_partition(fn, method):
 
 for _name in ("S", "D", "A", "B", "C"):
     _register_partition(getattr(cute, f"partition_{_name}"), f"partition_{_name}")
-
-
-# --- fragments and the algorithms: copy, fill, gemm (unrolled) ---------------------------
-
-@type_callable(cute.make_fragment_like)
-def _type_fragment(context):
-    def typer(tensor, dtype):
-        if isinstance(tensor, TensorType) and isinstance(dtype, types.NumberClass):
-            return TensorType(types.Array(dtype.dtype, 1, "C"), Layout(tensor.layout.shape))
-    return typer
-
-
-@type_callable(cute.make_shared_tensor)
-def _type_shared_tensor(context):
-    def typer(dtype, layout):
-        if isinstance(dtype, types.NumberClass) and isinstance(layout, LayoutType):
-            return TensorType(types.Array(dtype.dtype, 1, "C"), layout.layout, "shared")
-    return typer
-
-
-@lower_builtin(cute.make_shared_tensor, types.NumberClass, LayoutType)
-def _make_shared_tensor(context, builder, sig, args):
-    return _new_tensor(context, builder, sig.return_type, shared=True)
-
-
-@lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
-def _make_fragment(context, builder, sig, args):
-    return _new_tensor(context, builder, sig.return_type, shared=False)
-
-
-def _new_tensor(context, builder, tensor, shared):
-    """A new array of ``cosize(layout)`` elements, as numba allocates ``cuda.shared.array``
-    (a uniquely named shared global) or ``cuda.local.array``, as a tensor at offset 0."""
-    from numba.cuda import nvvm
-    from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
-    where = ((_get_unique_smem_id("_cudapy_smem"), nvvm.ADDRSPACE_SHARED) if shared
-             else ("_cudapy_lmem", nvvm.ADDRSPACE_LOCAL))
-    array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
-                           dtype=tensor.array.dtype, symbol_name=where[0], addrspace=where[1])
-    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
-
-
-@type_callable(cute.copy)
-def _type_copy(context):
-    def typer(a, b, c=None):
-        tensors = (a, b) if c is None else (b, c)
-        if all(isinstance(t, TensorType) for t in tensors) and (
-                c is None or isinstance(a, StaticType) and isinstance(a.value, TiledCopy)):
-            return types.none
-    return typer
-
-
-@lower_builtin(cute.copy, StaticType, TensorType, TensorType)
-def _tiled_copy(context, builder, sig, args):
-    from layoutalg.gemm.arch._lowering import GLOBAL, asm
-    tiled, (src, dst) = sig.args[0].value, sig.args[1:]
-    if tiled.atom.kind == "universal":
-        return _copy(context, builder, signature(types.none, src, dst), args[1:])
-    try:
-        per, nbytes, kind = cute.copy_instructions(tiled, src.layout)
-    except (TypeError, ValueError) as e:
-        raise TypingError(str(e)) from None
-    for r in range(cute.size(src.layout) // per):
-        g = _at(context, builder, src, args[1], r * per)
-        d = _at(context, builder, dst, args[2], r * per)
-        g64 = builder.ptrtoint(_in_space(builder, g, GLOBAL), ir.IntType(64))
-        d32 = builder.ptrtoint(_in_space(builder, d, SHARED), I32)
-        asm(builder, ir.VoidType(), f"{kind}.shared.global [$0], [$1], {nbytes};",
-            "r,l,~{memory}", [d32, g64], side_effect=True)
-    return context.get_dummy_value()
-
-
-@type_callable(cute.gemm)
-def _type_gemm(context):
-    def typer(C, A, B):
-        if all(isinstance(x, TensorType) for x in (C, A, B)):
-            return types.none
-    return typer
-
-
-@type_callable(cute.fill)
-def _type_fill(context):
-    def typer(tensor, value):
-        if isinstance(tensor, TensorType) and isinstance(value, types.Number):
-            return types.none
-    return typer
-
-
-@lower_builtin(cute.fill, TensorType, types.Number)
-def _fill(context, builder, sig, args):
-    tensor = sig.args[0]
-    value = context.cast(builder, args[1], sig.args[1], tensor.dtype)
-    for i in range(cute.size(tensor.layout)):
-        builder.store(value, _at(context, builder, tensor, args[0], i))
-    return context.get_dummy_value()
-
-
-@lower_builtin(cute.copy, TensorType, TensorType)
-def _copy(context, builder, sig, args):
-    src, dst = sig.args
-    n = cute.size(src.layout)
-    if n != cute.size(dst.layout):
-        raise TypingError(f"copy: the tensors have {n} and {cute.size(dst.layout)} elements")
-    for i in range(n):
-        value = builder.load(_at(context, builder, src, args[0], i))
-        value = context.cast(builder, value, src.dtype, dst.dtype)
-        builder.store(value, _at(context, builder, dst, args[1], i))
-    return context.get_dummy_value()
-
-
-@lower_builtin(cute.gemm, TensorType, TensorType, TensorType)
-def _gemm(context, builder, sig, args):
-    C, A, B = sig.args
-    try:
-        m, n, k = cute._fma_shapes(C.layout, A.layout, B.layout)
-    except ValueError as e:
-        raise TypingError(str(e)) from None
-
-    def ptr(ty, value, a, b):
-        return _at(context, builder, ty, value, cute._fma_crd(ty.layout, a, b))
-    acc = {(i, j): builder.load(ptr(C, args[0], i, j)) for i in range(m) for j in range(n)}
-    for kk in range(k):
-        a = [context.cast(builder, builder.load(ptr(A, args[1], i, kk)), A.dtype, C.dtype)
-             for i in range(m)]
-        b = [context.cast(builder, builder.load(ptr(B, args[2], j, kk)), B.dtype, C.dtype)
-             for j in range(n)]
-        for i in range(m):
-            for j in range(n):
-                acc[i, j] = builder.fadd(acc[i, j], builder.fmul(a[i], b[j]))
-    for (i, j), value in acc.items():
-        builder.store(value, ptr(C, args[0], i, j))
-    return context.get_dummy_value()
 
 
 register_model(StaticType)(_NoData)

@@ -43,6 +43,8 @@ KERNELS = {
     "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2),
     "small_m": simt.SimtConfig(bM=32, bN=128, bK=8, mma_threads=(8, 16), pipeline="prefetch",
                                vector_mn=4, pad=4, min_blocks=4),
+    "cute_prefetch": simt.SimtConfig(pipeline="prefetch", cute=True),
+    "cute_double_buffer": simt.SimtConfig(pipeline="double_buffer", cute=True),
 }
 DEFAULT_KERNEL = "tuned"
 SMALL_M = 64
@@ -165,6 +167,13 @@ def _vector(op):
         if op.ptr % (4 * v) == 0 and ld % v == 0:
             return v
     return 1
+
+
+def _dividing(vec, extent):
+    """The largest power of two <= ``vec`` that divides ``extent``."""
+    while extent % vec:
+        vec //= 2
+    return vec
 
 
 # The torch fast path: a plan (a bound launch) per kind of call, keyed by what decides every
@@ -361,7 +370,10 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     # The kernels see MoYe's operands: A as (M, K), B as (N, K), C as (M, N).
     b_unit = 1 - b.unit_mode
     simt_choice = kernel if kernel is not None else ("small_m" if m <= SMALL_M else None)
-    cfg, launch = _launcher(simt_choice, a.unit_mode, b_unit, _vector(a), _vector(b))
+    va, vb = _vector(a), _vector(b)
+    if kernel_config(simt_choice).cute:     # a predicate per vector: it must divide the extent
+        va, vb = _dividing(va, m if a.unit_mode == 0 else 1), _dividing(vb, n if b_unit == 0 else 1)
+    cfg, launch = _launcher(simt_choice, a.unit_mode, b_unit, va, vb)
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
     tiles = (m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN
     k_tiles = -(-k // cfg.bK)

@@ -37,11 +37,19 @@ Also in kernels: ``make_shared_tensor(dtype, layout)`` (a shared array through a
 MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly),
 ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
-``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom) and
-``gemm(C, A, B)`` (UniversalFMA fragments), all unrolled at compile time, and loops written
-out at compile time by :func:`unrolled` (``for k in unroll(static_range(n))``). Global
-tensors with run-time shapes are the next step (issue 17); so far a kernel is compiled for
-static sizes.
+``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom),
+``gemm(C, A, B)`` (UniversalFMA fragments) and ``axpby``, all unrolled at compile time, and
+loops written out at compile time by :func:`unrolled` (``for k in unroll(static_range(n))``).
+
+**Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
+as run-time values (their symbols ``d0, d1, ..`` are in the layout's numba type, their values
+in its data) and :func:`static` ints as constants, as C++ CuTe's ``make_shape(M, Int<8>{})``:
+``make_tensor(A, make_layout((M, K), (static(1), lda)))`` is a global tensor of any size, and
+its tiles and partitions keep static shapes with strides and offsets computed from M, K and
+lda. ``make_identity_tensor(shape)``, partitioned like the data, gives each thread the
+coordinates of its values; ``elem_less``, ``copy_if`` (cp.async zero-fills what its predicate
+leaves out) and ``axpby(alpha, x, beta, y, coords, bound)`` predicate a partial tile.
+``gemm.cute_kernels`` writes the seed's two kernels this way as ``gemm.matmul`` kernels.
 """
 
 from __future__ import annotations
@@ -57,10 +65,10 @@ import numpy as np
 from layoutalg import tensor as _tensor
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
-__all__ = ["make_tensor", "make_shared_tensor", "size", "cosize", "static", "Static",
-           "local_tile", "local_partition", "get_slice", "partition_S", "partition_D",
+__all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
+           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition", "get_slice", "partition_S", "partition_D",
            "partition_A", "partition_B", "partition_C", "make_fragment_like", "fill", "copy",
-           "gemm", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
+           "copy_if", "axpby", "elem_less", "gemm", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
 
 
 def _static(layout):
@@ -92,11 +100,51 @@ class Static(tuple):
     __slots__ = ()
 
 
-def static(value: Any) -> Static:
-    """``value`` (an int tuple, nested or not) as a :class:`Static` kernel constant."""
+class StaticInt(int):
+    """An int that a kernel sees as a compile-time constant inside a tuple (CuTe's
+    ``Int<1>{}``): a static extent or stride of :func:`make_layout`. Make one with
+    :func:`static`."""
+
+    __slots__ = ()
+
+
+def static(value: Any) -> Any:
+    """``value`` (an int tuple, nested or not, or an int) as a :class:`Static` or
+    :class:`StaticInt` kernel constant. numba types the ints of a tuple built in a kernel as
+    run-time values, so a static leaf of a tuple is marked this way (as C++ CuTe's ``_1``)."""
+    if is_int(value) and not isinstance(value, bool) and value >= 0:
+        return StaticInt(value)
     if not is_tuple(value) or not all(is_int(x) and x >= 0 for x in flatten(value)):
-        raise TypeError(f"static: expected a tuple of non-negative ints, got {value!r}")
+        raise TypeError(f"static: expected a non-negative int or a tuple of them, got "
+                        f"{value!r}")
     return Static(value)
+
+
+def make_layout(shape: Any, stride: Any = None) -> Layout:
+    """A layout in a kernel (CuTe's ``make_layout(make_shape(M, K), make_stride(_1{}, M))``):
+    run-time integers in ``shape`` and ``stride`` stay run-time values (the layout holds them
+    and its offsets compute with them), :func:`static` ints and shapes are constants; the
+    stride defaults to column-major. A global tensor of a size known only at run time is
+    ``make_tensor(A, make_layout((M, K), (static(1), lda)))``. Its extents and strides must
+    be positive. Called from Python (the simulator), the :class:`layoutalg.Layout` of those
+    ints."""
+    def ints(x):
+        return tuple(ints(e) for e in x) if isinstance(x, tuple) else int(x)
+    return Layout(ints(shape), None if stride is None else ints(stride))
+
+
+def make_identity_tensor(shape: Any) -> Tensor:
+    """A tensor whose element at each coordinate is that coordinate (CuTe's
+    ``make_identity_tensor``): partitioned as the data it shadows, it tells each thread the
+    global coordinates of its values, for :func:`elem_less` predicates. ``shape`` as
+    :func:`make_layout`'s. In a kernel an element is a tuple of uint32."""
+    return _tensor.make_identity_tensor(make_layout(shape).shape)
+
+
+def elem_less(crd: Any, bound: Any) -> bool:
+    """``crd[i] < bound[i]`` for every i (CuTe's ``elem_less``): is a coordinate inside an
+    extent."""
+    return _tensor.elem_less(tuple(int(c) for c in crd), tuple(int(b) for b in bound))
 
 
 def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
@@ -162,22 +210,28 @@ def unrolled(fn: Any) -> Any:
     fdef.decorator_list = []
     env = dict(fn.__globals__)
     env.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
-    fdef.body = _unroll_statements(fdef.body, env, ast)
+    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+              and not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(fdef.args)
+                                                       if isinstance(a, ast.arg)}
+    constants = {k: v for k, v in env.items() if is_int(v) and not isinstance(v, bool)
+                 and k not in stored}
+    fdef.body = _unroll_statements(fdef.body, env, ast, constants)
     ast.fix_missing_locations(tree)
     local = {}
     exec(compile(tree, inspect.getsourcefile(fn) or "<unrolled>", "exec"), env, local)
     return local[fn.__name__]
 
 
-def _unroll_statements(statements, env, ast):
+def _unroll_statements(statements, env, ast, constants):
     """``statements`` with their ``for x in unroll(...)`` loops written out (see
-    :func:`unrolled`)."""
+    :func:`unrolled`); ``constants``: the int globals and closure values that the function
+    never assigns."""
     import copy as _copy
     out = []
     for st in statements:
         for field in ("body", "orelse", "finalbody"):
             if isinstance(getattr(st, field, None), list) and getattr(st, field):
-                setattr(st, field, _unroll_statements(getattr(st, field), env, ast))
+                setattr(st, field, _unroll_statements(getattr(st, field), env, ast, constants))
         call = getattr(st, "iter", None)
         if not (isinstance(st, ast.For) and isinstance(call, ast.Call)
                 and isinstance(call.func, ast.Name) and call.func.id == "unroll"):
@@ -194,8 +248,53 @@ def _unroll_statements(statements, env, ast):
         for v in values:
             bind = ast.Assign(targets=[_copy.deepcopy(st.target)], value=ast.Constant(int(v)))
             out.append(ast.copy_location(bind, st))
-            out += _copy.deepcopy(st.body)
+            known = dict(constants)
+            if isinstance(st.target, ast.Name) and not any(
+                    isinstance(n, ast.Name) and n.id == st.target.id
+                    and not isinstance(n.ctx, ast.Load) for b in st.body for n in ast.walk(b)):
+                known[st.target.id] = int(v)
+            out += _fold_ifs(_copy.deepcopy(st.body), known, ast)
     return out
+
+
+def _fold_ifs(statements, known, ast):
+    """``statements`` with each ``if`` whose test is decided by the unrolled loop's constant
+    and the function's int constants (``known``: {name: value}) replaced by the branch it
+    takes, and the decided terms of an ``and`` dropped: numba would type and lower the branch
+    that never runs."""
+    out = []
+    for st in statements:
+        if isinstance(st, ast.If):
+            test = _decide(st.test, known, ast)
+            if test is True or test is False:
+                out += _fold_ifs(st.body if test else st.orelse, known, ast)
+                continue
+            st.test = test
+            st.body = _fold_ifs(st.body, known, ast)
+            st.orelse = _fold_ifs(st.orelse, known, ast)
+        out.append(st)
+    return out
+
+
+def _decide(test, known, ast):
+    """True or False where ``test`` depends only on ``known`` names and constants; else the
+    test, less the decided (true) terms of an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        rest = []
+        for term in test.values:
+            value = _decide(term, known, ast)
+            if value is False:
+                return False
+            if value is not True:
+                rest.append(value)
+        if not rest:
+            return True
+        return rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if names and names <= set(known) and not any(
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+        return bool(eval(compile(ast.Expression(test), "<unroll>", "eval"), {}, dict(known)))
+    return test
 
 
 def _same_loop(loop, ast):
@@ -209,7 +308,8 @@ def _same_loop(loop, ast):
 
 
 def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
-    """A tensor: ``array`` (1-D) through the static ``layout`` from element ``offset``. In a
+    """A tensor: ``array`` (1-D) through ``layout`` (static, or from :func:`make_layout` with
+    run-time leaves) from element ``offset``. In a
     kernel compiled by numba this is typed and lowered by :mod:`gemm._cute_numba`; called
     from Python (the simulator runs kernels as Python) it is a :class:`layoutalg.Tensor`
     over the array, so slicing, :func:`local_tile` and :func:`local_partition` are
@@ -286,6 +386,32 @@ def copy(*args: Any) -> None:
               src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
 
 
+def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
+    """``copy(tiled, src, dst)`` for the groups (mode 0: one instruction's values) whose
+    predicate holds: ``pred`` has one element per group, in the order of the source's other
+    modes (CuTe's ``copy_if``). A cp.async copy writes zeros where the predicate is false
+    (CUTLASS's ZFILL atoms): a partial tile's missing values read as 0. A universal copy
+    leaves those values of ``dst`` as they are."""
+    per, nbytes, op = copy_instructions(tiled, src)
+    groups = size(src) // per
+    if size(pred) != groups:
+        raise ValueError(f"copy_if: the predicate has {size(pred)} elements, the source "
+                         f"{groups} groups of {per} values")
+    if tiled.atom.kind == "universal":
+        for r in range(groups):
+            if pred[r]:
+                for i in range(r * per, (r + 1) * per):
+                    dst[i] = src[i]
+        return
+    from layoutalg.gemm import arch
+    issue = {"cp.async.ca": arch.cp_async_ca_zfill, "cp.async.cg": arch.cp_async_cg_zfill}[op]
+    for r in range(groups):
+        ok = bool(pred[r])
+        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)), src.engine.array,
+              src.engine.offset + int(src.layout(r * per)) if ok else 0, nbytes,
+              nbytes if ok else 0)
+
+
 def copy_instructions(tiled: Any, src: Any) -> Any:
     """(values per instruction, bytes per instruction, the instruction's kind) of a tiled
     copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values;
@@ -298,6 +424,20 @@ def copy_instructions(tiled: Any, src: Any) -> Any:
         raise ValueError(f"copy: mode 0 of {src.shape} is not one {atom.name} instruction "
                          f"({atom.bits // atom.value_bits} values)")
     return per, atom.bits // 8, atom.kind
+
+
+def axpby(alpha: Any, x: Tensor, beta: Any, y: Tensor, coords: Any = None,
+          bound: Any = None) -> None:
+    """``y = alpha * x + beta * y`` element by element (CuTe's ``axpby``), ``y`` not read
+    where ``beta`` is 0 (as BLAS: a NaN there does not spread). With ``coords`` (a partition
+    of an identity tensor shaped as ``y``) and ``bound`` (the extents), only the elements
+    whose coordinate is inside ``bound`` are written: a partial tile's epilogue. Unrolled."""
+    if size(x) != size(y) or (coords is not None and size(coords) != size(y)):
+        raise ValueError(f"axpby: x, y (and coords) have {size(x)}, {size(y)}"
+                         f"{'' if coords is None else f' and {size(coords)}'} elements")
+    for i in range(size(y)):
+        if coords is None or elem_less(coords[i], bound):
+            y[i] = alpha * x[i] + (beta * y[i] if beta != 0 else 0)
 
 
 def gemm(C: Tensor, A: Tensor, B: Tensor) -> None:
@@ -340,3 +480,4 @@ else:
     from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
     # importing it registers the types, their typing and lowering with numba
     from layoutalg.gemm._cute_numba import LayoutType, TensorType  # noqa: E402
+    from layoutalg.gemm import _cute_numba_ops  # noqa: E402,F401

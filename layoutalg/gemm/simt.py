@@ -49,7 +49,9 @@ class SimtConfig:
     registers that this many blocks fit on one SM. ``split_k``: K cut into that many ranges
     of whole k-tiles, one block per (range, tile), the f32 partials added in order by a
     second kernel (gemm.splitk); the kernel takes the ranges at run time, so this field does
-    not change what is compiled.
+    not change what is compiled. ``cute``: the kernel written with gemm.cute
+    (:mod:`gemm.cute_kernels`, the seed's kernels in CuTe's vocabulary) instead of the
+    generated one; it takes ``vector_mn`` 1 only.
     """
 
     bM: int = 128
@@ -61,6 +63,7 @@ class SimtConfig:
     vector_mn: int = 1
     min_blocks: int = 1
     split_k: int = 1
+    cute: bool = False
 
     def __post_init__(self):
         if not (isinstance(self.split_k, int) and not isinstance(self.split_k, bool)
@@ -68,6 +71,8 @@ class SimtConfig:
             raise ValueError(f"split_k must be an int in 1..{MAX_SPLIT_K}, not {self.split_k!r}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, not {self.pipeline!r}")
+        if self.cute and self.vector_mn != 1:
+            raise ValueError(f"the gemm.cute kernels take vector_mn=1, not {self.vector_mn}")
         if self.pad is None:
             object.__setattr__(self, "pad", 1 if self.pipeline == "prefetch" else 2)
         tm, tn = self.mma_threads
@@ -112,6 +117,9 @@ def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
     its module is generated once (:func:`gemm.codegen.kernel_module`), later processes import
     the file."""
     sim = simulator_active()
+    if cfg.cute:
+        from layoutalg.gemm.cute_kernels import kernel_function
+        return kernel_function(cfg, a_unit, b_unit, vec_a, vec_b)
 
     def source():
         from layoutalg.gemm.simt_gen import simt_source

@@ -4,6 +4,7 @@ from the JSON of tuned suite runs. No GPU needed.
     python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08]
         [--recheck CHECK.json ...] [--out PATH]
     python3 benchmarks/shape_table.py --prune CHECK.json [CHECK.json ...] [--out PATH]
+    python3 benchmarks/shape_table.py --add RUN.json [RUN.json ...] [--min-gain 1.08] [--out PATH]
 
 Each RUN.json is written by ``python3 benchmarks/shapes.py --dtypes bf16 --tune --json
 RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config), the
@@ -19,6 +20,9 @@ where they swap.
 entry's config ("ours", which is the table's config at the table's own shapes) and the rules
 do not swap there (an entry marked ``swap_faster`` stays: its own shape ran the rules). Its reason is the table's own: entries are kept only where the tuned
 config beats the rules.
+
+``--add`` also edits the shipped table: the shapes of tuned runs (as RUN.json) that pass
+``--min-gain`` join it, replacing an entry of the same shape; the other entries stay.
 """
 
 import argparse
@@ -55,6 +59,18 @@ def table(runs, min_gain, rechecks=()):
     return dict(device=device, sms=SMS[device], min_gain=min_gain, entries=chosen)
 
 
+def add(shipped, runs, min_gain):
+    """``shipped`` with the entries :func:`table` makes of ``runs`` (same device) added, an
+    entry of the same shape replaced; returns (table, added shapes)."""
+    new = table(runs, min_gain)
+    if new["device"] != shipped["device"]:
+        raise SystemExit(f"shape_table: the runs are of {new['device']}, the table of "
+                         f"{shipped['device']}")
+    shapes = {(e["m"], e["n"], e["k"]) for e in new["entries"]}
+    kept = [e for e in shipped["entries"] if (e["m"], e["n"], e["k"]) not in shapes]
+    return dict(shipped, entries=kept + new["entries"]), sorted(shapes)
+
+
 def prune(shipped, checks):
     """``shipped`` (the table's dict) without the entries a check run timed slower than the
     rules (rows without "table_us": the rules do not swap there); returns (table, pruned
@@ -73,6 +89,7 @@ def main():
     ap.add_argument("--min-gain", type=float, default=1.08)
     ap.add_argument("--recheck", nargs="*", default=[])
     ap.add_argument("--prune", nargs="*", default=[])
+    ap.add_argument("--add", nargs="*", default=[])
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args()
 
@@ -83,11 +100,15 @@ def main():
         out, gone = prune(load(DEFAULT_OUT), [load(p) for p in args.prune])
         for m, n, k in gone:
             print(f"{m}x{n}x{k}: the rules were faster; entry removed")
+    elif args.add:
+        out, added = add(load(DEFAULT_OUT), [load(p) for p in args.add], args.min_gain)
+        for m, n, k in added:
+            print(f"{m}x{n}x{k}: the tuned config beat the rules; entry added")
     elif args.runs:
         out = table([load(p) for p in args.runs], args.min_gain,
                     [load(p) for p in args.recheck])
     else:
-        raise SystemExit("shape_table: give tuned runs, or --prune CHECK.json")
+        raise SystemExit("shape_table: give tuned runs, --add RUN.json or --prune CHECK.json")
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

@@ -160,3 +160,15 @@ def test_writer_keeps_shapes_the_tuner_won_by_the_margin():
         writer.table([_run([]), _run([], "NVIDIA A100")], 1.08)
     with pytest.raises(SystemExit, match="not tuned"):
         writer.table([_run([dict(m=1, n=2, k=3)])], 1.08)
+
+
+def test_add_joins_tuned_winners_to_the_shipped_table():
+    shipped = dict(device="NVIDIA H100 80GB HBM3", sms=132, min_gain=1.08,
+                   entries=[dict(m=m, n=4096, k=4096, config={}, gain=1.5) for m in (16, 64)])
+    out, added = writer.add(shipped, [_run([_row(64, 20.0, 10.0, B), _row(128, 10.0, 9.9),
+                                            _row(256, 30.0, 20.0)])], 1.08)
+    assert added == [(64, 4096, 4096), (256, 4096, 4096)]     # 128: below the margin
+    assert [(e["m"], e["gain"]) for e in out["entries"]] == [(16, 1.5), (64, 2.0), (256, 1.5)]
+    assert out["entries"][1]["config"] == B.__dict__ and out["sms"] == 132
+    with pytest.raises(SystemExit, match="the runs are of"):
+        writer.add(dict(shipped, device="NVIDIA H200"), [_run([_row(64, 20.0, 10.0)])], 1.08)

@@ -34,7 +34,9 @@ by at least 8% in the suite's own timing, so the rules stay where they are as go
 written by ``benchmarks/shape_table.py`` from the logs of ``python3 benchmarks/shapes.py
 --dtypes bf16 --tune`` (benchmarks/RESULTS.md, "Every shape"), checked on shapes beside
 the suite (``--held-out``), and pruned of entries that a later untuned run timed slower than
-the rules (``--prune``; the TMA epilogue made the rules beat both SM80 entries).
+the rules (``--prune``; the TMA epilogue made the rules beat both SM80 entries). Shapes
+beside the suite join it from their own tuned runs (``--add``): the collective matmul's
+per-step product at the seed's shape, 1024x1024x4096, and its neighbours.
 """
 
 from __future__ import annotations

@@ -355,9 +355,8 @@ def run_moye_double_buffer(seed, M, N, K, **config):
 
 # --- run-time shapes: make_layout, identity tensors, copy_if ------------------------------
 
-from layoutalg.atom.copy import UniversalCopy  # noqa: E402
-from layoutalg.gemm.cute import (elem_less, make_identity_tensor, make_layout,  # noqa: E402
-                                 copy_if)
+from layoutalg.gemm.cute import (axpby, copy_if, elem_less,  # noqa: E402
+                                 make_identity_tensor, make_layout)
 from numba import int32  # noqa: E402
 
 ONE = static(1)
@@ -396,3 +395,233 @@ def run_any_shape_copy(seed, m=37, n=21):
     got = dst.copy_to_host().reshape(n, ldd).T
     inside = np.array_equal(got[:m], src.reshape(m, lds)[:, :n])
     return bool(inside), bool(np.isnan(got[m:]).all())
+
+
+# --- tensor cores: gemm(tiled_mma, ...) issuing mma.sync -----------------------------------
+
+from numba import uint16  # noqa: E402
+from layoutalg.atom.mma import (SM80_16x8x8_F32TF32TF32F32_TN,  # noqa: E402
+                                SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x16_F32F16F16F32_TN)
+
+# kind -> (tiled MMA over 2 x 2 warps, the fragments' element type: bits for 16-bit floats)
+MMAS = {"tf32": (make_tiled_mma(SM80_16x8x8_F32TF32TF32F32_TN(), Layout((2, 2))), float32),
+        "bf16": (make_tiled_mma(SM80_16x8x16_F32BF16BF16F32_TN(), Layout((2, 2))), uint16),
+        "f16": (make_tiled_mma(SM80_16x8x16_F32F16F16F32_TN(), Layout((2, 2))), uint16)}
+MMA_TF32 = MMAS["tf32"][0]
+TM, TN, TK = 64, 32, 32                       # a warp: 2 x 2 atoms of 16 x 8, 2 or 4 k-blocks
+TA = Layout((TM, TK), (TK, 1))                # A row-major
+TB = Layout((TN, TK), (TK, 1))                # B as (N, K), K-major
+TC = Layout((TM, TN), (1, TM))                # C column-major
+
+
+def mma_tile(kind):
+    """The kernel C = A B for one (TM, TN, TK) tile on the tensor cores with the ``kind``
+    atom: each thread's partition_A/B/C of the tiled MMA loaded into register fragments,
+    one gemm, stored back."""
+    MMA, T = MMAS[kind]
+
+    def kernel(a, b, c):
+        thr = get_slice(MMA, cuda.threadIdx.x)
+        tCgA = partition_A(thr, make_tensor(a, TA))            # (V_A, MMA_M, MMA_K)
+        tCgB = partition_B(thr, make_tensor(b, TB))            # (V_B, MMA_N, MMA_K)
+        tCgC = partition_C(thr, make_tensor(c, TC))            # (4, MMA_M, MMA_N)
+        tCrA = make_fragment_like(tCgA, T)
+        tCrB = make_fragment_like(tCgB, T)
+        tCrC = make_fragment_like(tCgC, float32)
+        copy(tCgA, tCrA)
+        copy(tCgB, tCrB)
+        fill(tCrC, 0)
+        gemm(MMA, tCrC, tCrA, tCrB)
+        copy(tCrC, tCgC)
+    return kernel
+
+
+def _as_bits(x, kind):
+    """(the array the kernel reads, the values it stands for in float64) of float32 ``x``."""
+    if kind == "tf32":
+        return x, x.astype(np.float64)
+    if kind == "f16":
+        h = x.astype(np.float16)
+        return h.view(np.uint16), h.astype(np.float64)
+    u = x.view(np.uint32)
+    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)     # to nearest even
+    return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def run_mma_tile(seed, kind="tf32"):
+    """max |C - A B| / (|A| |B|) of mma_tile(kind) on fresh operands, C poisoned with NaN;
+    for bf16 and f16 the reference multiplies the 16-bit values themselves."""
+    rng = np.random.default_rng(seed)
+    a, a64 = _as_bits(rng.standard_normal((TM, TK)).astype(np.float32), kind)
+    bt, bt64 = _as_bits(rng.standard_normal((TN, TK)).astype(np.float32), kind)
+    dC = cuda.to_device(np.full(TM * TN, np.nan, np.float32))
+    cuda.jit(mma_tile(kind))[1, 128](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()), dC)
+    got = dC.copy_to_host().reshape(TN, TM).T
+    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
+    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+
+
+# --- ldmatrix: shared -> MMA fragments by make_tiled_copy_A/B and retile_D -----------------
+
+from layoutalg.atom.copy import SM75_U32x2_LDSM_N, SM75_U32x4_LDSM_N  # noqa: E402
+from layoutalg.tiled import make_tiled_copy_A, make_tiled_copy_B  # noqa: E402
+from layoutalg.gemm.cute import retile_D  # noqa: E402
+
+SA_ROWS = Layout((TM, TK), (TK + 8, 1))       # K-contiguous rows, 16-byte aligned, padded
+SB_ROWS = Layout((TN, TK), (TK + 8, 1))
+
+
+def ldmatrix_tile(kind):
+    """mma_tile with the operands staged in shared memory and loaded into the MMA's
+    fragments by ldmatrix (x4 for A, x2 for B: each thread holds 4 values of a B k-block):
+    make_tiled_copy_A/B of the tiled MMA, partition_S of the
+    shared tile, retile_D of the fragment (``kind``: "bf16" or "f16")."""
+    MMA, T = MMAS[kind]
+    COPY_A = make_tiled_copy_A(SM75_U32x4_LDSM_N(), MMA)
+    COPY_B = make_tiled_copy_B(SM75_U32x2_LDSM_N(), MMA)
+
+    def kernel(a, b, c):
+        t = cuda.threadIdx.x
+        sA, sB = make_shared_tensor(T, SA_ROWS), make_shared_tensor(T, SB_ROWS)
+        gA, gB = make_tensor(a, TA), make_tensor(b, TB)
+        for e in range(t, size(TA), cuda.blockDim.x):
+            sA[e] = gA[e]
+        for e in range(t, size(TB), cuda.blockDim.x):
+            sB[e] = gB[e]
+        cuda.syncthreads()
+        thr = get_slice(MMA, t)
+        tCgC = partition_C(thr, make_tensor(c, TC))
+        tCrA = make_fragment_like(partition_A(thr, sA), T)     # (V_A, MMA_M, MMA_K)
+        tCrB = make_fragment_like(partition_B(thr, sB), T)
+        tCrC = make_fragment_like(tCgC, float32)
+        copy_a, copy_b = get_slice(COPY_A, t), get_slice(COPY_B, t)
+        copy(COPY_A, partition_S(copy_a, sA), retile_D(copy_a, tCrA))
+        copy(COPY_B, partition_S(copy_b, sB), retile_D(copy_b, tCrB))
+        fill(tCrC, 0)
+        gemm(MMA, tCrC, tCrA, tCrB)
+        copy(tCrC, tCgC)
+    return kernel
+
+
+def run_ldmatrix_tile(seed, kind="bf16"):
+    """max |C - A B| / (|A| |B|) of ldmatrix_tile(kind) on fresh operands, C poisoned."""
+    rng = np.random.default_rng(seed)
+    a, a64 = _as_bits(rng.standard_normal((TM, TK)).astype(np.float32), kind)
+    bt, bt64 = _as_bits(rng.standard_normal((TN, TK)).astype(np.float32), kind)
+    dC = cuda.to_device(np.full(TM * TN, np.nan, np.float32))
+    cuda.jit(ldmatrix_tile(kind))[1, 128](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()),
+                                          dC)
+    got = dC.copy_to_host().reshape(TN, TM).T
+    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
+    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+
+
+# --- an SM80 tensor-core GEMM in the vocabulary: cp.async, ldmatrix, mma.sync ---------------
+
+from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEGLOBAL  # noqa: E402
+from layoutalg.gemm.arch import cp_async_commit  # noqa: E402
+
+
+def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2)):
+    """C (M, N) float32, column-major = A (M, K) @ B for 16-bit A row-major and B given as
+    (N, K) row-major (both K-major, as CUTLASS's TN), run-time M, N, K and leading dimensions
+    (K and both leading dimensions multiples of 8: 16-byte rows), and its launch: (kernel,
+    threads, grid of (M, N)). Two shared stages of K-contiguous rows padded by 16 bytes
+    (ldmatrix without bank conflicts), 16-byte cp.async copies predicated by identity
+    tensors, ldmatrix into the MMA's fragments, mma.sync, an axpby epilogue."""
+    bM, bN, bK = tile
+    MMA, T = MMAS[kind]
+    MMA = make_tiled_mma(MMA.atom, Layout(warps))
+    threads = 32 * warps[0] * warps[1]
+    S_A = Layout((bM, bK, 2), (bK + 8, 1, bM * (bK + 8)))
+    S_B = Layout((bN, bK, 2), (bK + 8, 1, bN * (bK + 8)))
+    along_k = bK // 8                             # 16-byte copies along a row
+    G2S = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
+                          Layout((threads // along_k, along_k), (along_k, 1)), Layout((1, 8)))
+    LDSM_A = make_tiled_copy_A(SM75_U32x4_LDSM_N(), MMA)
+    LDSM_B = make_tiled_copy_B(SM75_U32x2_LDSM_N(), MMA)
+    TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
+    GROUPS_A = static_range(bM * bK // 8 // threads)
+    GROUPS_B = static_range(bN * bK // 8 // threads)
+    K_BLOCKS = static_range(bK // 16)
+    U = np.uint32
+
+    @unrolled
+    def kernel(A, B, C, M, N, K, lda, ldb, ldc, alpha, beta):
+        bx, by, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+        sA = make_shared_tensor(T, S_A)                       # (bM, bK, 2)
+        sB = make_shared_tensor(T, S_B)                       # (bN, bK, 2)
+        gA = local_tile(make_tensor(A, make_layout((M, K), (lda, ONE))), TILE_A, (bx, None))
+        gB = local_tile(make_tensor(B, make_layout((N, K), (ldb, ONE))), TILE_B, (by, None))
+        gC = local_tile(make_tensor(C, make_layout((M, N), (ONE, ldc))), TILE_C, (bx, by))
+        cA = local_tile(make_identity_tensor((M, K)), TILE_A, (bx, None))
+        cB = local_tile(make_identity_tensor((N, K)), TILE_B, (by, None))
+        cC = local_tile(make_identity_tensor((M, N)), TILE_C, (bx, by))
+
+        g2s = get_slice(G2S, t)
+        tAgA, tAsA, tAcA = partition_S(g2s, gA), partition_D(g2s, sA), partition_S(g2s, cA)
+        tBgB, tBsB, tBcB = partition_S(g2s, gB), partition_D(g2s, sB), partition_S(g2s, cB)
+        tApA = make_fragment_like(tAsA[0, None, None, 0], int32)
+        tBpB = make_fragment_like(tBsB[0, None, None, 0], int32)
+
+        thr = get_slice(MMA, t)
+        tCrA = make_fragment_like(partition_A(thr, sA[None, None, 0]), T)   # (8, MMA_M, MMA_K)
+        tCrB = make_fragment_like(partition_B(thr, sB[None, None, 0]), T)   # (4, MMA_N, MMA_K)
+        tCgC = partition_C(thr, gC)
+        tCcC = partition_C(thr, cC)
+        tCrC = make_fragment_like(tCgC, float32)
+        fill(tCrC, 0)
+        ldsm_a, ldsm_b = get_slice(LDSM_A, t), get_slice(LDSM_B, t)
+        tXsA, tXrA = partition_S(ldsm_a, sA), retile_D(ldsm_a, tCrA)       # (CPY, M, K, 2)
+        tXsB, tXrB = partition_S(ldsm_b, sB), retile_D(ldsm_b, tCrB)
+
+        k_tiles = size(tAgA[0, 0, 0, None])
+        for r in unroll(GROUPS_A):
+            tApA[r] = elem_less(tAcA[None, None, None, 0][r * 8], (M, K))
+        for r in unroll(GROUPS_B):
+            tBpB[r] = elem_less(tBcB[None, None, None, 0][r * 8], (N, K))
+        copy_if(G2S, tApA, tAgA[None, None, None, 0], tAsA[None, None, None, 0])
+        copy_if(G2S, tBpB, tBgB[None, None, None, 0], tBsB[None, None, None, 0])
+        cp_async_commit()
+        k = U(0)
+        while k < k_tiles:
+            cp_async_wait_all()
+            cuda.syncthreads()
+            if k + U(1) < k_tiles:                # the next k-tile into the other stage
+                for r in unroll(GROUPS_A):
+                    tApA[r] = elem_less(tAcA[None, None, None, k + U(1)][r * 8], (M, K))
+                for r in unroll(GROUPS_B):
+                    tBpB[r] = elem_less(tBcB[None, None, None, k + U(1)][r * 8], (N, K))
+                copy_if(G2S, tApA, tAgA[None, None, None, k + U(1)],
+                        tAsA[None, None, None, (k + U(1)) % U(2)])
+                copy_if(G2S, tBpB, tBgB[None, None, None, k + U(1)],
+                        tBsB[None, None, None, (k + U(1)) % U(2)])
+                cp_async_commit()
+            for kb in unroll(K_BLOCKS):
+                copy(LDSM_A, tXsA[None, None, kb, k % U(2)], tXrA[None, None, kb])
+                copy(LDSM_B, tXsB[None, None, kb, k % U(2)], tXrB[None, None, kb])
+                gemm(MMA, tCrC, tCrA[None, None, kb], tCrB[None, None, kb])
+            k += U(1)
+        axpby(alpha, tCrC, beta, tCgC, tCcC, (M, N))
+
+    def grid(m, n):
+        return (-(-m // bM), -(-n // bN))
+    return kernel, threads, grid
+
+
+
+def run_sm80_gemm(seed, m, n, k, kind="bf16", **config):
+    """max |C - A B| / (|A| |B|) of sm80_gemm on fresh operands (padded leading dimensions),
+    C poisoned with NaN; the reference multiplies the 16-bit values themselves."""
+    rng = np.random.default_rng(seed)
+    lda, ldb, ldc = k + 8, k + 16, m + 3
+    a, a64 = _as_bits(rng.standard_normal((m, lda)).astype(np.float32), kind)
+    bt, bt64 = _as_bits(rng.standard_normal((n, ldb)).astype(np.float32), kind)
+    dC = cuda.to_device(np.full(n * ldc, np.nan, np.float32))
+    kernel, threads, grid = sm80_gemm(kind, **config)
+    cuda.jit(kernel)[grid(m, n), threads](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()),
+                                          dC, m, n, k, lda, ldb, ldc, 1.0, 0.0)
+    got = dC.copy_to_host().reshape(n, ldc).T[:m]
+    a64, bt64 = a64[:, :k], bt64[:, :k]
+    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
+    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())

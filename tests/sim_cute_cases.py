@@ -11,7 +11,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import cute_kernels  # noqa: E402
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[2:] == ["sm80"]:
+    seed = int(sys.argv[1])     # the SM80 tensor-core GEMM on small tiles: partial M, N
+    print(json.dumps({kind: cute_kernels.run_sm80_gemm(seed, m, n, 40, kind, tile=(32, 32, 32))
+                      for kind, m, n in (("bf16", 37, 20), ("f16", 20, 45))}))
+elif __name__ == "__main__":
     seed = int(sys.argv[1])
     err, odd_ok = cute_kernels.run_transpose(seed)
     print(json.dumps({"transpose": err, "odd offsets": odd_ok,
@@ -26,4 +30,8 @@ if __name__ == "__main__":
                       "moye double buffer": cute_kernels.run_moye_double_buffer(
                           seed, 32, 32, 24, tile=(32, 16, 8), copy_threads=(8, 4),
                           mma_threads=(8, 4)),
-                      "any shape copy": cute_kernels.run_any_shape_copy(seed)}))
+                      "any shape copy": cute_kernels.run_any_shape_copy(seed),
+                      "mma tile": {kind: cute_kernels.run_mma_tile(seed, kind)
+                                   for kind in cute_kernels.MMAS},
+                      "ldmatrix tile": {kind: cute_kernels.run_ldmatrix_tile(seed, kind)
+                                        for kind in ("bf16", "f16")}}))

@@ -25,6 +25,28 @@ def test_kernels_match_numpy_in_simulator():
     assert got["moye prefetch cp.async"] < 1e-5, (seed, got)
     assert got["moye double buffer"] < 1e-5, (seed, got)
     assert got["any shape copy"] == [True, True], (seed, got)
+    assert got["mma tile"]["tf32"] < 2e-3, (seed, got)     # tf32 operands: 2^-11 each
+    assert got["mma tile"]["bf16"] < 1e-5 and got["mma tile"]["f16"] < 1e-5, (seed, got)
+    assert max(got["ldmatrix tile"].values()) < 1e-5, (seed, got)
+
+
+def test_sm80_gemm_matches_numpy_in_simulator():
+    """The SM80 tensor-core GEMM of cute_kernels (cp.async, ldmatrix, mma.sync, predicated
+    partial tiles) on 32 x 32 x 32 tiles, bf16 and f16, against float64."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    got = simulator_report(os.path.join(HERE, "sim_cute_cases.py"), seed, "sm80")
+    assert max(got.values()) < 1e-5, (seed, got)
+
+
+def _assert_typing_errors(cases, sig):
+    """Each (kernel, text) of ``cases`` fails to compile for ``sig`` with a TypingError
+    whose message has the text (numba raises its TypingError from numba.core or
+    numba.cuda.core, by the path taken)."""
+    for fn, text in cases:
+        with pytest.raises(Exception) as info:
+            _ptx(fn, sig)
+        assert type(info.value).__name__ == "TypingError" and text in str(info.value), \
+            (fn.__name__, str(info.value)[-400:])
 
 
 def _ptx(fn, sig):
@@ -208,12 +230,9 @@ def test_bad_coordinate_is_a_typing_error(numba_cute):
     def bad_engine(out):
         T = numba_cute.make_tensor(out[0], L)
         T[0] = 1
-    # numba raises its TypingError from numba.core or numba.cuda.core, by the path taken
-    for fn, text in ((kernel, "is not a coordinate of the layout (4,8):(8,1)"),
-                     (bad_engine, "the engine must be a 1-D or C-contiguous array")):
-        with pytest.raises(Exception) as info:
-            _ptx(fn, "void(uint32[::1])")
-        assert type(info.value).__name__ == "TypingError" and text in str(info.value)
+    _assert_typing_errors(((kernel, "is not a coordinate of the layout (4,8):(8,1)"),
+                           (bad_engine, "the engine must be a 1-D or C-contiguous array")),
+                          "void(uint32[::1])")
 
 
 def test_symbolic_layout_is_refused():
@@ -275,15 +294,12 @@ def test_run_time_shapes_refuse_what_they_cannot_express(numba_cute):
                                                                (0, 0)))
         pred = numba_cute.make_fragment_like(tS[0, None, 0], int32)
         numba_cute.copy_if(cute_kernels.ANY_COPY, pred, tS, tS)
-    for fn, text in ((float_extent, "is not a shape or stride"),
-                     (dynamic_fragment, "needs a static one"),
-                     (dynamic_cosize, "it needs a static layout"),
-                     (write_coordinates, "identity tensor"),
-                     (short_predicate, "the predicate has 2 elements")):
-        with pytest.raises(Exception) as info:
-            _ptx(fn, "void(float32[::1], uint32)")
-        assert type(info.value).__name__ == "TypingError" and text in str(info.value), \
-            (fn.__name__, str(info.value)[-400:])
+    _assert_typing_errors(((float_extent, "is not a shape or stride"),
+                           (dynamic_fragment, "needs a static one"),
+                           (dynamic_cosize, "it needs a static layout"),
+                           (write_coordinates, "identity tensor"),
+                           (short_predicate, "the predicate has 2 elements")),
+                          "void(float32[::1], uint32)")
 
 
 def test_unrolled_folds_the_branches_its_constants_decide(numba_cute):
@@ -317,3 +333,108 @@ def test_unrolled_folds_the_branches_its_constants_decide(numba_cute):
                 out[0] = 1
         """, {})
     assert text.count("if k == 0") == 2
+
+
+def test_tiled_mma_gemm_issues_mma_sync(numba_cute):
+    """gemm(tiled_mma, C, A, B) with the SM80 atoms: one mma.sync per (m, n, k) of a
+    thread's fragments (a warp's 32 x 16 x 32 share: 2 x 2 x 4 for tf32, 2 x 2 x 2 for
+    bf16), each tf32 operand rounded once, fragments in registers; another atom, fragments
+    of the wrong shape or type, are typing errors naming them."""
+    import cute_kernels
+    from layoutalg import Layout, make_tiled_mma
+    from layoutalg.atom.mma import SM80_16x8x8_F16F16F16F16_TN
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from numba import float32
+    sig = "void(float32[::1], float32[::1], float32[::1])"
+    ptx = _ptx(cute_kernels.mma_tile("tf32"), sig)
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 2 * 2 * 4
+    assert ptx.count("cvt.rna.tf32.f32") == 4 * 2 * 4 + 2 * 2 * 4
+    assert local_memory_ops(ptx) == []
+    # bf16: uint16 fragments packed in pairs (no conversion), 2 x 2 x 2 instructions
+    ptx = _ptx(cute_kernels.mma_tile("bf16"), "void(uint16[::1], uint16[::1], float32[::1])")
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 2
+    assert "cvt.rna" not in ptx and local_memory_ops(ptx) == []
+    f16_acc = make_tiled_mma(SM80_16x8x8_F16F16F16F16_TN(), Layout((1, 1)))
+
+    def other_atom(a, b, c):
+        thr = numba_cute.get_slice(f16_acc, 0)
+        C = numba_cute.make_fragment_like(numba_cute.partition_C(
+            thr, numba_cute.make_tensor(c, cute_kernels.TC)), float32)
+        numba_cute.gemm(f16_acc, C, C, C)
+
+    def wrong_shapes(a, b, c):
+        thr = numba_cute.get_slice(cute_kernels.MMA_TF32, 0)
+        C = numba_cute.make_fragment_like(numba_cute.partition_C(
+            thr, numba_cute.make_tensor(c, cute_kernels.TC)), float32)
+        numba_cute.gemm(cute_kernels.MMA_TF32, C, C, C)
+    mma = cute_kernels.MMAS["bf16"][0]
+
+    def float_bf16(a, b, c):
+        thr = numba_cute.get_slice(mma, 0)
+        A = numba_cute.make_fragment_like(numba_cute.partition_A(
+            thr, numba_cute.make_tensor(a, cute_kernels.TA)), float32)
+        B = numba_cute.make_fragment_like(numba_cute.partition_B(
+            thr, numba_cute.make_tensor(b, cute_kernels.TB)), float32)
+        C = numba_cute.make_fragment_like(numba_cute.partition_C(
+            thr, numba_cute.make_tensor(c, cute_kernels.TC)), float32)
+        numba_cute.gemm(mma, C, A, B)
+    _assert_typing_errors(((other_atom, "is not supported in kernels yet"),
+                           (wrong_shapes, "fragments C (4, M, N), A (4, M, K), B (2, N, K)"),
+                           (float_bf16, "takes uint16 (the bits of bf16 / f16) A fragments")),
+                          sig)
+
+
+def test_ldmatrix_copy_fills_mma_fragments_from_shared_memory(numba_cute):
+    """copy(make_tiled_copy_A/B(ldmatrix atom, mma), partition_S(shared), retile_D(fragment)):
+    one ldmatrix per instruction of the partition (a warp's 32 x 32 share of A: 4 x4; of B,
+    16 x 32: 4 x2), no scalar shared loads, fragments in registers; a source outside shared
+    memory or float registers are typing errors naming them."""
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from numba import float32
+    sig = "void(uint16[::1], uint16[::1], float32[::1])"
+    ptx = _ptx(cute_kernels.ldmatrix_tile("bf16"), sig)
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 4
+    assert "ld.shared.u16" not in ptx and local_memory_ops(ptx) == []
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 2 * 2 * 2
+    mma = cute_kernels.MMAS["bf16"][0]
+    from layoutalg.atom.copy import SM75_U32x4_LDSM_N
+    from layoutalg.tiled import make_tiled_copy_A
+    ldsm = make_tiled_copy_A(SM75_U32x4_LDSM_N(), mma)
+    bits = cute_kernels.MMAS["bf16"][1]
+
+    def from_global(a, b, c):
+        A = numba_cute.make_tensor(a, cute_kernels.TA)
+        frag = numba_cute.make_fragment_like(numba_cute.partition_A(
+            numba_cute.get_slice(mma, 0), A), bits)
+        thr = numba_cute.get_slice(ldsm, 0)
+        numba_cute.copy(ldsm, numba_cute.partition_S(thr, A), numba_cute.retile_D(thr, frag))
+
+    def into_floats(a, b, c):
+        sA = numba_cute.make_shared_tensor(bits, cute_kernels.SA_ROWS)
+        frag = numba_cute.make_fragment_like(numba_cute.partition_A(
+            numba_cute.get_slice(mma, 0), sA), float32)
+        thr = numba_cute.get_slice(ldsm, 0)
+        numba_cute.copy(ldsm, numba_cute.partition_S(thr, sA), numba_cute.retile_D(thr, frag))
+    _assert_typing_errors(((from_global, "reads shared memory"),
+                           (into_floats, "writes 16-bit values")), sig)
+
+
+def test_sm80_gemm_compiles_to_ldmatrix_and_mma(numba_cute):
+    """The SM80 GEMM of cute_kernels (128 x 128 x 32 tiles, 2 x 2 warps): per k-tile 2
+    k-blocks of 4 ldmatrix.x4 (A) and 8 .x2 (B) and 32 mma.sync, 16-byte zero-filling
+    cp.async at both copy sites, no scalar shared loads, no local memory or spills."""
+    import cute_kernels
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    kernel, threads, grid = cute_kernels.sm80_gemm("bf16")
+    ptx = _ptx(kernel, "void(uint16[::1], uint16[::1], float32[::1], uint32, uint32, uint32, "
+                       "uint32, uint32, uint32, float32, float32)")
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4") == 2 * 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x2") == 2 * 8
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 2 * 4 * 8
+    copies = [line for line in ptx.splitlines() if "cp.async.cg.shared.global" in line]
+    assert len(copies) == 2 * 2 * 4 and all("16, %r" in line for line in copies)
+    assert "ld.shared" not in ptx and local_memory_ops(ptx) == []
+    usage = ptxas_usage(ptx, (9, 0))[0]
+    assert usage.spills == 0 and usage.stack_frame == 0

@@ -44,3 +44,20 @@ def test_moye_double_buffer_seed_configuration(shape):
 @pytest.mark.parametrize("shape", [(37, 21), (16, 8), (1, 1), (200, 9)])
 def test_any_shape_copy(shape):
     assert cute_kernels.run_any_shape_copy(SEED, *shape) == (True, True), (SEED, shape)
+
+
+@pytest.mark.parametrize("kind", ["tf32", "bf16", "f16"])
+def test_mma_tile_on_the_tensor_cores(kind):
+    tol = 2e-3 if kind == "tf32" else 1e-5         # tf32 rounds the operands: 2^-11 each
+    assert cute_kernels.run_mma_tile(SEED, kind) < tol, (SEED, kind)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "f16"])
+def test_ldmatrix_tile_on_the_tensor_cores(kind):
+    assert cute_kernels.run_ldmatrix_tile(SEED, kind) < 1e-5, (SEED, kind)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "f16"])
+@pytest.mark.parametrize("shape", [(300, 257, 136), (128, 128, 32), (1, 9, 8), (1024, 512, 2048)])
+def test_sm80_gemm_written_with_cute(kind, shape):
+    assert cute_kernels.run_sm80_gemm(SEED, *shape, kind) < 1e-4, (SEED, kind, shape)

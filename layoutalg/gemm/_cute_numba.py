@@ -676,6 +676,8 @@ def _register_partition(fn, method):
 
 for _name in ("S", "D", "A", "B", "C"):
     _register_partition(getattr(cute, f"partition_{_name}"), f"partition_{_name}")
+for _name in ("S", "D"):
+    _register_partition(getattr(cute, f"retile_{_name}"), f"retile_{_name}")
 
 
 register_model(StaticType)(_NoData)

@@ -10,7 +10,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg import Layout
-from layoutalg.tiled import TiledCopy
+from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from layoutalg.gemm import cute
 from layoutalg.gemm._cute_numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
@@ -140,13 +140,15 @@ def _make_fragment(context, builder, sig, args):
 
 def _new_tensor(context, builder, tensor, shared):
     """A new array of ``cosize(layout)`` elements, as numba allocates ``cuda.shared.array``
-    (a uniquely named shared global) or ``cuda.local.array``, as a tensor at offset 0."""
+    (a uniquely named shared global, 16-byte aligned for cp.async and ldmatrix) or
+    ``cuda.local.array``, as a tensor at offset 0."""
     from numba.cuda import nvvm
     from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
     where = ((_get_unique_smem_id("_cudapy_smem"), nvvm.ADDRSPACE_SHARED) if shared
              else ("_cudapy_lmem", nvvm.ADDRSPACE_LOCAL))
     array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
-                           dtype=tensor.array.dtype, symbol_name=where[0], addrspace=where[1])
+                           dtype=tensor.array.dtype, symbol_name=where[0], addrspace=where[1],
+                           alignment=16 if shared else None)
     return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
 
 
@@ -174,8 +176,23 @@ def _type_copy(context):
         if _data_tensors(*tensors) and (c is None or _is_tiled_copy(a)):
             for t in tensors:
                 _static_size(t, "copy")
+            if c is not None and a.value.atom.kind == "ldmatrix":
+                _check_ldmatrix(a.value, b, c)
             return types.none
     return typer
+
+
+def _check_ldmatrix(tiled, src, dst):
+    try:
+        cute.ldmatrix_shape(tiled, src.layout, dst.layout)
+    except ValueError as e:
+        raise TypingError(str(e)) from None
+    if src.space != "shared":
+        raise TypingError(f"copy: {tiled.atom.name} reads shared memory: the source must be "
+                          "a shared tensor's partition")
+    if not (isinstance(dst.dtype, types.Integer) and dst.dtype.bitwidth == 16):
+        raise TypingError(f"copy: {tiled.atom.name} writes 16-bit values: the destination "
+                          f"must hold uint16 (bf16 / f16 bits), got {dst.dtype}")
 
 
 @type_callable(cute.copy_if)
@@ -217,10 +234,33 @@ def _tiled_copy(context, builder, sig, args):
     tiled, (src, dst) = sig.args[0].value, sig.args[1:]
     if tiled.atom.kind == "universal":
         return _copy(context, builder, signature(types.none, src, dst), args[1:])
+    if tiled.atom.kind == "ldmatrix":
+        return _ldmatrix(context, builder, tiled, src, dst, args[1], args[2])
     per, nbytes, kind = _instructions(tiled, src)
     for r in range(_static_size(src, "copy") // per):
         _cp_async(context, builder, kind, nbytes, _at(context, builder, dst, args[2], r * per),
                   _at(context, builder, src, args[1], r * per))
+    return context.get_dummy_value()
+
+
+def _ldmatrix(context, builder, tiled, src, dst, src_value, dst_value):
+    """One ldmatrix per group: the thread's row address in, its registers split into the
+    16-bit values of the destination (value 2j + h: register j, half h)."""
+    from layoutalg.gemm.arch import ptx
+    from layoutalg.gemm.arch._lowering import unpack
+    n, per_src, per_dst, _ = cute.ldmatrix_shape(tiled, src.layout, dst.layout)
+    num = tiled.atom.num
+    text, constraints, ret = ptx.ldmatrix_asm(num, tiled.atom.trans)
+    i16 = ir.IntType(16)
+    for r in range(n):
+        row = _at(context, builder, src, src_value, r * per_src)
+        address = builder.ptrtoint(_in_space(builder, row, SHARED), I32)
+        regs = unpack(builder, asm(builder, ret, text, constraints, [address],
+                                   side_effect=True, attrs=("convergent",)), num)
+        for j, reg in enumerate(regs):
+            for h in (0, 1):
+                half = builder.trunc(builder.lshr(reg, ir.Constant(I32, 16 * h)), i16)
+                builder.store(half, _at(context, builder, dst, dst_value, r * per_dst + 2 * j + h))
     return context.get_dummy_value()
 
 
@@ -250,8 +290,19 @@ def _tiled_copy_if(context, builder, sig, args):
 
 @type_callable(cute.gemm)
 def _type_gemm(context):
-    def typer(C, A, B):
-        if _data_tensors(C, A, B):
+    def typer(a, b, c, d=None):
+        args = (a, b, c) if d is None else (a, b, c, d)
+        if len(args) == 4 and isinstance(args[0], StaticType) and isinstance(
+                args[0].value, TiledMMA) and _data_tensors(*args[1:]):
+            atom = args[0].value.atom
+            if not atom.name.startswith("UniversalFMA"):
+                try:
+                    op = cute.mma_shapes(atom, *(t.layout for t in args[1:]))[0]
+                except (TypeError, ValueError) as e:
+                    raise TypingError(str(e)) from None
+                _check_mma_types(atom, op, *args[1:])
+            return types.none
+        if len(args) == 3 and _data_tensors(*args):
             return types.none
     return typer
 
@@ -285,6 +336,65 @@ def _copy(context, builder, sig, args):
         value = builder.load(_at(context, builder, src, args[0], i))
         value = context.cast(builder, value, src.dtype, dst.dtype)
         builder.store(value, _at(context, builder, dst, args[1], i))
+    return context.get_dummy_value()
+
+
+def _check_mma_types(atom, op, C, A, B):
+    """TypingError unless C holds floats, and A and B floats (tf32) or 16-bit integers
+    holding bf16 / f16 bits."""
+    sixteen = not op.endswith("tf32")
+    for name, ty in (("A", A), ("B", B)):
+        ok = (isinstance(ty.dtype, types.Integer) and ty.dtype.bitwidth == 16 if sixteen
+              else isinstance(ty.dtype, types.Float))
+        if not ok:
+            want = "uint16 (the bits of bf16 / f16)" if sixteen else "float32"
+            raise TypingError(f"gemm: {atom.name} takes {want} {name} fragments, got "
+                              f"{ty.dtype}")
+    if not isinstance(C.dtype, types.Float):
+        raise TypingError(f"gemm: {atom.name} accumulates into float C fragments, got "
+                          f"{C.dtype}")
+
+
+@lower_builtin(cute.gemm, StaticType, TensorType, TensorType, TensorType)
+def _tiled_gemm(context, builder, sig, args):
+    """gemm(tiled_mma, C, A, B): one mma.sync per (m, n, k), C kept in registers over k;
+    UniversalFMA's FMAs."""
+    from layoutalg.gemm.arch import ptx
+    from layoutalg.gemm.arch._lowering import unpack
+    from layoutalg.gemm.arch.ptx_convert import emit_cvt_rna_tf32
+    atom = sig.args[0].value.atom
+    C, A, B = sig.args[1:]
+    if atom.name.startswith("UniversalFMA"):
+        return _gemm(context, builder, signature(types.none, C, A, B), args[1:])
+    op, (vc, va, vb), (m, n, k) = cute.mma_shapes(atom, C.layout, A.layout, B.layout)
+    text, constraints, ret = ptx.mma_asm(op)
+
+    def registers(ty, value, per, j, kk):
+        """The instruction's registers of an A or B fragment's values (v, j, kk)."""
+        def load(v):
+            crd = cute.mma_crd(ty.layout, v, j, kk)
+            return builder.load(_at(context, builder, ty, value, crd))
+        if op.endswith("tf32"):
+            return [emit_cvt_rna_tf32(builder, context.cast(builder, load(v), ty.dtype,
+                                                            types.float32))
+                    for v in range(per)]
+        out = []
+        for v in range(0, per, 2):
+            lo, hi = (builder.zext(load(v + h), I32) for h in (0, 1))
+            out.append(builder.or_(lo, builder.shl(hi, ir.Constant(I32, 16))))
+        return out
+    for i in range(m):
+        for j in range(n):
+            acc = [context.cast(builder, builder.load(_at(context, builder, C, args[1],
+                                                          (v, i, j))), C.dtype, types.float32)
+                   for v in range(vc)]
+            for kk in range(k):
+                a, b = registers(A, args[2], va, i, kk), registers(B, args[3], vb, j, kk)
+                acc = unpack(builder, asm(builder, ret, text, constraints, a + b + acc,
+                                          attrs=("convergent", "readnone")), vc)
+            for v in range(vc):
+                builder.store(context.cast(builder, acc[v], types.float32, C.dtype),
+                              _at(context, builder, C, args[1], (v, i, j)))
     return context.get_dummy_value()
 
 

@@ -66,9 +66,11 @@ from layoutalg import tensor as _tensor
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
 __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
-           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition", "get_slice", "partition_S", "partition_D",
-           "partition_A", "partition_B", "partition_C", "make_fragment_like", "fill", "copy",
-           "copy_if", "axpby", "elem_less", "gemm", "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
+           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition",
+           "get_slice", "partition_S", "partition_D", "partition_A", "partition_B",
+           "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
+           "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
+           "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
 
 
 def _static(layout):
@@ -155,11 +157,12 @@ def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
     if not simulator_active():
         raise RuntimeError("make_shared_tensor: only inside a kernel")
     # The simulator gives device functions the block's fake cuda module this way, and keys a
-    # block's shared arrays by the file and line that asks for one: the caller's, here.
+    # block's shared arrays by the file and line that asks for one: the caller's call site
+    # here (its bytecode offset too: two shared tensors made on one line are two arrays).
     import sys
     from numba.cuda.simulator.kernel import _get_kernel_context
     caller = sys._getframe(1)
-    ask = _shared_request(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+    ask = _shared_request(f"{caller.f_code.co_filename}:{caller.f_lineno}:{caller.f_lasti}")
     array = eval(ask, {"shared": _get_kernel_context().shared, "n": cosize(layout),
                        "dtype": dtype})
     return make_tensor(array, layout)
@@ -349,6 +352,18 @@ def partition_C(thr: Any, tensor: Tensor) -> Tensor:
     return thr.partition_C(tensor)
 
 
+def retile_S(thr: Any, tensor: Tensor) -> Tensor:
+    """A thread's register tensor (e.g. an MMA fragment) seen as the source of a tiled copy
+    (CuTe's ``retile_S``): ``(CPY, CPY_M, CPY_N, ...)`` in the copy's value order."""
+    return thr.retile_S(tensor)
+
+
+def retile_D(thr: Any, tensor: Tensor) -> Tensor:
+    """A thread's register tensor seen as the destination of a tiled copy (CuTe's
+    ``retile_D``): an MMA fragment as the target of ``make_tiled_copy_A``'s ldmatrix."""
+    return thr.retile_D(tensor)
+
+
 def make_fragment_like(tensor: Tensor, dtype: Any) -> Tensor:
     """A register tensor of ``dtype`` (numpy's or numba's float32, ...) with ``tensor``'s
     shape and a compact column-major layout (MoYe's ``make_fragment_A/B/C``): in a kernel,
@@ -367,18 +382,29 @@ def copy(*args: Any) -> None:
     (CuTe's ``copy`` with the universal atom). ``copy(tiled_copy, src, dst)``: the tiled
     copy's instruction for each of the thread's ``(CPY, ...)`` groups of a partition_S /
     partition_D pair: ``cp.async.ca`` / ``.cg`` (global -> shared, completed by
-    ``gemm.arch.cp_async_wait_all``) or the universal copy. Unrolled in a kernel."""
+    ``gemm.arch.cp_async_wait_all``), ``ldmatrix`` (shared -> a retile_D'd register fragment
+    of 16-bit integers, e.g. ``make_tiled_copy_A(SM75_U32x4_LDSM_N(), mma)``) or the
+    universal copy. Unrolled in a kernel."""
     tiled, (src, dst) = (args[0], args[1:]) if len(args) == 3 else (None, args)
     if len(args) not in (2, 3):
         raise TypeError("copy(src, dst) or copy(tiled_copy, src, dst)")
+    kind = "universal" if tiled is None else tiled.atom.kind
+    from layoutalg.gemm import arch
+    if kind == "ldmatrix":              # a row of 8 values in, 2 per register out
+        n, per_src, per_dst, op = ldmatrix_shape(tiled, src, dst)
+        for r in range(n):
+            regs = getattr(arch, op)(src.engine.array,
+                                     src.engine.offset + int(src.layout(r * per_src)))
+            for j, reg in enumerate(regs):
+                dst[r * per_dst + 2 * j] = int(reg) & 0xFFFF
+                dst[r * per_dst + 2 * j + 1] = int(reg) >> 16
+        return
     if size(src) != size(dst):
         raise ValueError(f"copy: the tensors have {size(src)} and {size(dst)} elements")
-    kind = "universal" if tiled is None else tiled.atom.kind
     if kind == "universal":
         for i in range(size(src)):
             dst[i] = src[i]
         return
-    from layoutalg.gemm import arch
     per, nbytes, op = copy_instructions(tiled, src)
     issue = {"cp.async.ca": arch.cp_async_ca, "cp.async.cg": arch.cp_async_cg}[op]
     for r in range(size(src) // per):
@@ -412,6 +438,22 @@ def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
               nbytes if ok else 0)
 
 
+def ldmatrix_shape(tiled: Any, src: Any, dst: Any) -> tuple:
+    """(instructions, source values per instruction (a 16-byte row), destination values per
+    instruction (2 per register), gemm.arch's op) of an ldmatrix tiled copy over a thread's
+    partition_S of shared memory and retile_D of its registers (tensors or layouts);
+    ValueError where they do not match the atom."""
+    atom = tiled.atom
+    per_src, per_dst = 128 // atom.value_bits, 32 * atom.num // atom.value_bits
+    if atom.value_bits != 16 or [int(product(src.shape[0])), int(product(dst.shape[0]))] != [
+            per_src, per_dst] or size(src) // per_src != size(dst) // per_dst:
+        raise ValueError(f"copy: {atom.name} moves 16-bit values, {per_src} from a thread's "
+                         f"row to {per_dst} in its registers per instruction; got a source "
+                         f"{src.shape} and a destination {dst.shape}")
+    op = f"ldmatrix_x{atom.num}{'_trans' if atom.trans else ''}"
+    return size(src) // per_src, per_src, per_dst, op
+
+
 def copy_instructions(tiled: Any, src: Any) -> Any:
     """(values per instruction, bytes per instruction, the instruction's kind) of a tiled
     copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values;
@@ -440,15 +482,83 @@ def axpby(alpha: Any, x: Tensor, beta: Any, y: Tensor, coords: Any = None,
             y[i] = alpha * x[i] + (beta * y[i] if beta != 0 else 0)
 
 
-def gemm(C: Tensor, A: Tensor, B: Tensor) -> None:
-    """``C += A B`` on one thread's UniversalFMA fragments: C ``(1, M, N)``, A ``(1, M, K)``,
-    B ``(1, N, K)``, or A ``(1, M)`` and B ``(1, N)`` for one k-block (CuTe's
-    ``gemm(mma, D, A, B, C)`` with D = C), unrolled."""
+def gemm(*args: Any) -> None:
+    """``gemm(C, A, B)``: ``C += A B`` on one thread's UniversalFMA fragments: C ``(1, M,
+    N)``, A ``(1, M, K)``, B ``(1, N, K)``, or A ``(1, M)`` and B ``(1, N)`` for one k-block.
+    ``gemm(tiled_mma, C, A, B)``: ``C += A B`` on the fragments of a tiled MMA's
+    partition_C/A/B (CuTe's ``gemm(mma, D, A, B, C)`` with D = C): C ``(V_C, M, N)``, A
+    ``(V_A, M, K)``, B ``(V_B, N, K)``, V the atom's values per thread; one instruction of
+    the atom per (m, n, k): ``mma.sync`` for the atoms of :data:`MMA_OPS` (A and B rounded
+    to tf32, to nearest, for the tf32 atom; for bf16 and f16, A and B are uint16 fragments
+    holding the bits, as numba has no 16-bit float), the FMAs for UniversalFMA. Unrolled."""
+    if len(args) == 4:
+        tiled, C, A, B = args
+        if tiled.atom.name.startswith("UniversalFMA"):
+            return gemm(C, A, B)
+        return _mma_gemm(tiled, C, A, B)
+    C, A, B = args
     m, n, k = _fma_shapes(C, A, B)
     for kk in range(k):
         for i in range(m):
             for j in range(n):
                 C[0, i, j] = C[0, i, j] + A[_fma_crd(A, i, kk)] * B[_fma_crd(B, j, kk)]
+
+
+# The mma.sync atoms gemm(tiled_mma, ...) issues in kernels: atom name -> gemm.arch's op.
+# tf32: float fragments, rounded to tf32 (nearest) at the instruction; bf16 and f16: 16-bit
+# integer fragments holding the bits, packed in pairs (value 2r in the low half of register
+# r, as the atom's value order and the PTX fragments agree).
+MMA_OPS = {"SM80_16x8x8_F32TF32TF32F32_TN": "mma_m16n8k8_f32_tf32",
+           "SM80_16x8x16_F32BF16BF16F32_TN": "mma_m16n8k16_f32_bf16",
+           "SM80_16x8x16_F32F16F16F32_TN": "mma_m16n8k16_f32_f16"}
+
+
+def mma_shapes(atom: Any, C: Any, A: Any, B: Any) -> tuple:
+    """(op, values per thread of C, A, B, (M, N, K)) of ``gemm(tiled_mma, C, A, B)`` on
+    fragments (or layouts) of an :data:`MMA_OPS` atom; TypeError for another atom, ValueError
+    for fragments that are not C (V_C, M, N), A (V_A, M, K), B (V_B, N, K), or A (V_A, M)
+    and B (V_B, N) for one k-block."""
+    if atom.name not in MMA_OPS:
+        raise TypeError(f"gemm: the {atom.name} atom is not supported in kernels yet (have: "
+                        f"UniversalFMA, {', '.join(MMA_OPS)})")
+    values = [size(getattr(atom, f"layout_{x}")) // atom.num_threads for x in "CAB"]
+    c, a, b = ([int(product(s)) for s in x.shape] for x in (C, A, B))
+    if len(a) == len(b) == 2:           # one k-block: A (V_A, M), B (V_B, N)
+        a, b = a + [1], b + [1]
+    if not (len(c) == len(a) == len(b) == 3 and [c[0], a[0], b[0]] == values
+            and a[1] == c[1] and b[1] == c[2] and a[2] == b[2]):
+        raise ValueError(f"gemm: {atom.name} fragments C ({values[0]}, M, N), A ({values[1]}, "
+                         f"M, K), B ({values[2]}, N, K) expected, got {C.shape}, {A.shape}, "
+                         f"{B.shape}")
+    return MMA_OPS[atom.name], values, (c[1], c[2], a[2])
+
+
+def _mma_gemm(tiled, C, A, B):
+    """gemm(tiled_mma, C, A, B) of an mma.sync atom, in the simulator (gemm.arch's twins)."""
+    from layoutalg.gemm import arch
+    op, (vc, va, vb), (m, n, k) = mma_shapes(tiled.atom, C, A, B)
+    issue = getattr(arch, op)
+
+    def registers(X, per, j, kk):
+        def value(v):
+            return X[mma_crd(X, v, j, kk)]
+        if op.endswith("tf32"):
+            return [arch.cvt_rna_tf32_f32(value(v)) for v in range(per)]
+        return [np.uint32(int(value(v)) & 0xFFFF | (int(value(v + 1)) & 0xFFFF) << 16)
+                for v in range(0, per, 2)]
+    for i in range(m):
+        for j in range(n):
+            acc = [C[v, i, j] for v in range(vc)]
+            for kk in range(k):
+                acc = issue(*registers(A, va, i, kk), *registers(B, vb, j, kk), *acc)
+            for v in range(vc):
+                C[v, i, j] = acc[v]
+
+
+def mma_crd(x: Any, v: int, j: int, kk: int) -> tuple:
+    """The coordinate of value v of row (or column) j and k-block kk of an MMA's A or B
+    fragment (or layout) of rank 3, or of row j of one of rank 2 (one k-block)."""
+    return (v, j, kk) if len(x.shape) == 3 else (v, j)
 
 
 def _fma_shapes(C, A, B):

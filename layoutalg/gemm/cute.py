@@ -37,9 +37,11 @@ Also in kernels: ``make_shared_tensor(dtype, layout)`` (a shared array through a
 MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly),
 ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
-``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom),
-``gemm(C, A, B)`` (UniversalFMA fragments) and ``axpby``, all unrolled at compile time, and
-loops written out at compile time by :func:`unrolled` (``for k in unroll(static_range(n))``).
+``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom, ldmatrix
+into a ``retile_D``'d fragment for an ldmatrix atom), ``gemm(C, A, B)`` (UniversalFMA
+fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`) and
+``axpby``, all unrolled at compile time, and loops written out at compile time by
+:func:`unrolled` (``for k in unroll(static_range(n))``).
 
 **Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
 as run-time values (their symbols ``d0, d1, ..`` are in the layout's numba type, their values

@@ -522,14 +522,17 @@ from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEGLOBAL  # noqa: E402
 from layoutalg.gemm.arch import cp_async_commit  # noqa: E402
 
 
-def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2)):
+def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2), group_m=1):
     """C (M, N) float32, column-major = A (M, K) @ B for 16-bit A row-major and B given as
     (N, K) row-major (both K-major, as CUTLASS's TN), run-time M, N, K and leading dimensions
     (K and both leading dimensions multiples of 8: 16-byte rows), and its launch: (kernel,
     threads, grid of (M, N)). Two shared stages of K-contiguous rows padded by 16 bytes
     (ldmatrix without bank conflicts), 16-byte cp.async copies predicated by identity
-    tensors, ldmatrix into the MMA's fragments, mma.sync, an axpby epilogue."""
+    tensors, ldmatrix into the MMA's fragments, mma.sync, an axpby epilogue. ``group_m`` > 1:
+    a 1-D grid whose blocks run ``group_m`` tile rows at a time (the generated kernels'
+    order, for L2 reuse), else a (tiles of M, tiles of N) grid."""
     bM, bN, bK = tile
+    GROUP = group_m
     MMA, T = MMAS[kind]
     MMA = make_tiled_mma(MMA.atom, Layout(warps))
     threads = 32 * warps[0] * warps[1]
@@ -548,7 +551,14 @@ def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2)):
 
     @unrolled
     def kernel(A, B, C, M, N, K, lda, ldb, ldc, alpha, beta):
-        bx, by, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+        bx, by, t = U(cuda.blockIdx.x), U(cuda.blockIdx.y), cuda.threadIdx.x
+        if GROUP > 1:                 # tile rows in groups of GROUP, down the columns
+            tiles_m = (M + U(bM - 1)) // U(bM)
+            per_group = U(GROUP) * ((N + U(bN - 1)) // U(bN))
+            first = (bx // per_group) * U(GROUP)
+            rows = min(tiles_m - first, U(GROUP))
+            by = (bx % per_group) // rows
+            bx = first + (bx % per_group) % rows
         sA = make_shared_tensor(T, S_A)                       # (bM, bK, 2)
         sB = make_shared_tensor(T, S_B)                       # (bN, bK, 2)
         gA = local_tile(make_tensor(A, make_layout((M, K), (lda, ONE))), TILE_A, (bx, None))
@@ -605,7 +615,8 @@ def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2)):
         axpby(alpha, tCrC, beta, tCgC, tCcC, (M, N))
 
     def grid(m, n):
-        return (-(-m // bM), -(-n // bN))
+        tiles = (-(-m // bM), -(-n // bN))
+        return (tiles[0] * tiles[1], 1) if GROUP > 1 else tiles
     return kernel, threads, grid
 
 

@@ -61,3 +61,7 @@ def test_ldmatrix_tile_on_the_tensor_cores(kind):
 @pytest.mark.parametrize("shape", [(300, 257, 136), (128, 128, 32), (1, 9, 8), (1024, 512, 2048)])
 def test_sm80_gemm_written_with_cute(kind, shape):
     assert cute_kernels.run_sm80_gemm(SEED, *shape, kind) < 1e-4, (SEED, kind, shape)
+
+
+def test_sm80_gemm_in_groups_of_tile_rows():
+    assert cute_kernels.run_sm80_gemm(SEED, 700, 300, 64, "bf16", group_m=4) < 1e-4, SEED

@@ -9,8 +9,8 @@ crd2idx); LLVM folds the constants.
 A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
 layout in the type; an identity tensor (``make_identity_tensor``) has no array and a tuple of
 uint32 coordinates for its offset.
-The algorithms (fragments, copy, copy_if, fill, gemm, elem_less) are in
-:mod:`gemm._cute_numba_ops`.
+The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
+copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm._cute_numba_ops`.
 """
 
 import operator
@@ -526,6 +526,8 @@ def _lower_sympy(builder, expr, values):
     quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
     import sympy
     if expr.is_Integer:
+        if expr < 0:        # uint32 sums marked no-wrap: a negative term would be poison
+            raise NotImplementedError(f"cannot lower the offset term {expr}: negative")
         return ir.Constant(I32, int(expr))
     if expr.is_Symbol:
         return values[expr]

@@ -1,6 +1,7 @@
 """numba typing and lowering of :mod:`gemm.cute`'s constructors and algorithms: make_layout,
-make_identity_tensor, shared and register tensors, copy, copy_if, fill, gemm and elem_less
-(unrolled at compile time). The types are in :mod:`gemm._cute_numba`."""
+make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix),
+copy_if, fill, axpby, gemm (FMAs, mma.sync) and elem_less, unrolled at compile time. The
+types are in :mod:`gemm._cute_numba`."""
 
 from llvmlite import ir
 from numba.cuda import types
@@ -10,6 +11,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg import Layout
+from layoutalg.int_tuple import is_int
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from layoutalg.gemm import cute
@@ -98,10 +100,14 @@ def _make_identity(context, builder, sig, args):
 # --- shared and register tensors ---------------------------------------------------------
 
 def _static_shape(tensor, what):
-    if any(not isinstance(x, int) for x in _flat(tensor.layout.shape)):
+    """The tensor's shape as Python ints, or a TypingError where an extent is run-time."""
+    if any(not is_int(x) for x in _flat(tensor.layout.shape)):
         raise TypingError(f"{what}: the shape {tensor.layout.shape} has run-time extents; "
                           "a register or shared tensor needs a static one")
-    return tensor.layout.shape
+
+    def ints(x):
+        return tuple(ints(e) for e in x) if isinstance(x, tuple) else int(x)
+    return ints(tensor.layout.shape)
 
 
 def _flat(x):
@@ -163,7 +169,7 @@ def _data_tensors(*tys):
 
 
 def _static_size(ty, what):
-    if ty.dyn and any(not isinstance(x, int) for x in _flat(ty.layout.shape)):
+    if ty.dyn and any(not is_int(x) for x in _flat(ty.layout.shape)):
         raise TypingError(f"{what}: {ty.layout} has run-time extents; it is unrolled over a "
                           "static shape")
     return cute.size(Layout(ty.layout.shape))
@@ -260,7 +266,8 @@ def _ldmatrix(context, builder, tiled, src, dst, src_value, dst_value):
         for j, reg in enumerate(regs):
             for h in (0, 1):
                 half = builder.trunc(builder.lshr(reg, ir.Constant(I32, 16 * h)), i16)
-                builder.store(half, _at(context, builder, dst, dst_value, r * per_dst + 2 * j + h))
+                at = r * per_dst + 2 * j + h
+                builder.store(half, _at(context, builder, dst, dst_value, at))
     return context.get_dummy_value()
 
 

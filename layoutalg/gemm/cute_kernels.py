@@ -28,11 +28,11 @@ from layoutalg import Layout, make_tiled_copy, make_tiled_mma
 from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS
 from layoutalg.atom.mma import UniversalFMA
 from layoutalg.gemm.arch import cp_async_wait_all
-from layoutalg.gemm.cute import (axpby, copy, copy_if, elem_less, fill, gemm, get_slice, local_tile,
-                                 make_fragment_like, make_identity_tensor, make_layout,
-                                 make_shared_tensor, make_tensor, partition_A, partition_B,
-                                 partition_C, partition_D, partition_S, size, static,
-                                 static_range, unroll, unrolled)
+from layoutalg.gemm.cute import (axpby, copy, copy_if, elem_less, fill, gemm, get_slice,
+                                 local_tile, make_fragment_like, make_identity_tensor,
+                                 make_layout, make_shared_tensor, make_tensor, partition_A,
+                                 partition_B, partition_C, partition_D, partition_S, size,
+                                 static, static_range, unroll, unrolled)
 
 __all__ = ["kernel_function", "tiled_copy"]
 
@@ -46,10 +46,8 @@ def tiled_copy(unit, bmn, bk, vec, threads):
     (``unit`` 0; threads over (bmn / vec) x (threads / (bmn / vec))), else one value per
     copy with consecutive threads along K (coalesced global reads)."""
     atom = SM80_CP_ASYNC_CACHEALWAYS(4 * vec, np.float32)
-    if unit == 0:
-        along = bmn // vec
-        if threads % along:             # fewer threads than vectors along MN: k-major blocks
-            along = threads // max(1, threads // along)
+    if unit == 0:                       # every thread along MN if a column has more vectors
+        along = min(bmn // vec, threads)
         return make_tiled_copy(atom, Layout((along, threads // along)), Layout((vec, 1)))
     tk = min(bk, threads)
     return make_tiled_copy(atom, Layout((threads // tk, tk), (tk, 1)), Layout((1, 1)))
@@ -69,11 +67,12 @@ def kernel_function(cfg, a_unit, b_unit, vec_a, vec_b):
 def _parts(cfg, a_unit, b_unit, vec_a, vec_b):
     """The static pieces both kernels use."""
     threads = cfg.threads
-    return dict(tiles=_block_tiles(cfg, a_unit == 0, b_unit == 0),
+    return dict(
+        tiles=_block_tiles(cfg, a_unit == 0, b_unit == 0),
         copy_a=tiled_copy(a_unit, cfg.bM, cfg.bK, vec_a, threads),
         copy_b=tiled_copy(b_unit, cfg.bN, cfg.bK, vec_b, threads),
         mma=make_tiled_mma(UniversalFMA(np.float32), Layout(cfg.mma_threads)),
-        groups_a=static_range(cfg.bM * cfg.bK // threads // vec_a),
+        groups_a=static_range(cfg.bM * cfg.bK // threads // vec_a),     # copies per thread
         groups_b=static_range(cfg.bN * cfg.bK // threads // vec_b))
 
 

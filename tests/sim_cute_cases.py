@@ -15,6 +15,11 @@ if __name__ == "__main__" and sys.argv[2:] == ["sm80"]:
     seed = int(sys.argv[1])     # the SM80 tensor-core GEMM on small tiles: partial M, N, K
     print(json.dumps({"bf16": cute_kernels.run_sm80_gemm(seed, 37, 20, 40, "bf16",
                                                         tile=(32, 32, 32))}))
+elif __name__ == "__main__" and sys.argv[2:] == ["tensor cores"]:
+    seed = int(sys.argv[1])     # mma.sync fragments from global, and ldmatrix from shared
+    print(json.dumps({"mma tile": {kind: cute_kernels.run_mma_tile(seed, kind)
+                                   for kind in cute_kernels.MMAS},
+                      "ldmatrix tile": cute_kernels.run_ldmatrix_tile(seed, "bf16")}))
 elif __name__ == "__main__":
     seed = int(sys.argv[1])
     err, odd_ok = cute_kernels.run_transpose(seed)
@@ -30,8 +35,4 @@ elif __name__ == "__main__":
                       "moye double buffer": cute_kernels.run_moye_double_buffer(
                           seed, 32, 32, 24, tile=(32, 16, 8), copy_threads=(8, 4),
                           mma_threads=(8, 4)),
-                      "any shape copy": cute_kernels.run_any_shape_copy(seed),
-                      "mma tile": {kind: cute_kernels.run_mma_tile(seed, kind)
-                                   for kind in cute_kernels.MMAS},
-                      "ldmatrix tile": {kind: cute_kernels.run_ldmatrix_tile(seed, kind)
-                                        for kind in ("bf16", "f16")}}))
+                      "any shape copy": cute_kernels.run_any_shape_copy(seed)}))

@@ -202,6 +202,8 @@ def unrolled(fn: Any) -> Any:
     bound to that constant: MoYe's ``@loopinfo unroll``. numba's ``literal_unroll`` alone
     keeps one loop whose bodies LLVM merges back into one with a run-time ``x``, so register
     fragments indexed by ``x`` went to local memory; written out, each index is a constant.
+    In each copy, an ``if`` that ``x`` and the function's int constants decide (``if x == 0``,
+    ``if x == LAST - 1 and ...``) keeps only the branch taken: numba would compile the other.
     The loop may not ``break``, ``continue`` or have an ``else``. In the simulator ``fn`` is
     returned as it is (``unroll`` is the identity there)."""
     if simulator_active():

@@ -46,6 +46,14 @@ def events_us(fn, reps):
     return start.elapsed_time(stop) * 1e3 / reps
 
 
+def first_call_s(fn):
+    """Seconds of ``fn()``'s first call to the end of its GPU work (the compile included)."""
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 CUTE = (("cute prefetch", cute_kernels.moye_prefetch, {}),
         ("cute prefetch cp.async", cute_kernels.moye_prefetch, {"cp_async": True}),
         ("cute double buffer", cute_kernels.moye_double_buffer, {}))
@@ -79,23 +87,17 @@ def main():
             c1 = torch.full((n, m), float("nan"), device="cuda")  # C (M, N) column-major
             flat = [cuda.as_cuda_array(x.T.reshape(-1) if x is not c1 else x.reshape(-1))
                     for x in (a, bt, c1)]
-            t0 = time.perf_counter()
             jitted = cuda.jit(kernel)
-            jitted[grid, threads](*flat)
-            cuda.synchronize()
-            compile_s[name] = time.perf_counter() - t0
-            err[name] = error(c1.T)
             runs[name] = (lambda j=jitted, g=grid, th=threads, f=flat: j[g, th](*f))
+            compile_s[name] = first_call_s(runs[name])
+            err[name] = error(c1.T)
             regs = jitted.get_regs_per_thread()
             print(f"{name}: {regs if isinstance(regs, int) else max(regs.values())} registers")
         for name in MATMUL:
             c2 = torch.full((n, m), float("nan"), device="cuda").T
-            t0 = time.perf_counter()
-            gemm.matmul(a, b, c2, kernel=name)
-            torch.cuda.synchronize()
-            compile_s[name] = time.perf_counter() - t0
-            err[name] = error(c2)
             runs[name] = (lambda c=c2, kn=name: gemm.matmul(a, b, c, kernel=kn))
+            compile_s[name] = first_call_s(runs[name])
+            err[name] = error(c2)
         c3 = torch.empty((m, n), device="cuda")
         runs["cuBLAS"] = lambda: torch.mm(a, b, out=c3)
         t = {name: events_us(run, args.reps) for name, run in runs.items()}

@@ -443,9 +443,8 @@ def _as_bits(x, kind):
     if kind == "f16":
         h = x.astype(np.float16)
         return h.view(np.uint16), h.astype(np.float64)
-    u = x.view(np.uint32)
-    bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)     # to nearest even
-    return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    from layoutalg.gemm.report import bfloat16_bits
+    return bfloat16_bits(x)
 
 
 def run_mma_tile(seed, kind="tf32"):

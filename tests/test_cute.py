@@ -446,3 +446,21 @@ def test_sm80_gemm_compiles_to_ldmatrix_and_mma(numba_cute):
     assert "ld.shared" not in ptx and local_memory_ops(ptx) == []
     usage = ptxas_usage(ptx, (9, 0))[0]
     assert usage.spills == 0 and usage.stack_frame == 0
+
+
+def test_a_rank_1_layout_of_an_int_shape_works_in_a_kernel(numba_cute):
+    """Layout(8, 2) has an int shape (not a tuple): a tensor, its size and a register
+    fragment of it compile (its leaves were once added as ints, a TypeError)."""
+    from numba import float32
+    from layoutalg import Layout
+    L = Layout(8, 2)
+
+    def kernel(out):
+        T = numba_cute.make_tensor(out, L)
+        F = numba_cute.make_fragment_like(T, float32)
+        F[0] = 1.5
+        T[3] = numba_cute.size(L) + F[0]            # out[6] = 9.5
+    import struct
+    ptx = _ptx(kernel, "void(float32[::1])")
+    bits = struct.unpack("<I", struct.pack("<f", 9.5))[0]
+    assert "+24]" in ptx and (str(bits) in ptx or "0f41180000" in ptx), ptx   # out[6] = 9.5

@@ -85,7 +85,7 @@ def _leaf_symbols(x):
 def _dyn_names(layout):
     """The names of the run-time symbols in a layout's shape and stride, in order."""
     syms = set()
-    for x in flatten(layout.shape) + flatten(layout.stride):
+    for x in flatten((layout.shape, layout.stride)):
         syms |= _leaf_symbols(x)
     return tuple(sorted((s.name for s in syms), key=lambda n: int(n[1:])))
 
@@ -93,7 +93,7 @@ def _dyn_names(layout):
 def _kernel_layout(layout):
     """``layout`` if every leaf is a non-negative int, a basis stride of an identity layout,
     or an expression of run-time symbols ``d<i>``; else a TypingError."""
-    for x in flatten(layout.shape) + flatten(layout.stride):
+    for x in flatten((layout.shape, layout.stride)):
         bad = [s for s in _leaf_symbols(x) if not (s.name[:1] == "d" and s.name[1:].isdigit())]
         if bad or (is_int(x) and x < 0):
             raise TypingError(f"a layout in a kernel needs static integers or run-time "

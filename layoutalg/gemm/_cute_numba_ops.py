@@ -11,7 +11,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg import Layout
-from layoutalg.int_tuple import is_int
+from layoutalg.int_tuple import flatten, is_int
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from layoutalg.gemm import cute
@@ -101,17 +101,10 @@ def _make_identity(context, builder, sig, args):
 
 def _static_shape(tensor, what):
     """The tensor's shape as Python ints, or a TypingError where an extent is run-time."""
-    if any(not is_int(x) for x in _flat(tensor.layout.shape)):
+    if any(not is_int(x) for x in flatten((tensor.layout.shape,))):
         raise TypingError(f"{what}: the shape {tensor.layout.shape} has run-time extents; "
                           "a register or shared tensor needs a static one")
-
-    def ints(x):
-        return tuple(ints(e) for e in x) if isinstance(x, tuple) else int(x)
-    return ints(tensor.layout.shape)
-
-
-def _flat(x):
-    return [y for e in x for y in _flat(e)] if isinstance(x, tuple) else [x]
+    return cute._ints(tensor.layout.shape)
 
 
 @type_callable(cute.make_fragment_like)
@@ -169,7 +162,7 @@ def _data_tensors(*tys):
 
 
 def _static_size(ty, what):
-    if ty.dyn and any(not is_int(x) for x in _flat(ty.layout.shape)):
+    if ty.dyn and any(not is_int(x) for x in flatten((ty.layout.shape,))):
         raise TypingError(f"{what}: {ty.layout} has run-time extents; it is unrolled over a "
                           "static shape")
     return cute.size(Layout(ty.layout.shape))

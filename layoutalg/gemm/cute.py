@@ -77,7 +77,7 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
 
 def _static(layout):
     """``layout`` if its shapes and strides are all non-negative ints, else a TypeError."""
-    leaves = flatten(layout.shape) + flatten(layout.stride)
+    leaves = flatten((layout.shape, layout.stride))
     if not all(is_int(x) and x >= 0 for x in leaves):
         raise TypeError(f"a layout in a kernel needs non-negative integer shapes and strides, "
                         f"got {layout}")
@@ -132,9 +132,12 @@ def make_layout(shape: Any, stride: Any = None) -> Layout:
     ``make_tensor(A, make_layout((M, K), (static(1), lda)))``. Its extents and strides must
     be positive. Called from Python (the simulator), the :class:`layoutalg.Layout` of those
     ints."""
-    def ints(x):
-        return tuple(ints(e) for e in x) if isinstance(x, tuple) else int(x)
-    return Layout(ints(shape), None if stride is None else ints(stride))
+    return Layout(_ints(shape), None if stride is None else _ints(stride))
+
+
+def _ints(x):
+    """A nested tuple of integers (numpy, sympy or static ones) as Python ints."""
+    return tuple(_ints(e) for e in x) if isinstance(x, tuple) else int(x)
 
 
 def make_identity_tensor(shape: Any) -> Tensor:

@@ -1,6 +1,6 @@
 """gemm.collective (issue 16): the ring's schedule on the CPU (every rank computes every shard
 once; no scratch slot is overwritten before it is read, within a call and across calls, under
-the plan's flags and ACK_RULE), and all_gather_matmul run by several processes: the send/recv
+the plan's flags and REUSE_RULE), and all_gather_matmul run by several processes: the send/recv
 ring with gloo on the CPU, the peer ring through CUDA IPC with every process on one GPU, and
 both paths with one process per GPU where there are several (see collective_cases.py)."""
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from layoutalg.gemm.collective import ring_plan
+from layoutalg.gemm.collective import peer, ring_plan
 
 HERE = os.path.dirname(__file__)
 
@@ -43,14 +43,14 @@ def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D):
             assert s.send_to == (r - 1) % D
 
 
-def _events(plan, calls, ack=True):
+def _events(plan, calls):
     """The happens-before graph of ``calls`` consecutive calls as the peer ring enqueues them:
     {event: set of events it must follow}. Events: ("mm", c, r, i) the matmul of step i,
     ("cp", c, r, i) the copy (and the arrival flag it sets) of step i, ("end", c, r) the
-    call's end, when rank r clears its arrival flags and sets its sender's ack flag. A wait
-    for slot j's arrival flag follows the copy that sets it in the same call (a 1 left from
-    the call before is cleared at that call's end, which every read follows: checked in
-    _overwrites)."""
+    call's end, when rank r clears its arrival flags. A wait for slot j's arrival flag
+    follows the copy that sets it in the same call (a 1 left from an earlier call in the
+    same scratch set is cleared at that call's end, which every read follows: checked in
+    _overwrites). Nothing else links the ranks: no acknowledgement."""
     D = len(plan)
     deps = {}
     signal_of = {}                   # (c, receiver, slot) -> the copy that sets its flag
@@ -60,7 +60,6 @@ def _events(plan, calls, ack=True):
                 signal_of[(c, s.send_to, s.dest_slot)] = ("cp", c, r, s.step)
     for c, r in itertools.product(range(calls), range(D)):
         start = {("end", c - 1, r)} if c else set()            # the caller's stream
-        receiver = (r - 1) % D                                  # r sends to r - 1
         prev_mm = set(start)
         prev_cp = set(start)
         for s in plan[r]:
@@ -68,8 +67,7 @@ def _events(plan, calls, ack=True):
             deps[("mm", c, r, s.step)] = prev_mm | arrived
             prev_mm = {("mm", c, r, s.step)}
             if s.send_to is not None:
-                acked = {("end", c - 1, receiver)} if (ack and c and s.step == 0) else set()
-                deps[("cp", c, r, s.step)] = prev_cp | arrived | acked
+                deps[("cp", c, r, s.step)] = prev_cp | arrived
                 prev_cp = {("cp", c, r, s.step)}
         deps[("end", c, r)] = prev_mm | prev_cp
     return deps
@@ -90,11 +88,12 @@ def _before(deps):
     return memo
 
 
-def _overwrites(plan, calls, ack=True):
-    """Slot writes that do not follow every read of the slot's previous contents, reads that
-    do not follow the write of what they read or could see a flag left from the call
-    before, and flags set before the previous call's clearing could erase them."""
-    before = _before(_events(plan, calls, ack))
+def _overwrites(plan, calls, sets):
+    """With ``sets`` scratch sets taken in turn (call c writes set c % sets, which call
+    c - sets wrote before): slot writes that do not follow every read of the slot's previous
+    contents, reads that do not follow the write of what they read or could see a flag left
+    from call c - sets, and flags set before that call's clearing could erase them."""
+    before = _before(_events(plan, calls))
     D = len(plan)
     bad = []
     for c, r in itertools.product(range(calls), range(D)):
@@ -103,7 +102,7 @@ def _overwrites(plan, calls, ack=True):
                 continue
             write = ("cp", c, r, s.step)                # into slot s.dest_slot of s.send_to
             recv = s.send_to
-            if c and ("end", c - 1, recv) not in before[write]:
+            if c >= sets and ("end", c - sets, recv) not in before[write]:
                 bad.append(("flag set before the last call cleared it", write))
             for t in plan[recv]:
                 if t.source != s.dest_slot:
@@ -111,27 +110,31 @@ def _overwrites(plan, calls, ack=True):
                 readers = [("mm", c, recv, t.step)] + (
                     [("cp", c, recv, t.step)] if t.send_to is not None else [])
                 for rd in readers:
-                    if c and ("end", c - 1, recv) not in before[rd]:
+                    if c >= sets and ("end", c - sets, recv) not in before[rd]:
                         bad.append(("a stale flag could let it read", rd))
                     if write not in before[rd]:
                         bad.append(("read before write", rd, write))
-                    if c + 1 < calls:
-                        nxt = ("cp", c + 1, r, s.step)
+                    if c + sets < calls:
+                        nxt = ("cp", c + sets, r, s.step)
                         if rd not in before[nxt]:
                             bad.append(("overwritten before read", rd, nxt))
     return bad
 
 
-@pytest.mark.parametrize("D", [2, 3, 4, 8])
+@pytest.mark.parametrize("D", [2, 3, 4, 5, 8])
 def test_no_slot_is_overwritten_before_it_is_read(D):
-    assert _overwrites(ring_plan(D), calls=3) == []
+    # REUSE_RULE: two sets, no acknowledgement (peer.SETS)
+    assert peer.SETS == 2
+    assert _overwrites(ring_plan(D), calls=6, sets=2) == []
 
 
 @pytest.mark.parametrize("D", [2, 3, 4])
-def test_without_the_ack_a_fast_sender_would_overwrite(D):
-    # the check can fail: drop the ack of ACK_RULE and the next call's copies race the reads
-    bad = _overwrites(ring_plan(D), calls=2, ack=False)
+def test_one_set_without_an_ack_would_be_overwritten(D):
+    # the check can fail: with one set, the next call's copies race the receiver's reads
+    bad = _overwrites(ring_plan(D), calls=3, sets=1)
     assert any(b[0] == "overwritten before read" for b in bad), bad
+    assert any(b[0] == "flag set before the last call cleared it" for b in bad), bad
+
 
 
 def test_ring_plan_takes_devices_or_a_count():

@@ -26,9 +26,10 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
-from .plan import ACK_RULE, RingStep, ring_plan
+from .plan import REUSE_RULE, RingStep, ring_plan
 
-__all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "ACK_RULE", "release"]
+__all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "REUSE_RULE",
+           "release"]
 
 if TYPE_CHECKING:
     import torch

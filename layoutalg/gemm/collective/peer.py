@@ -59,43 +59,47 @@ class _Opened:
 
 
 GRAPHS = True      # replay a call seen before as a CUDA graph (False: enqueue every call)
-MAX_GRAPHS = 8     # graphs kept per ring (one per set of operand addresses)
+MAX_GRAPHS = 8     # graphs kept per ring (one per scratch set and set of operand addresses)
+SETS = 2           # scratch sets, taken in turn by consecutive calls (REUSE_RULE; with one,
+                   # the receiver would have to acknowledge each call)
 
 
 class PeerRing:
-    """One rank's side of the ring for one (m, k, dtype) on one device: its scratch (D - 1
-    slots of m x k) and its flags (an arrival flag per slot, then an ack flag), and the peer
-    buffers it writes into: the next rank's scratch and arrival flags (rank - 1 receives from
-    this rank) and the ack flag of the rank it receives from (rank + 1). Made collectively
-    (every rank of ``group`` at once); :meth:`run` enqueues one call.
+    """One rank's side of the ring for one (m, k, dtype) on one device: its two scratch sets
+    (each D - 1 slots of m x k, with an arrival flag per slot), and the peer buffers it
+    writes into: the next rank's scratch sets and their flags (rank - 1 receives from this
+    rank). Made collectively (every rank of ``group`` at once); :meth:`run` enqueues one
+    call, in set ``c % 2`` for its c-th call (:data:`gemm.collective.plan.REUSE_RULE`).
 
-    The flag values are the same in every call (:data:`gemm.collective.plan.ACK_RULE`), so a
-    call on operands seen before replays a CUDA graph of the first such call: one launch
-    instead of D matmul launches and the stream operations, which at small shapes cost more
-    time on the host than the GPU takes."""
+    Two sets need no acknowledgement from the receiver: the ring's own waits order a copy
+    into a set after the receiver's reads of it two calls before (the tests check this on
+    the schedule). With one set, a call's first copy would wait for the receiver to end the
+    call before, one flag hop (5-10 us) after it ends. The price is twice the scratch.
+
+    The flag values are the same in every call of a set, so a call on operands seen before
+    replays a CUDA graph of the first such call in that set: one launch instead of D matmul
+    launches and the stream operations, which at small shapes cost more time on the host
+    than the GPU takes."""
 
     def __init__(self, group, rank, size, shape, dtype, device):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
         self.plan = ring_plan(size)[rank]
-        self.ack = size - 1                          # the flags: arrival 0..D-2, then ack
+        self.calls = 0
         m, k = shape
         with torch.cuda.device(device):
-            self.scratch = torch.empty((max(size - 1, 1), m, k), dtype=dtype, device=device)
-            self.flags = torch.zeros(size, dtype=torch.int32, device=device)
-            self.flags[self.ack] = 1                 # no call before the first to wait for
+            self.scratch = torch.empty((SETS, size - 1, m, k), dtype=dtype, device=device)
+            self.flags = torch.zeros((SETS, size - 1), dtype=torch.int32, device=device)
             torch.cuda.synchronize(device)           # the flags are set before a peer writes
             mine = (export(self.scratch), export(self.flags))
             everyone = [None] * size
             dist.all_gather_object(everyone, mine, group=group)
-            to, frm = (rank - 1) % size, (rank + 1) % size
-            self._opened = [_Opened(everyone[to][0]), _Opened(everyone[to][1]),
-                            _Opened(everyone[frm][1])]
+            to = (rank - 1) % size
+            self._opened = [_Opened(everyone[to][0]), _Opened(everyone[to][1])]
             self.comm = torch.cuda.Stream(device)
             dist.barrier(group=group)                # every rank has mapped its peers
-        self.dest_scratch, self.dest_flags, self.src_flags = (o.ptr for o in self._opened)
-        self.slots = [self.scratch[j] for j in range(size - 1)]
+        self.dest_scratch, self.dest_flags = (o.ptr for o in self._opened)
         self.slot_bytes = m * k * self.scratch.element_size()
         self.graphs, self.seen, self.graph_error = {}, set(), None
         drv = _driver()
@@ -128,33 +132,39 @@ class PeerRing:
         _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
                                  drv.CUstream(stream.cuda_stream)), "cuMemcpyAsync")
 
-    def _flag(self, j):
-        return self.flags.data_ptr() + 4 * j
+    def _clear(self, stream, ptr, count):
+        """Once ``stream``'s earlier work is done, ``count`` int32 from ``ptr`` := 0."""
+        drv = _driver()
+        _check(drv.cuMemsetD32Async(drv.CUdeviceptr(ptr), 0, count,
+                                    drv.CUstream(stream.cuda_stream)), "cuMemsetD32Async")
 
     # --- one call ------------------------------------------------------------------------
     def run(self, a, b, out, m, multiply):
         """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
         shard, ``multiply(src, b, out_rows)`` the per-shard product): enqueued the first
-        time these operands are seen, a CUDA graph of that from the second on."""
-        key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
+        time these operands are seen in this call's scratch set, a CUDA graph of that from
+        the second on."""
+        t = self.calls % SETS
+        self.calls += 1
+        key = (t, a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
                tuple(out.stride()), tuple(out.shape), out.dtype)
         graph = self.graphs.get(key)
         if graph is None and GRAPHS and self.graph_error is None and key in self.seen:
-            graph = self._capture(key, a, b, out, m, multiply)
+            graph = self._capture(key, t, a, b, out, m, multiply)
         if graph is None:
             if len(self.seen) >= 1024:               # operands seen once: forget them
                 self.seen.clear()
             self.seen.add(key)
-            self._enqueue(a, b, out, m, multiply)
+            self._enqueue(t, a, b, out, m, multiply)
         else:
             graph.replay()
 
-    def _capture(self, key, a, b, out, m, multiply):
+    def _capture(self, key, t, a, b, out, m, multiply):
         import torch
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self._enqueue(a, b, out, m, multiply)
+                self._enqueue(t, a, b, out, m, multiply)
         except Exception as e:      # noqa: BLE001  (enqueue every call instead, and say why)
             self.graph_error = f"{type(e).__name__}: {e}"
             self.comm = torch.cuda.Stream(self.device)
@@ -168,36 +178,35 @@ class PeerRing:
         self.graphs[key] = graph
         return graph
 
-    def _enqueue(self, a, b, out, m, multiply):
+    def _enqueue(self, t, a, b, out, m, multiply):
+        """One call in scratch set t."""
         import torch
         cur = torch.cuda.current_stream(self.device)
         start = torch.cuda.Event()
         start.record(cur)
         self.comm.wait_event(start)                  # a is ready; out is ours to write
-        src = [a] + self.slots
+        src = [a] + list(self.scratch[t])
+        flag = self.flags[t].data_ptr()              # our arrival flags in set t
+        dest = self.dest_scratch + t * (self.size - 1) * self.slot_bytes
+        dest_flag = self.dest_flags + t * (self.size - 1) * 4
         for s in self.plan:                          # the copies, on the comm stream
             if s.send_to is None:
                 continue
-            if s.step == 0:                          # the receiver read its slots of last call
-                self._wait(self.comm, self._flag(self.ack), 1)
-                self._signal(self.comm, self._flag(self.ack), 0)
             if s.source is not None:                 # the shard to forward has arrived
-                self._wait(self.comm, self._flag(s.source), 1)
-            self._copy(self.comm, self.dest_scratch + s.dest_slot * self.slot_bytes,
+                self._wait(self.comm, flag + 4 * s.source, 1)
+            self._copy(self.comm, dest + s.dest_slot * self.slot_bytes,
                        src[0 if s.source is None else s.source + 1].data_ptr(),
                        self.slot_bytes)
-            self._signal(self.comm, self.dest_flags + 4 * s.dest_slot, 1)
+            self._signal(self.comm, dest_flag + 4 * s.dest_slot, 1)
         for s in self.plan:                          # the matmuls, on the caller's stream
             if s.source is not None:
-                self._wait(cur, self._flag(s.source), 1)
+                self._wait(cur, flag + 4 * s.source, 1)
             multiply(src[0 if s.source is None else s.source + 1], b,
                      out[s.compute * m:(s.compute + 1) * m])
         done = torch.cuda.Event()
         done.record(self.comm)
         cur.wait_event(done)                         # the call ends when its copies do
-        for j in range(self.size - 1):               # ACK_RULE: clear, then acknowledge
-            self._signal(cur, self._flag(j), 0)
-        self._signal(cur, self.src_flags + 4 * self.ack, 1)
+        self._clear(cur, flag, self.size - 1)        # REUSE_RULE: the set's flags cleared
 
     def close(self):
         for o in self._opened:

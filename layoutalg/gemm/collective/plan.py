@@ -13,18 +13,21 @@ and meanwhile forwards that same shard to rank ``(r-1) % D``, into that rank's s
 Signals: each scratch slot has an *arrival* flag. After its copy into slot ``j`` the sender
 sets the receiver's flag ``j`` to 1; the receiver waits for it before reading slot ``j`` (to
 compute from it or to forward it). Every slot is written once per call, so within a call
-nothing is overwritten. Across calls, :data:`ACK_RULE`: the values written are the same in
-every call (so one call can be replayed as a CUDA graph).
+nothing is overwritten. Across calls, :data:`REUSE_RULE`: two scratch sets (slots and
+flags) taken in turn. The flag values are the same in every call of a set, so one call can
+be replayed as a CUDA graph.
 """
 
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__all__ = ["RingStep", "ring_plan", "ACK_RULE"]
+__all__ = ["RingStep", "ring_plan", "REUSE_RULE"]
 
-ACK_RULE = ("at the end of a call, after its last matmul and last forward, a rank clears its "
-            "arrival flags and then sets its sender's ack flag to 1; a rank's first send of a "
-            "call waits for its own ack flag to be 1 (it starts at 1) and clears it")
+REUSE_RULE = ("consecutive calls take two scratch sets in turn (call c uses set c % 2); at "
+              "the end of a call, after its last matmul and last forward, a rank clears that "
+              "set's arrival flags. No acknowledgement is sent: the ring's own waits order a "
+              "copy into a set after the receiver's reads of it two calls before (with one "
+              "set they would not)")
 
 
 @dataclass(frozen=True)

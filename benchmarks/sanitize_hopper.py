@@ -8,8 +8,9 @@ The cases (from benchmarks/hopper_check.py's operands and checks): bf16 with par
 M, N and K for both B majors, a column-major out with beta != 0, a ring of 2 slots without
 delay_release and one consumer warpgroup, a pingpong ring of 2 slots with more tiles than
 blocks, the plain pipeline with two blocks per SM, tf32 with a bf16 out, and two calls of
-few rows that the rules run with A and B swapped (C stored column by column), split-K into a
-bf16 out with beta and unsplit, the TMA epilogue (cooperative into a bf16 out, pingpong)
+few rows that the rules run with A and B swapped (C stored column by column; 5 rows on tiles
+of 8 columns into a bf16 out with beta, 40 on 64 columns), the TMA epilogue (cooperative into
+a bf16 out, pingpong), and 5 rows on tiles of 8 columns with split-K
 (``--cases``: only these, by index). This process compiles their
 variants first; then, per tool, it runs itself with ``--child`` under ``compute-sanitizer
 --tool TOOL``: the child runs and checks every case and exits non-zero on a wrong result.
@@ -44,7 +45,8 @@ def cases():
             dict(base, m=5, n=1100, k=2000, out_dtype="bfloat16", beta=0.5, spec="auto"),
             dict(base, m=40, n=1100, k=300, spec="auto"),       # swapped: split 4, unsplit
             dict(base, m=2000, n=1100, out_dtype="bfloat16", spec="64x256:3:2:d0:t"),
-            dict(base, m=2000, n=1100, spec="128x128:2:2:p:t")]  # TMA epilogue: 2 schedules
+            dict(base, m=2000, n=1100, spec="128x128:2:2:p:t"),  # TMA epilogue: 2 schedules
+            dict(base, m=5, n=1100, k=14000, spec="auto")]      # narrow swapped, split 2
 
 
 def chosen(indices):

@@ -199,7 +199,8 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
             fns["no split-K"] = lambda x, y, o: gemm.matmul(x, y, o, kernel=plain)
             fns["rules"] = lambda x, y, o: gemm.matmul(x, y, o, kernel="hopper")
             sms = sm_count(torch.cuda.current_device())
-            if hopper.swaps(m, n, sms):     # the rules swap A and B: what they did before
+            if hopper.swaps(m, n, sms, narrow=True):    # the rules swap A and B (A is
+                # row-major: narrow tiles up to 32 rows): what they did before
                 old = {"unswapped": hopper.default_config("bfloat16", m, n, k, 1, sms),
                        "table": shape_table.lookup("bfloat16", m, n, k, sms)}
                 for name, cfg in old.items():

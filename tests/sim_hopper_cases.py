@@ -77,6 +77,8 @@ def errors():
                                                d(np.zeros((8, 16), np.float32)), config=tf32),
         "config type": lambda: hopper_matmul(d(u16), d(u16).T, config="fast"),
         "inner dims": lambda: hopper_matmul(d(u16), d(np.zeros((16, 16), np.uint16)).T),
+        "narrow tile, B N-major": lambda: hopper_matmul(d(u16), d(u16.T.copy()),
+                                                        config=small(bN=16)),
     }
     return outcomes(cases)
 
@@ -95,8 +97,8 @@ def main(which):
     bf, h, tf = "bfloat16", "float16", "tfloat32"
     results = {}
     if which == "majors":
-        results["bf16 K K plain odd 70x80x99 pad"] = case(
-            small(schedule="plain"), 70, 80, 99, seed=1, pad=8)
+        results["bf16 K K plain, 16-column tiles, odd 70x80x99 pad"] = case(
+            small(schedule="plain", bN=16), 70, 80, 99, seed=1, pad=8)
         results["bf16 A col, B N-major, bf16 out, alpha beta 72x66x40"] = case(
             small(stages=3), 72, 66, 40, 0.5, -1.0, seed=2, a_col=True, b_kmajor=False,
             out_dtype=bf, pad=8)
@@ -109,8 +111,8 @@ def main(which):
     else:
         results["bf16 split_k 3, beta 40x64x300"] = case(
             small(split_k=3), 40, 64, 300, 2.0, 0.5, seed=5)
-        results["bf16 swap_ab split 2, bf16 out 5x130x128"] = case(
-            small(swap_ab=True, split_k=2, stages=3), 5, 130, 128, seed=6, out_dtype=bf)
+        results["bf16 swap_ab 8-column tiles, split 2, bf16 out 5x130x128"] = case(
+            small(swap_ab=True, split_k=2, stages=3, bN=8), 5, 130, 128, seed=6, out_dtype=bf)
         results["f16 pingpong 2 consumers bM 128, TMA stores 130x64x64"] = case(
             HopperConfig(bM=128, bN=64, stages=2, consumers=2, schedule="pingpong",
                          dtype=h, epilogue="tma"), 130, 64, 64, seed=7)

@@ -491,9 +491,20 @@ def test_split_candidates_fill_two_waves_with_long_enough_ranges():
 
 
 def test_split_candidates_add_the_swapped_tiles_for_few_rows():
-    got = [c for c in autotune.split_candidates("bfloat16", 16, 4096, 4096, 132) if c.swap_ab]
+    got = [c for c in autotune.split_candidates("bfloat16", 16, 4096, 4096, 132)
+           if c.swap_ab and c.bN == 64]
     assert [c.split_k for c in got] == [1, 2, 3, 4]         # 64 tiles: up to two waves
     assert all((c.bM, c.bN, c.consumers, c.stages) == (64, 64, 1, 8) for c in got)
     assert autotune.config_label(got[1]).endswith("split2 swap")
     assert not any(c.swap_ab for c in autotune.split_candidates("bfloat16", 65, 4096, 4096,
                                                                 132))
+
+
+def test_split_candidates_add_narrow_swapped_tiles_up_to_32_rows():
+    got = {c.bN for c in autotune.split_candidates("float16", 16, 4096, 4096, 132) if c.swap_ab}
+    assert got == {64, 16}
+    got = {c.bN for c in autotune.split_candidates("bfloat16", 1, 4096, 4096, 132) if c.swap_ab}
+    assert got == {64, 8}
+    for m, dtype in ((33, "bfloat16"), (16, "tfloat32")):    # too many rows; tf32
+        got = {c.bN for c in autotune.split_candidates(dtype, m, 4096, 4096, 132) if c.swap_ab}
+        assert got == {64}

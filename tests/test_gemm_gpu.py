@@ -298,13 +298,14 @@ def test_few_rows_swap_a_and_b(dtype):
                 _check_close(out, A, B, 0.5, beta, c0, dtype, (m, n, k))
         A = torch.randn(100, 640, device="cuda", generator=g).to(dtype)
         B = torch.randn(640, 72, device="cuda", generator=g).to(dtype).T.contiguous().T
-        out = torch.full((72, 100), float("nan"), device="cuda").T      # column-major
-        cfg = hopper.HopperConfig(bM=64, bN=64, consumers=1, stages=4, swap_ab=True,
-                                  dtype="tfloat32" if tf32 else "bfloat16")
-        v = hopper.plan_call(A, B, out, config=cfg)
-        assert v.c_columns and v.config.stages == 4         # the config named, not the rules
-        gemm.matmul(A, B, out, kernel=cfg, allow_tf32=tf32)
-        _check_close(out, A, B, 1.0, 0.0, None, dtype, "column-major out")
+        for bn, stages, split in ((64, 4, 1), (16, 8, 2)):    # and tiles of 16 columns
+            out = torch.full((72, 100), float("nan"), device="cuda").T      # column-major
+            cfg = hopper.HopperConfig(bM=64, bN=bn, consumers=1, stages=stages, swap_ab=True,
+                                      split_k=split, dtype="tfloat32" if tf32 else "bfloat16")
+            v = hopper.plan_call(A, B, out, config=cfg)
+            assert v.c_columns and v.config.stages == stages    # the config, not the rules
+            gemm.matmul(A, B, out, kernel=cfg, allow_tf32=tf32)
+            _check_close(out, A, B, 1.0, 0.0, None, dtype, f"column-major out, bN {bn}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -327,18 +328,28 @@ def _but_split(cfg):
 def test_shipped_table_configs_route_and_are_right():
     """Every config of gemm.shape_table (bf16 and f16 in turn, a row-major out, shapes
     nudged off the recorded ones): the unnamed call takes the table's tiles (split-K may be
-    re-derived) and matches float64, outs NaN-poisoned."""
+    re-derived) and matches float64, outs NaN-poisoned. Where a row-major A would be
+    swapped onto narrow tiles (at most 32 rows), it gets no entry, and A is column-major
+    (the table's route; a one-row A has none)."""
     from dataclasses import replace
-    from layoutalg.gemm import api, shape_table
+    from layoutalg.gemm import api, hopper, shape_table
     from layoutalg.gemm.operands import operand
     g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
     _, rows = shape_table.entries()
+    sms = api.sm_count(torch.cuda.current_device())
     for i, (m, n, k, cfg) in enumerate(rows):
         dtype = (torch.bfloat16, torch.float16)[i % 2]
         if (m, n, k) in shape_table.swap_faster():       # left to the swapped rules
             continue
         m, n, k = max(1, m - i % 3), n - 8 * (i % 2), k + 8 * (i % 3)   # near the shape
+        narrow = m <= hopper.NARROW_ROWS and hopper.swaps(m, n, sms, narrow=True)
         A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+        if narrow:
+            assert api._shipped_config(operand(A, "A", False), operand(
+                torch.empty(k, n, device="cuda", dtype=dtype), "B", False), None) is None
+            if m == 1:                                  # one row is always row-major
+                continue
+            A = A.T.contiguous().T
         B = torch.randn(n, k, device="cuda", generator=g).to(dtype).T
         ops = [operand(x, name, False) for x, name in ((A, "A"), (B, "B"))]
         got = api._shipped_config(*ops, None)           # split-K may be re-derived

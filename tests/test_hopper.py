@@ -19,6 +19,7 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
     (dict(bM=96), "bM must be 64 or 128"),
     (dict(bN=96), "bN must be a multiple of 64"),
     (dict(bN=320), "bN must be a multiple of 64"),
+    (dict(bN=20), "or of 8 below 64"),
     (dict(bK=32), "bK must be 64"),
     (dict(consumers=3), "consumers must be 1 or 2"),
     (dict(stages=1), "stages must be in 2..8"),
@@ -120,8 +121,8 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
      (40, 232), 1),
     (dict(config=HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain",
                               delay_release=1), out_dtype="bfloat16"), 128, 16, None, 1),
-    (dict(config=HopperConfig(bM=64, bN=64, stages=8, consumers=1, swap_ab=True),
-          out_dtype="bfloat16"), 64, 16, None, 0),
+    (dict(config=HopperConfig(bM=64, bN=16, stages=8, consumers=1, swap_ab=True),
+          out_dtype="bfloat16"), 16, 16, None, 0),
 ])
 def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
@@ -195,16 +196,20 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths and the swapped tiles,
-    # with and without split-K, the unswapped unsplit ones with both epilogues
-    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1)
-    assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1)
-    assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1)
+    # with and without split-K, the unswapped unsplit ones with both epilogues; bf16, f16:
+    # the narrow swapped tiles (3 widths) with a K-major Y (2 majors x 2 outs), with and
+    # without split-K
+    narrow = 2 * 3 * 4 * 2
+    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1) + narrow
+    assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1) + narrow // 2
+    assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1) + narrow
     assert sum(v.tma_store for v in got) == 2 * (8 + 8 + 1)
-    swapped = HopperConfig(bM=64, bN=64, consumers=1, stages=8)
+    swapped = [HopperConfig(bM=64, bN=bn, consumers=1, stages=8) for bn in (64, 32, 16, 8)]
     assert all(replace(v.config, dtype="bfloat16", bK=None) in (
         kernel_config(HopperConfig()), kernel_config(HopperConfig(bN=128)),
-        kernel_config(swapped)) for v in got)
-    assert all(v.c_columns == (v.config.bN == 64) != v.vec_c for v in got)
+        *map(kernel_config, swapped)) for v in got)
+    assert all(v.c_columns == (v.config.bN <= 64) != v.vec_c for v in got)
+    assert all(v.b_major == "K" for v in got if v.config.bN < 64)
     assert {(v.a_major, v.b_major, v.out_dtype) for v in got
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
@@ -274,6 +279,23 @@ def test_few_rows_swap_a_and_b_with_narrow_tiles():
     assert pick(14336, 1, 4096) == 1               # 224 tiles fill the SMs
 
 
+def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
+    from layoutalg.gemm.hopper import swapped_config, swapped_tiles, swaps
+    assert swaps(1, 128256, 132, narrow=True) and not swaps(1, 128256, 132)
+    assert not swaps(33, 128256, 132, narrow=True)          # 64-column tiles: two waves
+
+    def pick(m_kernel, n_kernel, k):
+        cfg = swapped_config("bfloat16", m_kernel, n_kernel, k, 1, 132, narrow=True)
+        assert (cfg.bM, cfg.consumers, cfg.stages, cfg.swap_ab) == (64, 1, 8, True)
+        return cfg.bN, cfg.split_k
+    assert pick(4096, 1, 4096) == (8, 1)           # 64 tiles, K too short for 2 ranges
+    assert pick(4096, 16, 14336) == (16, 2)        # 2 ranges of 112 k-tiles
+    assert pick(4096, 17, 4096) == (32, 1)
+    assert pick(128256, 1, 4096) == (8, 1)         # many tiles: unsplit
+    assert pick(4096, 33, 4096) == (64, 1)         # above NARROW_ROWS: the 64-column tiles
+    assert swapped_tiles("float16", 9).bN == 16 and swapped_tiles("float16").bN == 64
+
+
 def test_swap_ab_stores_c_by_columns_without_pairs():
     from layoutalg.gemm.hopper import _variant
     v = _variant(HopperConfig(bM=64, bN=64, consumers=1, stages=8, swap_ab=True, split_k=2))
@@ -302,3 +324,11 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
     assert pick("bfloat16", 65536, 100, 4096) == (128, 1)
     assert pick("bfloat16", 256, 64, 65536) == (64, 64)            # 2 tiles: split to fill
     assert default_config("bfloat16", 65536, 64, 4096, 1, 132).stages == 8
+
+
+def test_tiles_narrower_than_64_need_a_k_major_y():
+    from layoutalg.gemm.hopper_gen import hopper_plan
+    v = HopperVariant(HopperConfig(bN=16, consumers=1), b_major="K")
+    assert hopper_plan(v).copy_y.bytes == 16 * 128
+    with pytest.raises(ValueError, match="need a K-major Y"):
+        HopperVariant(HopperConfig(bN=16), b_major="MN")

@@ -28,6 +28,8 @@ EXPECTED_ERRORS = {
     "MN-major tf32": ("TmaUnfit", "must be K-major"),
     "config type": ("TypeError", "config must be a HopperConfig"),
     "inner dims": ("ValueError", "inner dimensions"),
+    "narrow tile, B N-major": ("ValueError", "need B, the operand on the tile's columns, "
+                                             "contiguous along K"),
 }
 
 

@@ -102,10 +102,13 @@ def test_route_asks_the_table_only_for_single_16_bit_products(monkeypatch):
     _, rows = shape_table.entries()
     m, n, k, cfg = rows[0]
 
-    def op(dtype, shape, batched=False):
-        return SimpleNamespace(dtype=dtype, shape=shape, batched=batched, device=0)
+    def op(dtype, shape, batched=False, unit_mode=0):
+        return SimpleNamespace(dtype=dtype, shape=shape, batched=batched, device=0,
+                               unit_mode=unit_mode)
     a, b = op("bfloat16", (m, k)), op("bfloat16", (k, n))
     assert api._shipped_config(a, b, None) == cfg
+    assert m <= 32      # a row-major A of so few rows swaps onto narrow tiles: no entry
+    assert api._shipped_config(op("bfloat16", (m, k), unit_mode=1), b, None) is None
     assert api._shipped_config(op("float32", (m, k)), op("float32", (k, n)), None) is None
     assert api._shipped_config(op("bfloat16", (m, k), True), b, None) is None
     monkeypatch.setattr(hopper, "hopper_supported", lambda device: False)
@@ -118,8 +121,18 @@ def test_entries_the_swapped_rules_beat_are_left_to_them_where_they_swap(monkeyp
     cfg = next(c for m, n, k, c in rows if (m, n, k) == (64, 4096, 4096))
     assert hopper.swaps(64, 4096, 132)
     assert shape_table.lookup("bfloat16", 64, 4096, 4096, 132) is None
-    monkeypatch.setattr(hopper, "swaps", lambda m, n, sms: False)      # where no swap
+    monkeypatch.setattr(hopper, "swaps", lambda m, n, sms, narrow=False: False)  # no swap
     assert shape_table.lookup("bfloat16", 64, 4096, 4096, 132) == cfg
+
+
+def test_no_entry_where_the_rules_swap_onto_narrow_tiles():
+    # up to 32 rows of a row-major A the narrow swapped tiles beat the entries near them
+    for m, n, k in ((16, 4096, 4096), (1, 14336, 4096), (32, 11008, 4096)):
+        assert shape_table.lookup("bfloat16", m, n, k, 132) is not None
+        assert shape_table.lookup("bfloat16", m, n, k, 132, narrow=True) is None
+    # 64 rows stay on the 64-column tiles: the entries near them still apply
+    assert shape_table.lookup("bfloat16", 64, 14336, 4096, 132, narrow=True) == \
+        shape_table.lookup("bfloat16", 64, 14336, 4096, 132)
 
 
 def test_writer_marks_entries_a_recheck_timed_slower_than_the_swapped_rules():

@@ -279,7 +279,7 @@ def _shipped_config(a, b, out):
     if out is not None and operand(out, "out", False).unit_mode != 1:
         return None
     (m, k), n = a.shape, b.shape[1]
-    return shape_table.lookup(a.dtype, m, n, k, sm_count(a.device))
+    return shape_table.lookup(a.dtype, m, n, k, sm_count(a.device), narrow=a.unit_mode == 1)
 
 
 def _result_dtype(family, a_dtype, out, out_dtype, sim):

@@ -108,9 +108,11 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     ``_SPLIT_TILES`` (the default's, 2 x 64 x 128, and for at most 64 rows the one-consumer
     64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
     keep >= 4 k-tiles per range; for at most SWAP_ROWS rows also
-    :func:`gemm.hopper.swapped_tiles`, with and without split-K. They share one compiled
-    kernel per tile shape (the ranges are a run-time argument)."""
-    from layoutalg.gemm.hopper import SWAP_ROWS, HopperConfig, swapped_tiles
+    :func:`gemm.hopper.swapped_tiles` (64 columns, and up to NARROW_ROWS rows the narrow ones
+    too: they need a row-major A, and a call that has none skips them), with and without
+    split-K. They share one compiled kernel per tile shape (the ranges are a run-time
+    argument)."""
+    from layoutalg.gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
     out = []
     for bm, bn, stages, consumers in _SPLIT_TILES:
         cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers, dtype=dtype)
@@ -121,8 +123,10 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
         for split in (2, 3, 4, 6, 8, 12, 16, 24, 32):
             if tiles * split <= 2 * sms and k_tiles // split >= 4:
                 out.append(replace(cfg, split_k=split))
-    if m <= SWAP_ROWS:      # A and B swapped: B's columns on the tile rows, m on its N
-        cfg = swapped_tiles(dtype)
+    swapped = [swapped_tiles(dtype)] if m <= SWAP_ROWS else []
+    if m <= NARROW_ROWS and dtype != "tfloat32":
+        swapped.append(swapped_tiles(dtype, m))
+    for cfg in swapped:     # A and B swapped: B's columns on the tile rows, m on its N
         tiles, k_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bN), -(-k // cfg.bK)
         out += [replace(cfg, split_k=split) for split in (1, 2, 3, 4, 8)
                 if split == 1 or (tiles * split <= 2 * sms and k_tiles // split >= 4)]

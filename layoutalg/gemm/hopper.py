@@ -54,6 +54,8 @@ EPILOGUES = ("registers", "tma")
 STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-byte pieces
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
+NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
+NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
@@ -71,7 +73,9 @@ class TmaUnfit(ValueError):
 @dataclass(frozen=True)
 class HopperConfig:
     """One Hopper kernel: ``bM`` rows per consumer warpgroup (64 or 128: one or two wgmma
-    atoms of 64 rows), ``bN`` columns (a multiple of 64 up to 256: the wgmma's N), ``bK``
+    atoms of 64 rows), ``bN`` columns (the wgmma's N: a multiple of 64 up to 256, or a
+    multiple of 8 below 64 where the kernel's Y is K-major (the 128-byte swizzle atom of an
+    MN-major Y is 64 columns wide), e.g. a swapped decode step's few rows of A), ``bK``
     (None: 128-byte K rows, 64 bf16/f16 or 32 tf32 elements), ``stages`` ring slots,
     ``consumers`` warpgroups, ``schedule`` how they share the block's tiles ("cooperative":
     a tile of consumers * bM x bN rows, each consumer bM of them; "pingpong": each consumer
@@ -127,9 +131,9 @@ class HopperConfig:
         if self.bM not in (64, 128):
             raise ValueError(f"HopperConfig: bM must be 64 or 128 (wgmma atoms of 64 rows), "
                              f"got {self.bM}")
-        if self.bN % 64 or self.bN > 256:
-            raise ValueError(f"HopperConfig: bN must be a multiple of 64 up to 256, got "
-                             f"{self.bN}")
+        if not (self.bN % 64 == 0 and self.bN <= 256 or self.bN < 64 and self.bN % 8 == 0):
+            raise ValueError(f"HopperConfig: bN must be a multiple of 64 up to 256 or of 8 "
+                             f"below 64, got {self.bN}")
         if self.bK * self.element_bytes != 128:
             raise ValueError(f"HopperConfig: bK must be {128 // self.element_bytes} for "
                              f"{self.dtype} (128-byte K rows, the 128-byte swizzle), got "
@@ -225,6 +229,9 @@ class HopperVariant:
                                or self.config.schedule == "plain"):
             raise ValueError("HopperVariant: the TMA epilogue takes no split-K, no C stored by "
                              "columns and not the plain schedule")
+        if self.config.bN < 64 and self.b_major != "K":
+            raise ValueError(f"HopperVariant: tiles of {self.config.bN} columns need a K-major "
+                             f"Y (the 128-byte swizzle of an MN-major Y spans 64 columns)")
         if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
             raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
                              "only 16-bit types); transpose the operand or use the SM80 kernel")
@@ -254,8 +261,10 @@ def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype=
 
 def _tma_epilogue(cfg, split, columns):
     """Whether a call of ``cfg`` in ``split`` K ranges, its C stored by ``columns`` or not,
-    takes the TMA epilogue (where TMA can write its out)."""
-    return cfg.epilogue == "tma" and split == 1 and not columns and cfg.schedule != "plain"
+    takes the TMA epilogue (where TMA can write its out; its pieces are 32 or 64 columns, so
+    not for tiles narrower than 64)."""
+    return (cfg.epilogue == "tma" and split == 1 and not columns and cfg.schedule != "plain"
+            and cfg.bN >= 64)
 
 
 def kernel_config(cfg):
@@ -385,8 +394,10 @@ class _Call:
         check_spans(caller, named, limit=2 ** 31)
         eb = _ELEMENT_BYTES[dtype]
         sms = SIM_SMS if sim else sm_count(c.device)
+        # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
+        narrow = a.unit_mode == 1 and dtype != "tfloat32"
         if config is None:          # few rows (a decode step): B's columns on the tile's rows
-            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sms)
+            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sms, narrow)
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
         else:
             cols = config.swap_ab
@@ -412,9 +423,14 @@ class _Call:
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
         if config is None:
-            cfg = (swapped_config if cols else default_config)(dtype, mm, nn, k, nb, sms)
+            cfg = (swapped_config(dtype, mm, nn, k, nb, sms, narrow) if cols
+                   else default_config(dtype, mm, nn, k, nb, sms))
         else:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
+        if cfg.bN < 64 and not yk:
+            raise ValueError(
+                f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "
+                f"operand on the tile's columns, contiguous along K")
         tiles = nb * -(-mm // cfg.tile_m) * -(-nn // cfg.bN)
         k_tiles = -(-k // cfg.bK)
         split, _ = splitk.ranges(k_tiles, cfg.split_k)
@@ -474,28 +490,45 @@ def default_config(dtype, m, n, k, products, sms):
     return cfg
 
 
-def swaps(m, n, sms):
+def swaps(m, n, sms, narrow=False):
     """Whether a call without a config of ``m`` rows and ``n`` columns (one product, a
     row-major out) swaps A and B (:class:`HopperConfig`'s ``swap_ab``): at most
     SWAP_ROWS rows against at least SWAP_COLUMNS columns (a decode step against a weight),
     and at most two waves of 64-column tiles on ``sms`` SMs. The weight's rows then fill the
-    wgmma's 64 rows and the few rows of A its narrowest N (64), instead of A's rows padding 64;
-    over more tiles the unswapped tiles were faster (benchmarks/RESULTS.md, "Few rows: A and B
-    swapped")."""
-    return m <= SWAP_ROWS and SWAP_COLUMNS <= n <= 2 * sms * 64
+    wgmma's 64 rows and the few rows of A its N, instead of A's rows padding 64; over more
+    tiles the unswapped 64-column tiles were faster (benchmarks/RESULTS.md, "Few rows: A and
+    B swapped"). ``narrow``: A is row-major and 16-bit, so that up to NARROW_ROWS rows the
+    tiles can be as narrow as A's rows (:func:`swapped_config`); those swap at any number
+    of columns (1 x 128256 x 4096 ran 350 us swapped, 392 us unswapped: "Narrow tiles")."""
+    if not (m <= SWAP_ROWS and SWAP_COLUMNS <= n):
+        return False
+    return n <= 2 * sms * 64 or (narrow and m <= NARROW_ROWS)
 
 
-def swapped_tiles(dtype):
-    """The tiles of a swapped call: 1 x 64 x 64 with 8 slots, unsplit."""
-    return HopperConfig(dtype=dtype, bM=64, bN=64, consumers=1, stages=8, swap_ab=True)
+def swapped_tiles(dtype, rows=None):
+    """The tiles of a swapped call: 1 x 64 x 64 with 8 slots, unsplit; for ``rows`` of A up
+    to NARROW_ROWS, 1 x 64 x (8, 16 or 32: the narrowest that holds them)."""
+    bn = 64 if rows is None or rows > NARROW_ROWS else max(8, 1 << (rows - 1).bit_length())
+    return HopperConfig(dtype=dtype, bM=64, bN=bn, consumers=1, stages=8, swap_ab=True)
 
 
-def swapped_config(dtype, m, n, k, products, sms):
+def swapped_config(dtype, m, n, k, products, sms, narrow=False):
     """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows;
     ``products`` as :func:`default_config`, 1 where the rules swap):
-    1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle (gemm.splitk.by_shape)
-    in at least 2 ranges for up to 16 rows, 3 above (more rows make the partials cost more:
-    64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges)."""
+
+    - ``narrow`` (A row-major, 16-bit) and n <= NARROW_ROWS: tiles as narrow as A's rows
+      (1 x 64 x 8, 16 or 32, 8 slots); split-K only where the tiles leave half the SMs idle,
+      in ranges of at least NARROW_RANGE_TILES k-tiles (unsplit was 7% faster at
+      1 x 4096 x 4096, 2 ranges 2% faster at 1 x 4096 x 14336: "Narrow tiles");
+    - else 1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle
+      (gemm.splitk.by_shape) in at least 2 ranges for up to 16 rows, 3 above (more rows make
+      the partials cost more: 64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges).
+    """
+    if narrow and n <= NARROW_ROWS:
+        cfg = swapped_tiles(dtype, n)
+        tiles = products * -(-m // cfg.tile_m)
+        split = min(sms // tiles, -(-k // cfg.bK) // NARROW_RANGE_TILES, MAX_SPLIT_K)
+        return replace(cfg, split_k=split if split >= 2 else 1)
     cfg = swapped_tiles(dtype)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
     split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)

@@ -19,7 +19,10 @@ enough; otherwise nothing. A/B majors are not matched: the tiles are chosen for 
   with at least 4 k-tiles per range.
 - **Where the rules swap A and B** (few rows, ``gemm.hopper.swaps``), an entry marked
   ``swap_faster`` (its shape ran faster swapped than on its config, in a later run) is not
-  used; for the shapes around it that do not swap it still is.
+  used; for the shapes around it that do not swap it still is. Where they swap onto tiles
+  as narrow as A's rows (a row-major A of at most ``gemm.hopper.NARROW_ROWS`` rows), no
+  entry is used: those tiles beat every entry near such shapes (benchmarks/RESULTS.md,
+  "Narrow tiles").
 
 These rules were set from runs on shapes beside the suite (``--held-out``): with "each
 extent within a factor of 2" alone, 1024x4096x11008, 512x512x32768 and 2048^3 took configs
@@ -76,19 +79,23 @@ def swap_faster(path: str = TABLE_PATH) -> frozenset:
                      if e.get("swap_faster"))
 
 
-def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH) -> Any:
+def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH,
+           narrow: bool = False) -> Any:
     """The tuned config (a HopperConfig or TensorCoreConfig, of ``dtype``) of the recorded
     shape nearest to (m, n, k), its split-K re-derived for this shape; None where none is
     near enough or keeps its tile rows, the dtype is not 16-bit, or ``sms`` differs from the
-    table's by more than 1/8; entries marked swap_faster left out where the rules swap A and B
-    (see the module's doc)."""
+    table's by more than 1/8; entries marked swap_faster left out where the rules swap A and B,
+    and None where they swap onto narrow tiles (``narrow``: A is row-major; see the module's
+    doc)."""
     from dataclasses import replace
 
-    from layoutalg.gemm.hopper import swaps
+    from layoutalg.gemm.hopper import NARROW_ROWS, swaps
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
-    skip = swap_faster(path) if swaps(m, n, sms) else ()
+    if narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow):
+        return None
+    skip = swap_faster(path) if swaps(m, n, sms, narrow) else ()
     best, config = None, None
     for rm, rn, rk, cfg in rows:
         if (rm, rn, rk) in skip:

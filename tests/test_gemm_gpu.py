@@ -284,7 +284,8 @@ def test_few_rows_swap_a_and_b(dtype):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
         for m, n, k, beta in ((1, 4096, 4096, 0.0), (5, 1030, 3000, 0.5), (16, 2048, 8200, 0.0),
-                              (37, 1024, 1000, -1.0), (64, 4100, 4096, 0.0)):
+                              (37, 1024, 1000, -1.0), (64, 4100, 4096, 0.0),
+                              (24, 9000, 704, 0.0), (40, 9000, 520, 0.5)):  # two consumers
             out_dtype = torch.float32 if (tf32 or m % 2) else dtype
             for _ in range(2):
                 A = torch.randn(m, k, device="cuda", generator=g).to(dtype)

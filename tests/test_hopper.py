@@ -198,13 +198,15 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths and the swapped tiles,
     # with and without split-K, the unswapped unsplit ones with both epilogues; bf16, f16:
     # the narrow swapped tiles (3 widths) with a K-major Y (2 majors x 2 outs), with and
-    # without split-K
+    # without split-K; all swapped tiles with two consumers, unsplit
     narrow = 2 * 3 * 4 * 2
-    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1) + narrow
+    two = (8 + 8 + 1) + narrow // 2
+    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1) + narrow + two
     assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1) + narrow // 2
-    assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1) + narrow
+    assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1) + narrow + two
     assert sum(v.tma_store for v in got) == 2 * (8 + 8 + 1)
-    swapped = [HopperConfig(bM=64, bN=bn, consumers=1, stages=8) for bn in (64, 32, 16, 8)]
+    swapped = [HopperConfig(bM=64, bN=bn, consumers=c, stages=8) for bn in (64, 32, 16, 8)
+               for c in (1, 2)]
     assert all(replace(v.config, dtype="bfloat16", bK=None) in (
         kernel_config(HopperConfig()), kernel_config(HopperConfig(bN=128)),
         *map(kernel_config, swapped)) for v in got)
@@ -270,13 +272,13 @@ def test_few_rows_swap_a_and_b_with_narrow_tiles():
 
     def pick(m_kernel, n_kernel, k):
         cfg = swapped_config("bfloat16", m_kernel, n_kernel, k, 1, 132)
-        assert (cfg.bM, cfg.bN, cfg.consumers, cfg.stages, cfg.swap_ab) == (64, 64, 1, 8, True)
+        assert (cfg.bM, cfg.bN, cfg.stages, cfg.swap_ab) == (64, 64, 8, True)
         return cfg.split_k
     assert pick(4096, 1, 4096) == 2                # 64 tiles: split in 2 to fill the SMs
     assert pick(4096, 16, 4096) == 2
     assert pick(4096, 64, 4096) == 1               # 64 rows: 2 ranges cost more than they gain
     assert pick(1536, 32, 12288) == 5              # 24 tiles: 3 ranges or more pay
-    assert pick(14336, 1, 4096) == 1               # 224 tiles fill the SMs
+    assert pick(14336, 1, 4096) == 1               # 224 tiles (112 blocks of 2) fill the SMs
 
 
 def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
@@ -294,6 +296,20 @@ def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
     assert pick(128256, 1, 4096) == (8, 1)         # many tiles: unsplit
     assert pick(4096, 33, 4096) == (64, 1)         # above NARROW_ROWS: the 64-column tiles
     assert swapped_tiles("float16", 9).bN == 16 and swapped_tiles("float16").bN == 64
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_swapped_tiles_take_two_consumers_where_that_fits_one_wave(narrow):
+    from layoutalg.gemm.hopper import swapped_config
+
+    def consumers(m_kernel, n_kernel):
+        cfg = swapped_config("bfloat16", m_kernel, n_kernel, 4096, 1, 132, narrow=narrow)
+        assert cfg.memory_registers == (40 if cfg.consumers == 2 else None)
+        return cfg.consumers
+    assert consumers(4096, 48) == 1                # 64 tiles: one wave already
+    assert consumers(11008, 48) == 2               # 172 tiles -> 86
+    assert consumers(14336, 16) == 2               # 224 -> 112
+    assert consumers(17000, 48) == 1               # 266 -> 133: two waves either way
 
 
 def test_swap_ab_stores_c_by_columns_without_pairs():

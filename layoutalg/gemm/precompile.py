@@ -73,9 +73,9 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
     one of the input type, in the default's two tile widths (gemm.hopper.default_config) and
     the swapped tiles of few rows (gemm.hopper.swapped_config: 64 columns, and for 16-bit
-    types 8, 16 and 32 with a K-major Y, a row-major A), with and without split-K, the
-    unsplit default tiles with both epilogues (TMA stores; from registers for beta != 0);
-    [] elsewhere and in the simulator."""
+    types 8, 16 and 32 with a K-major Y, a row-major A), with and without split-K, and with
+    two consumers unsplit, the unsplit default tiles with both epilogues (TMA stores; from
+    registers for beta != 0); [] elsewhere and in the simulator."""
     if simulator_active():
         return []
     from layoutalg.gemm import hopper
@@ -86,11 +86,14 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
         wide = hopper.kernel_config(hopper.HopperConfig(dtype=dtype))
         tf32 = dtype == "tfloat32"
         majors = [("K", "K")] if tf32 else [(a, b) for a in hopper.MAJORS for b in hopper.MAJORS]
-        swapped = [hopper.kernel_config(hopper.swapped_tiles(dtype, rows))
-                   for rows in [None] + ([] if tf32 else [8, 16, 32])]
-        for cfg in (wide, replace(wide, bN=128), *swapped):
-            cols = cfg in swapped
-            kinds = [(False, False), (True, False)] + ([] if cols else [(False, True)])
+        widths = [None] + ([] if tf32 else [8, 16, 32])
+        swapped = [hopper.kernel_config(hopper.swapped_tiles(dtype, rows)) for rows in widths]
+        two = [hopper.kernel_config(hopper.swapped_tiles(dtype, rows, consumers=2))
+               for rows in widths]
+        for cfg in (wide, replace(wide, bN=128), *swapped, *two):
+            cols = cfg in swapped or cfg in two
+            kinds = ([(False, False)] + ([] if cfg in two else [(True, False)])
+                     + ([] if cols else [(False, True)]))
             for a, b in majors:
                 if cfg.bN < 64 and b != "K":            # narrow tiles need a K-major Y
                     continue

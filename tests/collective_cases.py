@@ -99,6 +99,9 @@ def _worker(rank, size, mode, init, queue):
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
         results["release"] = _release_and_again(rank, size, device)
+        if "peer" in paths:
+            results["peer bf16 4 calls on two streams, no sync between 64x96x40"] = \
+                _two_streams(rank, size, device)
     finally:
         gathered = [None] * size
         dist.all_gather_object(gathered, results)
@@ -154,6 +157,32 @@ def _release_and_again(rank, size, device):
     collective.release()
     assert not collective._rings and not collective._paths and not collective._agreed
     return _case(rank, size, device, torch.bfloat16, 64, 128, 32, None, seed=5)
+
+
+def _two_streams(rank, size, device, calls=4):
+    """``calls`` calls enqueued on two streams in turn with no synchronization between them
+    (the ring orders them: each waits for the one before), then each result checked: the
+    max error / tolerance."""
+    m, k, n = 64, 96, 40
+    dtype = torch.bfloat16
+    host, dev = [], []
+    for call in range(calls):
+        g = torch.Generator().manual_seed(7000 + 10 * call + rank)
+        a, b = torch.randn(m, k, generator=g).to(dtype), torch.randn(k, n, generator=g).to(dtype)
+        shards = [torch.zeros_like(a) for _ in range(size)]
+        _gather_cpu(shards, a)
+        host.append(torch.cat(shards).double() @ b.double())
+        dev.append((a.to(device), b.to(device),
+                    torch.full((size * m, n), float("nan"), dtype=dtype, device=device)))
+    torch.cuda.synchronize(device)
+    streams = [torch.cuda.Stream(device), torch.cuda.Stream(device)]
+    for call, (a, b, out) in enumerate(dev):
+        with torch.cuda.stream(streams[call % 2]):
+            collective.all_gather_matmul(a, b, out=out, path="peer")
+    torch.cuda.synchronize(device)
+    errs = [(out.double().cpu() - ref).abs().max().item()
+            / (TOL[dtype] * ref.abs().max().item()) for (_, _, out), ref in zip(dev, host)]
+    return max(e if e == e else float("inf") for e in errs)
 
 
 def main(mode, size):

@@ -74,7 +74,9 @@ class PeerRing:
     Two sets need no acknowledgement from the receiver: the ring's own waits order a copy
     into a set after the receiver's reads of it two calls before (the tests check this on
     the schedule). With one set, a call's first copy would wait for the receiver to end the
-    call before, one flag hop (5-10 us) after it ends. The price is twice the scratch.
+    call before, one flag hop (5-10 us) after it ends. The price is twice the scratch. The
+    argument needs each rank's calls in order on the GPU, so a call waits for the ring's
+    call before to end, on whatever stream each was made (an event; free on one stream).
 
     The flag values are the same in every call of a set, so a call on operands seen before
     replays a CUDA graph of the first such call in that set: one launch instead of D matmul
@@ -102,6 +104,7 @@ class PeerRing:
         self.dest_scratch, self.dest_flags = (o.ptr for o in self._opened)
         self.slot_bytes = m * k * self.scratch.element_size()
         self.graphs, self.seen, self.graph_error = {}, set(), None
+        self.last_end = None                         # an event: the ring's last call ended
         drv = _driver()
         dev = _check(drv.cuDeviceGet(device.index), "cuDeviceGet")
         can_flush = _check(drv.cuDeviceGetAttribute(
@@ -144,8 +147,12 @@ class PeerRing:
         shard, ``multiply(src, b, out_rows)`` the per-shard product): enqueued the first
         time these operands are seen in this call's scratch set, a CUDA graph of that from
         the second on."""
+        import torch
         t = self.calls % SETS
         self.calls += 1
+        cur = torch.cuda.current_stream(self.device)
+        if self.last_end is not None:                # after the call before, on any stream
+            cur.wait_event(self.last_end)
         key = (t, a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
                tuple(out.stride()), tuple(out.shape), out.dtype)
         graph = self.graphs.get(key)
@@ -158,6 +165,8 @@ class PeerRing:
             self._enqueue(t, a, b, out, m, multiply)
         else:
             graph.replay()
+        self.last_end = torch.cuda.Event()
+        self.last_end.record(cur)
 
     def _capture(self, key, t, a, b, out, m, multiply):
         import torch

@@ -21,8 +21,9 @@ enough; otherwise nothing. A/B majors are not matched: the tiles are chosen for 
   ``swap_faster`` (its shape ran faster swapped than on its config, in a later run) is not
   used; for the shapes around it that do not swap it still is. Where they swap onto tiles
   as narrow as A's rows (a row-major A of at most ``gemm.hopper.NARROW_ROWS`` rows), no
-  entry is used: those tiles beat every entry near such shapes (benchmarks/RESULTS.md,
-  "Narrow tiles").
+  entry is used: those tiles beat or matched the entries near such shapes where both were
+  timed (benchmarks/RESULTS.md, "Narrow tiles"; one held-out shape lost 8% until swapped
+  tiles took two consumers where that fits one wave).
 
 These rules were set from runs on shapes beside the suite (``--held-out``): with "each
 extent within a factor of 2" alone, 1024x4096x11008, 512x512x32768 and 2048^3 took configs

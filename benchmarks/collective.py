@@ -37,17 +37,22 @@ PEAK = {torch.float16: 989e12, torch.bfloat16: 989e12}
 SHAPES = [(1024, 4096, 1024), (1024, 4096, 4096), (4096, 8192, 8192)]
 
 
-def _time(fn, iters, warmup=6):
-    # the peer ring captures a graph per scratch set on the third and fourth calls
-    for _ in range(warmup):
-        fn()
+def slowest_us(fn, iters, warmup=6, stream=None):
+    """us per call of ``fn`` (enqueued on ``stream``, default the current one): the mean of
+    ``iters`` calls between CUDA events after ``warmup`` calls and a barrier, the slowest
+    rank's. (The peer ring captures a graph per scratch set on its third and fourth calls.)"""
+    stream = stream or torch.cuda.current_stream()
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
     torch.cuda.synchronize()
     dist.barrier()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
+    with torch.cuda.stream(stream):
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
     torch.cuda.synchronize()
     t = torch.tensor([start.elapsed_time(end) / iters * 1e3], device="cuda")   # us
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -139,9 +144,9 @@ def main():
             ref = reference().clone()
             flops = 2.0 * D * m * k * n
             local_out = torch.empty((m, n), device="cuda", dtype=dtype)
-            t_eager = _time(lambda: gemm.matmul(a, b, local_out), args.iters)
-            t_local = _time(_graphed(lambda: gemm.matmul(a, b, local_out)), args.iters)
-            t_cublas = _time(lambda: torch.mm(a, b), args.iters)
+            t_eager = slowest_us(lambda: gemm.matmul(a, b, local_out), args.iters)
+            t_local = slowest_us(_graphed(lambda: gemm.matmul(a, b, local_out)), args.iters)
+            t_cublas = slowest_us(lambda: torch.mm(a, b), args.iters)
             local_out.fill_(float("nan"))
             gemm.matmul(a, b, local_out)
             local_ref = a.double() @ b.double()
@@ -155,7 +160,7 @@ def main():
                    "local max abs error vs float64": local_err}
             for name, fn in methods.items():
                 try:
-                    t = _time(fn, args.iters)
+                    t = slowest_us(fn, args.iters)
                     out.fill_(float("nan"))     # every method writes this out: poison it
                     got = fn()                  # after warm-up: a graph replay where graphed
                 except Exception as e:     # noqa: BLE001  (reported in the table)

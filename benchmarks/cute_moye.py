@@ -46,6 +46,12 @@ def events_us(fn, reps):
     return start.elapsed_time(stop) * 1e3 / reps
 
 
+def registers(jitted):
+    """Registers per thread of a numba kernel (the most over its compiled signatures)."""
+    regs = jitted.get_regs_per_thread()
+    return regs if isinstance(regs, int) else max(regs.values())
+
+
 def first_call_s(fn):
     """Seconds of ``fn()``'s first call to the end of its GPU work (the compile included)."""
     t0 = time.perf_counter()
@@ -91,8 +97,7 @@ def main():
             runs[name] = (lambda j=jitted, g=grid, th=threads, f=flat: j[g, th](*f))
             compile_s[name] = first_call_s(runs[name])
             err[name] = error(c1.T)
-            regs = jitted.get_regs_per_thread()
-            print(f"{name}: {regs if isinstance(regs, int) else max(regs.values())} registers")
+            print(f"{name}: {registers(jitted)} registers")
         for name in MATMUL:
             c2 = torch.full((n, m), float("nan"), device="cuda").T
             runs[name] = (lambda c=c2, kn=name: gemm.matmul(a, b, c, kernel=kn))
@@ -105,7 +110,7 @@ def main():
         rows.append((s, tf, compile_s, err))
         print(s, t, compile_s, err, flush=True)
     names = [c[0] for c in CUTE] + list(MATMUL)
-    registers = _matmul_registers()
+    matmul_registers = _matmul_registers()
     print(f"\n{torch.cuda.get_device_name()}, fp32, MoYe's two pipelines, mean of "
           f"{args.reps} launches; TFLOP/s (compile s of the first call)\n")
     print("| M = N = K | " + " | ".join(names) + " | cuBLAS | max error |")
@@ -115,7 +120,7 @@ def main():
                                        for x in names)
               + f" | {tf['cuBLAS']:.1f} | {max(err.values()):.1e} |")
     print("\nregisters per thread of the gemm.matmul kernels (A and B column-major as MoYe's):",
-          registers)
+          matmul_registers)
 
 
 def _matmul_registers():
@@ -128,8 +133,7 @@ def _matmul_registers():
         vec = simt.copy_vector(cfg, 0, cfg.bM, 4)
         kernel = simt.simt_kernel(cfg, 0, 0, vec, vec)
         kernel.compile(simt.SIGNATURE)
-        regs = kernel.get_regs_per_thread()
-        out[name] = regs if isinstance(regs, int) else max(regs.values())
+        out[name] = registers(kernel)
     return out
 
 

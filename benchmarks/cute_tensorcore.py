@@ -29,7 +29,7 @@ from numba import cuda  # noqa: E402
 import cute_kernels  # noqa: E402
 from layoutalg import gemm  # noqa: E402
 from layoutalg.gemm.tensorcore import TensorCoreConfig  # noqa: E402
-from cute_moye import events_us, first_call_s  # noqa: E402
+from cute_moye import events_us, first_call_s, registers  # noqa: E402
 
 SM80 = TensorCoreConfig(bM=128, bN=128, bK=32, warps=(2, 2), stages=2, dtype="bfloat16")
 
@@ -76,8 +76,7 @@ def main():
         tf = {x: 2 * m * n * k / v / 1e6 for x, v in t.items()}
         rows.append((s, tf, compile_s, err))
         print(s, t, compile_s, err, flush=True)
-    regs = variants["cute sm80"][0].get_regs_per_thread()
-    regs = regs if isinstance(regs, int) else max(regs.values())
+    regs = registers(variants["cute sm80"][0])
     names = list(variants) + ["generated sm80", "gemm.matmul default"]
     print(f"\n{torch.cuda.get_device_name()}, bf16 TN, f32 out, mean of {args.reps} launches; "
           f"TFLOP/s (compile s of the first call); cute sm80: {regs} registers\n")

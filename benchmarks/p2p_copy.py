@@ -14,7 +14,8 @@ the slowest rank's. Methods:
   launches from Python take longer than the copy);
 - ``ce x1, one sender``: rank 0 alone pushes;
 - ``ce xP beside matmul``: the copies while this rank's ring-step matmul (``--shape``) runs on
-  another stream; the matmul's own time is reported too;
+  another stream; the matmul's own time is reported too, but its loop of calls from Python
+  is bound by their launches, not the GPU (graph it to compare the GPU times);
 - ``ce to every peer``: every rank pushes its bytes to each of the D - 1 others at once, one
   stream per destination (GB/s: what one rank sends in all);
 - ``(graph)``: the same calls captured once as a CUDA graph and replayed;
@@ -37,9 +38,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.collective import slowest_us  # noqa: E402
 from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm.binary import _check, _driver  # noqa: E402
 from layoutalg.gemm.collective import peer  # noqa: E402
+from layoutalg.gemm.collective.peer import copy_async, wait_value, write_value  # noqa: E402
 
 
 def _sm_copy_kernel():
@@ -90,23 +92,17 @@ def _hops(rank, flags, peer_flags, i, how, graph, hops=200):
     """us per one-way hop of a counter bounced between ranks 0 and 1 through flag i:
     ``how`` says who writes (a stream write or a kernel) and who waits."""
     from numba import cuda
-    drv = _driver()
-    geq = int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
     mine, theirs = cuda.as_cuda_array(flags), _as_numba(peer_flags, 16, "<i4")
 
     def write(s, v):
         if how == "kernel write, kernel wait":
             _flag_kernel("set")[1, 1, cuda.external_stream(s.cuda_stream)](theirs, i, v)
         else:
-            _check(drv.cuStreamWriteValue32(drv.CUstream(s.cuda_stream),
-                                            drv.CUdeviceptr(peer_flags + 4 * i),
-                                            drv.cuuint32_t(v), 0), "cuStreamWriteValue32")
+            write_value(s, peer_flags + 4 * i, v)
 
     def wait(s, v):
         if how == "stream":
-            _check(drv.cuStreamWaitValue32(drv.CUstream(s.cuda_stream),
-                                           drv.CUdeviceptr(flags.data_ptr() + 4 * i),
-                                           drv.cuuint32_t(v), geq), "cuStreamWaitValue32")
+            wait_value(s, flags.data_ptr() + 4 * i, v)
         else:
             _flag_kernel("wait")[1, 1, cuda.external_stream(s.cuda_stream)](mine, i, v)
 
@@ -141,12 +137,6 @@ def _hops(rank, flags, peer_flags, i, how, graph, hops=200):
     return e0.elapsed_time(e1) * 1e3 / (2 * hops)
 
 
-def _memcpy(stream, dst, src, nbytes):
-    drv = _driver()
-    _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
-                             drv.CUstream(stream.cuda_stream)), "cuMemcpyAsync")
-
-
 def _split_copy(streams, dst, src, nbytes):
     """dst <- src in len(streams) pieces, one per stream, forked from and joined to the
     current stream."""
@@ -159,29 +149,15 @@ def _split_copy(streams, dst, src, nbytes):
         if lo >= nbytes:
             break
         s.wait_event(fork)
-        _memcpy(s, dst + lo, src + lo, min(piece, nbytes - lo))
+        copy_async(s, dst + lo, src + lo, min(piece, nbytes - lo))
         join = torch.cuda.Event()
         join.record(s)
         cur.wait_event(join)
 
 
 def _timed(fn, iters, stream=None):
-    """us per call of fn (enqueued on ``stream``), the slowest rank's."""
-    stream = stream or torch.cuda.current_stream()
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    with torch.cuda.stream(stream):
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record()
-    torch.cuda.synchronize()
-    t = torch.tensor([a.elapsed_time(b) / iters * 1e3], device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
+    """us per call of fn (enqueued on ``stream``), the slowest rank's, after one call."""
+    return slowest_us(fn, iters, warmup=1, stream=stream)
 
 
 def main():
@@ -212,6 +188,7 @@ def main():
     src_all = {q: peer._Opened(everyone[q][1]) for q in range(D) if q != rank}
     dest, pull_src, dest_flags = (o.ptr for o in opened)
     dist.barrier()
+    from numba import cuda
     streams = [torch.cuda.Stream() for _ in range(8)]
     copy16 = _sm_copy_kernel()
     m, k, n = map(int, args.shape.split(","))
@@ -234,7 +211,7 @@ def main():
         torch.cuda.synchronize()
         dist.barrier()
         expect = torch.empty_like(src)
-        _memcpy(torch.cuda.current_stream(), expect.data_ptr(), ptr_src, nbytes)
+        copy_async(torch.cuda.current_stream(), expect.data_ptr(), ptr_src, nbytes)
         torch.cuda.synchronize()
         if not torch.equal(recv[:nbytes // 4], expect[:nbytes // 4]):
             raise AssertionError(f"{name}: rank {rank}'s received bytes differ from its "
@@ -251,7 +228,7 @@ def main():
             st = streams[i]
             st.wait_event(fork)
             slot = (rank - q) % D - 1
-            _memcpy(st, to_all[q].ptr + slot * (nmax // 4) * 4, src.data_ptr(), nbytes)
+            copy_async(st, to_all[q].ptr + slot * (nmax // 4) * 4, src.data_ptr(), nbytes)
             join = torch.cuda.Event()
             join.record(st)
             cur.wait_event(join)
@@ -262,7 +239,7 @@ def main():
         expect = torch.empty_like(src)
         for j in range(D - 1):
             q = (rank + j + 1) % D
-            _memcpy(torch.cuda.current_stream(), expect.data_ptr(), src_all[q].ptr, nbytes)
+            copy_async(torch.cuda.current_stream(), expect.data_ptr(), src_all[q].ptr, nbytes)
             torch.cuda.synchronize()
             if not torch.equal(recv_all[j, :nbytes // 4], expect[:nbytes // 4]):
                 raise AssertionError(f"{name}: rank {rank}'s bytes from rank {q} differ")
@@ -316,7 +293,6 @@ def main():
                 d, s = ((_as_numba(dest, nbytes), _as_numba(src.data_ptr(), nbytes))
                         if way == "push" else
                         (_as_numba(recv.data_ptr(), nbytes), _as_numba(pull_src, nbytes)))
-                from numba import cuda
                 us = _timed(graphed(lambda: copy16[G, 512, cuda.external_stream(
                     torch.cuda.current_stream().cuda_stream)](d, s, nbytes // 16)), 1)
                 record(f"sm {way} {G} (graph)", mb, us / args.iters)

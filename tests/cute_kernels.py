@@ -447,17 +447,27 @@ def _as_bits(x, kind):
     return bfloat16_bits(x)
 
 
-def run_mma_tile(seed, kind="tf32"):
-    """max |C - A B| / (|A| |B|) of mma_tile(kind) on fresh operands, C poisoned with NaN;
-    for bf16 and f16 the reference multiplies the 16-bit values themselves."""
+def _relative_error(got, a64, bt64):
+    """max |C - A B| / (|A| |B|) (a NaN left in C: inf)."""
+    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
+    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+
+
+def _run_tile(kernel, seed, kind):
+    """max |C - A B| / (|A| |B|) of a one-tile kernel (TM x TN x TK, 128 threads) on fresh
+    operands, C poisoned with NaN; for bf16 and f16 the reference multiplies the 16-bit
+    values themselves."""
     rng = np.random.default_rng(seed)
     a, a64 = _as_bits(rng.standard_normal((TM, TK)).astype(np.float32), kind)
     bt, bt64 = _as_bits(rng.standard_normal((TN, TK)).astype(np.float32), kind)
     dC = cuda.to_device(np.full(TM * TN, np.nan, np.float32))
-    cuda.jit(mma_tile(kind))[1, 128](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()), dC)
-    got = dC.copy_to_host().reshape(TN, TM).T
-    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
-    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+    cuda.jit(kernel)[1, 128](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()), dC)
+    return _relative_error(dC.copy_to_host().reshape(TN, TM).T, a64, bt64)
+
+
+def run_mma_tile(seed, kind="tf32"):
+    """_run_tile of mma_tile(kind)."""
+    return _run_tile(mma_tile(kind), seed, kind)
 
 
 # --- ldmatrix: shared -> MMA fragments by make_tiled_copy_A/B and retile_D -----------------
@@ -503,16 +513,8 @@ def ldmatrix_tile(kind):
 
 
 def run_ldmatrix_tile(seed, kind="bf16"):
-    """max |C - A B| / (|A| |B|) of ldmatrix_tile(kind) on fresh operands, C poisoned."""
-    rng = np.random.default_rng(seed)
-    a, a64 = _as_bits(rng.standard_normal((TM, TK)).astype(np.float32), kind)
-    bt, bt64 = _as_bits(rng.standard_normal((TN, TK)).astype(np.float32), kind)
-    dC = cuda.to_device(np.full(TM * TN, np.nan, np.float32))
-    cuda.jit(ldmatrix_tile(kind))[1, 128](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()),
-                                          dC)
-    got = dC.copy_to_host().reshape(TN, TM).T
-    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
-    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+    """_run_tile of ldmatrix_tile(kind)."""
+    return _run_tile(ldmatrix_tile(kind), seed, kind)
 
 
 # --- an SM80 tensor-core GEMM in the vocabulary: cp.async, ldmatrix, mma.sync ---------------
@@ -619,7 +621,6 @@ def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2), group_m=1):
     return kernel, threads, grid
 
 
-
 def run_sm80_gemm(seed, m, n, k, kind="bf16", **config):
     """max |C - A B| / (|A| |B|) of sm80_gemm on fresh operands (padded leading dimensions),
     C poisoned with NaN; the reference multiplies the 16-bit values themselves."""
@@ -632,6 +633,4 @@ def run_sm80_gemm(seed, m, n, k, kind="bf16", **config):
     cuda.jit(kernel)[grid(m, n), threads](cuda.to_device(a.ravel()), cuda.to_device(bt.ravel()),
                                           dC, m, n, k, lda, ldb, ldc, 1.0, 0.0)
     got = dC.copy_to_host().reshape(n, ldc).T[:m]
-    a64, bt64 = a64[:, :k], bt64[:, :k]
-    ref, bound = a64 @ bt64.T, np.abs(a64) @ np.abs(bt64.T)
-    return float(np.nan_to_num(np.abs(got - ref) / bound, nan=np.inf).max())
+    return _relative_error(got, a64[:, :k], bt64[:, :k])

@@ -505,6 +505,12 @@ def swaps(m, n, sms, narrow=False):
     return n <= 2 * sms * 64 or (narrow and m <= NARROW_ROWS)
 
 
+def swaps_narrow(m, n, sms, narrow):
+    """Whether such a call swaps onto tiles as narrow as A's rows (:func:`swapped_config`):
+    ``narrow`` (A row-major, 16-bit), at most NARROW_ROWS rows, and :func:`swaps`."""
+    return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
+
+
 def swapped_tiles(dtype, rows=None, consumers=1):
     """The tiles of a swapped call: ``consumers`` x 64 x 64 with 8 slots, unsplit; for
     ``rows`` of A up to NARROW_ROWS, ``consumers`` x 64 x (8, 16 or 32: the narrowest that

@@ -90,11 +90,11 @@ def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH,
     doc)."""
     from dataclasses import replace
 
-    from layoutalg.gemm.hopper import NARROW_ROWS, swaps
+    from layoutalg.gemm.hopper import swaps, swaps_narrow
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
-    if narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow):
+    if swaps_narrow(m, n, sms, narrow):
         return None
     skip = swap_faster(path) if swaps(m, n, sms, narrow) else ()
     best, config = None, None

@@ -14,7 +14,48 @@ NVLink multicast is never used (no ``cuMulticastCreate``).
 from ..binary import _check, _driver
 from .plan import ring_plan
 
-__all__ = ["PeerRing"]
+__all__ = ["PeerRing", "copy_async", "write_value", "wait_value", "clear"]
+
+
+# --- stream operations on device addresses (a peer's through its IPC mapping) --------------
+
+def _stream(stream):
+    return _driver().CUstream(stream.cuda_stream)
+
+
+def copy_async(stream, dst, src, nbytes):
+    """``nbytes`` from ``src`` to ``dst`` on ``stream`` (``cuMemcpyAsync``: the copy
+    engines)."""
+    drv = _driver()
+    _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
+                             _stream(stream)), "cuMemcpyAsync")
+
+
+def write_value(stream, ptr, value):
+    """Once ``stream``'s earlier work is done and visible, the int32 at ``ptr`` := value
+    (``cuStreamWriteValue32``, which fences the stream's earlier writes)."""
+    drv = _driver()
+    _check(drv.cuStreamWriteValue32(
+        _stream(stream), drv.CUdeviceptr(ptr), drv.cuuint32_t(value),
+        int(drv.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT)),
+        "cuStreamWriteValue32")
+
+
+def wait_value(stream, ptr, value, flush=False):
+    """``stream`` waits until the int32 at ``ptr`` is >= ``value`` (``cuStreamWaitValue32``;
+    ``flush``: then flushes remote writes, where the device can)."""
+    drv = _driver()
+    flags = int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ) | (
+        int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_FLUSH) if flush else 0)
+    _check(drv.cuStreamWaitValue32(_stream(stream), drv.CUdeviceptr(ptr),
+                                   drv.cuuint32_t(value), flags), "cuStreamWaitValue32")
+
+
+def clear(stream, ptr, count):
+    """Once ``stream``'s earlier work is done, ``count`` int32 from ``ptr`` := 0."""
+    drv = _driver()
+    _check(drv.cuMemsetD32Async(drv.CUdeviceptr(ptr), 0, count, _stream(stream)),
+           "cuMemsetD32Async")
 
 
 def export(tensor):
@@ -107,39 +148,9 @@ class PeerRing:
         self.last_end = None                         # an event: the ring's last call ended
         drv = _driver()
         dev = _check(drv.cuDeviceGet(device.index), "cuDeviceGet")
-        can_flush = _check(drv.cuDeviceGetAttribute(
+        self.flush = bool(_check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
-            "cuDeviceGetAttribute")
-        geq = int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
-        self._wait_flags = geq | (int(drv.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_FLUSH)
-                                  if can_flush else 0)
-
-    # --- the stream operations -------------------------------------------------------------
-    def _wait(self, stream, ptr, value):
-        """``stream`` waits until the int32 at ``ptr`` is >= ``value``."""
-        drv = _driver()
-        _check(drv.cuStreamWaitValue32(drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr),
-                                       drv.cuuint32_t(value), self._wait_flags),
-               "cuStreamWaitValue32")
-
-    def _signal(self, stream, ptr, value):
-        """Once ``stream``'s earlier work is done and visible, the int32 at ``ptr`` := value."""
-        drv = _driver()
-        _check(drv.cuStreamWriteValue32(
-            drv.CUstream(stream.cuda_stream), drv.CUdeviceptr(ptr), drv.cuuint32_t(value),
-            int(drv.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT)),
-            "cuStreamWriteValue32")
-
-    def _copy(self, stream, dst, src, nbytes):
-        drv = _driver()
-        _check(drv.cuMemcpyAsync(drv.CUdeviceptr(dst), drv.CUdeviceptr(src), nbytes,
-                                 drv.CUstream(stream.cuda_stream)), "cuMemcpyAsync")
-
-    def _clear(self, stream, ptr, count):
-        """Once ``stream``'s earlier work is done, ``count`` int32 from ``ptr`` := 0."""
-        drv = _driver()
-        _check(drv.cuMemsetD32Async(drv.CUdeviceptr(ptr), 0, count,
-                                    drv.CUstream(stream.cuda_stream)), "cuMemsetD32Async")
+            "cuDeviceGetAttribute"))
 
     # --- one call ------------------------------------------------------------------------
     def run(self, a, b, out, m, multiply):
@@ -202,20 +213,20 @@ class PeerRing:
             if s.send_to is None:
                 continue
             if s.source is not None:                 # the shard to forward has arrived
-                self._wait(self.comm, flag + 4 * s.source, 1)
-            self._copy(self.comm, dest + s.dest_slot * self.slot_bytes,
+                wait_value(self.comm, flag + 4 * s.source, 1, self.flush)
+            copy_async(self.comm, dest + s.dest_slot * self.slot_bytes,
                        src[0 if s.source is None else s.source + 1].data_ptr(),
                        self.slot_bytes)
-            self._signal(self.comm, dest_flag + 4 * s.dest_slot, 1)
+            write_value(self.comm, dest_flag + 4 * s.dest_slot, 1)
         for s in self.plan:                          # the matmuls, on the caller's stream
             if s.source is not None:
-                self._wait(cur, flag + 4 * s.source, 1)
+                wait_value(cur, flag + 4 * s.source, 1, self.flush)
             multiply(src[0 if s.source is None else s.source + 1], b,
                      out[s.compute * m:(s.compute + 1) * m])
         done = torch.cuda.Event()
         done.record(self.comm)
         cur.wait_event(done)                         # the call ends when its copies do
-        self._clear(cur, flag, self.size - 1)        # REUSE_RULE: the set's flags cleared
+        clear(cur, flag, self.size - 1)              # REUSE_RULE: the set's flags cleared
 
     def close(self):
         for o in self._opened:

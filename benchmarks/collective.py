@@ -10,7 +10,9 @@ Per shape (m_shard, k, n_shard) and dtype, each method's time is the slowest ran
 graphs in them) and a barrier. ``lower bound``: D x this rank's local (m_shard, k) @
 (k, n_shard) matmul with our kernel, replayed as a CUDA graph (its GPU time alone; no
 communication at all); ``ours, copies only``: the peer ring with no matmuls (its copies and
-flags alone). Tensor-core utilisation: a rank's useful flops
+flags alone), in each schedule. ``ours (auto path)`` takes the path ``all_gather_matmul``
+picks (said in the header line) and the ring schedule; ``ours (peer, direct schedule)`` has
+each rank push its own shard to every peer in turn. Tensor-core utilisation: a rank's useful flops
 (2 D m k n) over its time and the dense peak (989 TFLOP/s for f16 / bf16 on an H100 SXM; the
 H200 has the same). Every method's result (its out poisoned with NaN first) is compared
 with NCCL all-gather + torch.mm on every rank (max |diff| / max |ref|), and the local matmuls,
@@ -70,25 +72,29 @@ def _methods(a, b, D, group):
 
     methods = {
         "ours (auto path)": lambda: collective.all_gather_matmul(a, b, group, out),
+        "ours (peer, direct schedule)": lambda: collective.all_gather_matmul(
+            a, b, group, out, path="peer", schedule="direct"),
         "ours (peer, no graph)": lambda: _eager(a, b, group, out),
         "ours (sendrecv)": lambda: collective.all_gather_matmul(a, b, group, out,
                                                                path="sendrecv"),
         "NCCL all-gather + cuBLAS": nccl_cublas,
     }
-    methods["ours, copies only"] = _copies_only(a, b, group, out)
+    for schedule in collective.SCHEDULES:
+        methods[f"ours, copies only ({schedule})"] = _copies_only(a, b, group, out, schedule)
     methods["torch fused_all_gather_matmul"] = lambda: _fused(a, b, group)
     return methods, nccl_cublas, out
 
 
-def _copies_only(a, b, group, out):
-    """The peer ring with no matmul at all: its copies and flags alone, into an out of its
-    own. It returns None: a time, no result."""
+def _copies_only(a, b, group, out, schedule):
+    """The peer ring of ``schedule`` with no matmul at all: its copies and flags alone, into
+    an out of its own. It returns None: a time, no result."""
     spare = torch.full_like(out, float("nan"))
 
     def call():
-        rings = [r for key, r in collective._rings.items() if key[2:5] == (*a.shape, a.dtype)]
+        rings = [r for key, r in collective._rings.items()
+                 if key[2:5] == (*a.shape, a.dtype) and key[-1] == schedule]
         if not rings:                              # make the ring (one call into out)
-            collective.all_gather_matmul(a, b, group, out, path="peer")
+            collective.all_gather_matmul(a, b, group, out, path="peer", schedule=schedule)
             return call()
         rings[0].run(a, b, spare, a.shape[0], lambda *_: None)
         return None
@@ -196,7 +202,8 @@ def main():
 
 
 def _table(rows, D):
-    names = ["ours (auto path)", "ours (peer, no graph)", "ours (sendrecv)", "ours, copies only",
+    names = ["ours (auto path)", "ours (peer, direct schedule)", "ours (peer, no graph)",
+             "ours (sendrecv)", "ours, copies only (ring)", "ours, copies only (direct)",
              "NCCL all-gather + cuBLAS", "torch fused_all_gather_matmul"]
     print(f"\nD={D}  shape (m_shard,k,n_shard) dtype | " + " | ".join(names)
           + " | lower bound | speedup ours vs NCCL+cuBLAS")

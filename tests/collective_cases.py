@@ -5,11 +5,13 @@ in a child process: torch.distributed is initialised only there).
 
 MODE: ``cpu`` (gloo, CPU tensors: the send/recv ring), ``gpu_shared`` (gloo group, every
 process on GPU 0: the peer ring through CUDA IPC within one GPU), ``gpu`` (one process per GPU,
-NCCL: both paths). Each rank checks its result against float64 ``cat(all_gather(A)) @ B_r``
+NCCL: both paths), each path in both schedules. Each rank checks its result against float64 ``cat(all_gather(A)) @ B_r``
 on fresh random data, the output poisoned with NaN first; rank 0 prints one JSON line
 ``{case: max error / tolerance}`` (over the ranks) and ``{"path ...": reason}``.
 """
 
+import functools
+import itertools
 import json
 import os
 import sys
@@ -27,7 +29,7 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
 
 def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, seed=0,
-          reuse=False):
+          reuse=False, schedule=None):
     """Max over calls of max |got - ref| / (TOL * max |ref|) for this rank (the operands are
     exact in float64, so the error is the f32 accumulation's and the out's rounding).
     ``reuse``: every call refills the same tensors (from the second call on, the peer ring
@@ -49,7 +51,7 @@ def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, see
         da.copy_(a)
         db.copy_(b)
         out.fill_(float("nan"))
-        got = collective.all_gather_matmul(da, db, out=out, path=path)
+        got = collective.all_gather_matmul(da, db, out=out, path=path, schedule=schedule)
         assert got is out
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -81,17 +83,16 @@ def _worker(rank, size, mode, init, queue):
         results[f"path {mode}"] = f"{path}: {reason}"
         paths = [path] if mode != "gpu" else ["peer", "sendrecv"] if path == "peer" \
             else ["sendrecv"]
-        for p in paths:
+        for p, sched in itertools.product(paths, collective.SCHEDULES):
+            run = functools.partial(_case, rank, size, device, path=p, schedule=sched)
             for dtype in (torch.bfloat16, torch.float16, torch.float32):
-                results[f"{p} {dtype} 96x64x40"] = _case(rank, size, device, dtype, 96, 64,
-                                                         40, p, seed=1)
-            results[f"{p} bf16 37x48x19, f32 out"] = _case(
-                rank, size, device, torch.bfloat16, 37, 48, 19, p, torch.float32, seed=2)
-            results[f"{p} f16 5 calls in a row 128x256x64"] = _case(
-                rank, size, device, torch.float16, 128, 256, 64, p, calls=5, seed=3)
-            results[f"{p} bf16 6 calls on the same tensors 64x128x32"] = _case(
-                rank, size, device, torch.bfloat16, 64, 128, 32, p, calls=6, seed=4,
-                reuse=True)
+                results[f"{p} {sched} {dtype} 96x64x40"] = run(dtype, 96, 64, 40, seed=1)
+            results[f"{p} {sched} bf16 37x48x19, f32 out"] = run(
+                torch.bfloat16, 37, 48, 19, out_dtype=torch.float32, seed=2)
+            results[f"{p} {sched} f16 5 calls in a row 128x256x64"] = run(
+                torch.float16, 128, 256, 64, calls=5, seed=3)
+            results[f"{p} {sched} bf16 6 calls on the same tensors 64x128x32"] = run(
+                torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
         rings = list(collective._rings.values())
         if rings:
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),
@@ -127,6 +128,7 @@ def _errors(device):
             4, 6, device=device, dtype=torch.float16)),
         "out_dtype": lambda: collective.all_gather_matmul(a, b, out_dtype=torch.bfloat16),
         "path": lambda: collective.all_gather_matmul(a, b, path="ring"),
+        "schedule": lambda: collective.all_gather_matmul(a, b, schedule="tree"),
         "numpy": lambda: collective.all_gather_matmul(a.cpu().numpy(), b),
     }
     got = {}

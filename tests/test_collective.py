@@ -12,64 +12,88 @@ import sys
 
 import pytest
 
-from layoutalg.gemm.collective import peer, ring_plan
+from layoutalg.gemm.collective import SCHEDULES, peer, ring_plan
 
 HERE = os.path.dirname(__file__)
 
 
 # --- the schedule ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [1, 2, 3, 4, 5, 8])
-def test_every_rank_computes_every_shard_once(D):
-    plan = ring_plan(D)
+def test_every_rank_computes_every_shard_once(D, schedule):
+    plan = ring_plan(D, schedule)
     assert len(plan) == D
     for r, steps in enumerate(plan):
         assert [s.step for s in steps] == list(range(D))
         assert sorted(s.compute for s in steps) == list(range(D))
         assert steps[0].source is None and steps[0].compute == r      # its own shard first
         assert all(s.send_to is None for s in steps[D - 1:])          # nothing goes back home
+        # every other rank gets something from it once (the ring: its neighbour D - 1 times)
+        to = [s.send_to for s in steps[:D - 1]]
+        assert to == ([(r - 1) % D] * (D - 1) if schedule == "ring"
+                      else [(r - i - 1) % D for i in range(D - 1)])
+    for i in range(D - 1):                  # each step a permutation: one send, one receive
+        assert sorted(plan[r][i].send_to for r in range(D)) == list(range(D))
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [2, 3, 4, 8])
-def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D):
-    plan = ring_plan(D)
+def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D, schedule):
+    plan = ring_plan(D, schedule)
     for r, steps in enumerate(plan):
+        held = {None: r}                    # slot -> the shard in it (None: our own)
         for s in steps:
+            if s.source is not None:        # a slot is read after it was written
+                assert s.source in held
+            assert held[s.source] == s.compute
+            if s.send is not None:
+                assert held[s.send_from] == s.send
+            recv_of = [(t.send, t.dest_slot) for q in plan for t in q if t.send_to == r
+                       and t.dest_slot == s.step]
+            if s.step < D - 1:              # slot i arrives during step i, from one rank
+                assert len(recv_of) == 1
+                held[s.step] = recv_of[0][0]
             if s.send_to is None:
                 continue
             recv = plan[s.send_to]
             user = [t for t in recv if t.source == s.dest_slot]
-            assert len(user) == 1 and user[0].compute == s.compute
-            assert s.send_to == (r - 1) % D
+            assert len(user) == 1 and user[0].compute == s.send
 
 
 def _events(plan, calls):
     """The happens-before graph of ``calls`` consecutive calls as the peer ring enqueues them:
     {event: set of events it must follow}. Events: ("mm", c, r, i) the matmul of step i,
-    ("cp", c, r, i) the copy (and the arrival flag it sets) of step i, ("end", c, r) the
-    call's end, when rank r clears its arrival flags. A wait for slot j's arrival flag
-    follows the copy that sets it in the same call (a 1 left from an earlier call in the
-    same scratch set is cleared at that call's end, which every read follows: checked in
-    _overwrites). Nothing else links the ranks: no acknowledgement."""
+    ("cp", c, r, i) the copy of step i, ("fl", c, r, i) the arrival flag it sets (after the
+    copy, on its stream; the next copy follows the copy alone), ("end", c, r) the call's
+    end, when rank r clears its arrival flags. A wait for slot j's arrival flag follows the
+    flag's write in the same call (a 1 left from an earlier call in the same scratch set is
+    cleared at that call's end, which every read follows: checked in _overwrites). Nothing
+    else links the ranks: no acknowledgement."""
     D = len(plan)
     deps = {}
-    signal_of = {}                   # (c, receiver, slot) -> the copy that sets its flag
+    signal_of = {}                   # (c, receiver, slot) -> the flag write of its copy
     for c, r in itertools.product(range(calls), range(D)):
         for s in plan[r]:
             if s.send_to is not None:
-                signal_of[(c, s.send_to, s.dest_slot)] = ("cp", c, r, s.step)
+                signal_of[(c, s.send_to, s.dest_slot)] = ("fl", c, r, s.step)
     for c, r in itertools.product(range(calls), range(D)):
         start = {("end", c - 1, r)} if c else set()            # the caller's stream
         prev_mm = set(start)
         prev_cp = set(start)
+        flags = set()
         for s in plan[r]:
             arrived = {signal_of[(c, r, s.source)]} if s.source is not None else set()
             deps[("mm", c, r, s.step)] = prev_mm | arrived
             prev_mm = {("mm", c, r, s.step)}
             if s.send_to is not None:
-                deps[("cp", c, r, s.step)] = prev_cp | arrived
+                sent = ({signal_of[(c, r, s.send_from)]} if s.send_from is not None
+                        else set())
+                deps[("cp", c, r, s.step)] = prev_cp | sent
                 prev_cp = {("cp", c, r, s.step)}
-        deps[("end", c, r)] = prev_mm | prev_cp
+                deps[("fl", c, r, s.step)] = {("cp", c, r, s.step)}
+                flags.add(("fl", c, r, s.step))
+        deps[("end", c, r)] = prev_mm | flags
     return deps
 
 
@@ -102,36 +126,36 @@ def _overwrites(plan, calls, sets):
                 continue
             write = ("cp", c, r, s.step)                # into slot s.dest_slot of s.send_to
             recv = s.send_to
-            if c >= sets and ("end", c - sets, recv) not in before[write]:
+            if c >= sets and ("end", c - sets, recv) not in before[("fl", c, r, s.step)]:
                 bad.append(("flag set before the last call cleared it", write))
-            for t in plan[recv]:
-                if t.source != s.dest_slot:
-                    continue
-                readers = [("mm", c, recv, t.step)] + (
-                    [("cp", c, recv, t.step)] if t.send_to is not None else [])
-                for rd in readers:
-                    if c >= sets and ("end", c - sets, recv) not in before[rd]:
-                        bad.append(("a stale flag could let it read", rd))
-                    if write not in before[rd]:
-                        bad.append(("read before write", rd, write))
-                    if c + sets < calls:
-                        nxt = ("cp", c + sets, r, s.step)
-                        if rd not in before[nxt]:
-                            bad.append(("overwritten before read", rd, nxt))
+            readers = [("mm", c, recv, t.step) for t in plan[recv] if t.source == s.dest_slot]
+            readers += [("cp", c, recv, t.step) for t in plan[recv]
+                        if t.send is not None and t.send_from == s.dest_slot]
+            for rd in readers:
+                if c >= sets and ("end", c - sets, recv) not in before[rd]:
+                    bad.append(("a stale flag could let it read", rd))
+                if write not in before[rd]:
+                    bad.append(("read before write", rd, write))
+                if c + sets < calls:
+                    nxt = ("cp", c + sets, r, s.step)
+                    if rd not in before[nxt]:
+                        bad.append(("overwritten before read", rd, nxt))
     return bad
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [2, 3, 4, 5, 8])
-def test_no_slot_is_overwritten_before_it_is_read(D):
+def test_no_slot_is_overwritten_before_it_is_read(D, schedule):
     # REUSE_RULE: two sets, no acknowledgement (peer.SETS)
     assert peer.SETS == 2
-    assert _overwrites(ring_plan(D), calls=6, sets=2) == []
+    assert _overwrites(ring_plan(D, schedule), calls=6, sets=2) == []
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [2, 3, 4])
-def test_one_set_without_an_ack_would_be_overwritten(D):
+def test_one_set_without_an_ack_would_be_overwritten(D, schedule):
     # the check can fail: with one set, the next call's copies race the receiver's reads
-    bad = _overwrites(ring_plan(D), calls=3, sets=1)
+    bad = _overwrites(ring_plan(D, schedule), calls=3, sets=1)
     assert any(b[0] == "overwritten before read" for b in bad), bad
     assert any(b[0] == "flag set before the last call cleared it" for b in bad), bad
 
@@ -142,6 +166,8 @@ def test_ring_plan_takes_devices_or_a_count():
     assert ring_plan(2) == ring_plan(range(2))
     with pytest.raises(ValueError, match="at least one rank"):
         ring_plan([])
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        ring_plan(2, "tree")
     for bad in (2.0, "cuda:0", None, True):
         with pytest.raises(TypeError, match="ring_plan"):
             ring_plan(bad)
@@ -164,6 +190,7 @@ EXPECTED_ERRORS = {
     "3-D": ("ValueError", "2-D"), "int": ("TypeError", "int32"),
     "out shape": ("ValueError", "out must be"), "out_dtype": ("TypeError", "bfloat16"),
     "path": ("ValueError", "path must be"), "numpy": ("TypeError", "torch tensor"),
+    "schedule": ("ValueError", "schedule must be"),
     "shards differ": ("ValueError", "rank 0: (5, 8)"),
 }
 

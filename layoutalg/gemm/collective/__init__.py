@@ -4,8 +4,12 @@ overlaps the gathering of A with the matmuls.
 A is sharded by rows (data parallel: rank ``r`` holds ``A_r``, ``m`` x ``k``), B by columns
 (tensor parallel: rank ``r`` holds ``B_r``, ``k`` x ``n``); each rank wants the
 ``(D * m, n)`` product ``[A_0; ...; A_{D-1}] @ B_r``. Instead of gathering A first, the ring
-(:func:`ring_plan`) multiplies the shard a rank holds while forwarding it to its neighbour.
-Two paths run the same plan:
+(:func:`ring_plan`) multiplies the shard a rank holds while the next one arrives. Two
+schedules (:data:`SCHEDULES`): ``"ring"``, the seed's, forwards each shard to the neighbour
+(D - 1 hops, each copy waiting for the one before to arrive); ``"direct"`` has each rank push
+its own shard to every other rank in turn, one permutation per step, no copy waiting for
+another. The ring is the default: on 4 H200s (NVSwitch) the two measured alike, the copies
+being bound by bandwidth, not by the ring's chain of arrivals. Two paths run either plan:
 
 - ``"peer"``: every rank on one host and every pair of GPUs able to reach each other (or
   ranks sharing a GPU): the shards move by the copy engines into the neighbour's scratch
@@ -26,10 +30,10 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
-from .plan import REUSE_RULE, RingStep, ring_plan
+from .plan import REUSE_RULE, SCHEDULES, RingStep, ring_plan
 
 __all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "REUSE_RULE",
-           "release"]
+           "SCHEDULES", "release"]
 
 if TYPE_CHECKING:
     import torch
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("layoutalg.gemm.collective")
 
 PATHS = ("peer", "sendrecv")
-_rings = {}      # (group, rank, m, k, dtype, device) -> PeerRing
+_rings = {}      # (group, rank, m, k, dtype, device, schedule) -> PeerRing
 _paths = {}      # (group, device) -> (path, reason)
 _agreed = set()  # (group, rank, m, k, dtype, device) that every rank of the group called with
 
@@ -142,7 +146,8 @@ def _check(a, b, out, out_dtype, torch):
 def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any = None,
                       out: Optional[torch.Tensor] = None, *,
                       out_dtype: Optional[torch.dtype] = None,
-                      path: Optional[str] = None) -> torch.Tensor:
+                      path: Optional[str] = None,
+                      schedule: str = "ring") -> torch.Tensor:
     """This rank's ``(D * m, n)`` block of ``AllGather(A) @ B``: ``a_shard`` (m, k) is this
     rank's rows of A, ``b_shard`` (k, n) its columns of B, the D ranks of ``group`` (default:
     the world) each call it with the same m, k and dtype. Rows ``j*m:(j+1)*m`` of the result
@@ -153,7 +158,8 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     with a unit last stride to write into; ``out_dtype``: the result's type when ``out`` is
     None (default: the operands', as ``torch.mm``; ``torch.float32`` for the f32 result of
     16-bit inputs). ``path``: ``"peer"`` or ``"sendrecv"`` to force one (default: what
-    :func:`ring_path` finds). Asynchronous like any CUDA op: the result is ready on the
+    :func:`ring_path` finds). ``schedule``: ``"ring"`` (the default) or ``"direct"``
+    (:func:`ring_plan`). Asynchronous like any CUDA op: the result is ready on the
     caller's current stream. Returns the result.
     """
     import torch
@@ -171,6 +177,9 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     if path is not None and path not in PATHS:
         raise ValueError(f"all_gather_matmul: path must be one of {PATHS} or None, "
                          f"not {path!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"all_gather_matmul: schedule must be one of {SCHEDULES}, "
+                         f"not {schedule!r}")
     a = a_shard.contiguous()
     chosen = path or ring_path(a, g)[0]
     _agree(g, rank, size, a)
@@ -181,13 +190,13 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     if chosen == "peer":
         if a.device.type != "cuda":
             raise ValueError("all_gather_matmul: the peer path needs CUDA tensors")
-        key = (g, rank, m, k, a.dtype, str(a.device))
+        key = (g, rank, m, k, a.dtype, str(a.device), schedule)
         if key not in _rings:
             from .peer import PeerRing
-            _rings[key] = PeerRing(g, rank, size, (m, k), a.dtype, a.device)
+            _rings[key] = PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule)
         _rings[key].run(a, b_shard, out, m, multiply)
     else:
-        _sendrecv(g, rank, size, a, b_shard, out, m, multiply)
+        _sendrecv(g, rank, size, a, b_shard, out, m, multiply, schedule)
     return out
 
 
@@ -217,29 +226,29 @@ def _multiply_cpu(src, b, out_rows):
     out_rows.copy_(torch.mm(src.to(torch.float64), b.to(torch.float64)))
 
 
-def _sendrecv(g, rank, size, a, b, out, m, multiply):
+def _sendrecv(g, rank, size, a, b, out, m, multiply, schedule):
     """The plan over torch.distributed: at each step the exchange (send this step's shard,
-    receive the next) is posted before the matmul, so it overlaps it; two receive buffers
-    alternate (a buffer is reused two steps later, after its matmul and send completed)."""
+    receive into slot ``step``) is posted before the matmul, so it overlaps it; two receive
+    buffers alternate (slot j's is reused for slot j + 2, posted after the matmul and send
+    that read slot j were)."""
     import torch
     import torch.distributed as dist
-    plan = ring_plan(size)[rank]
+    plan = ring_plan(size, schedule)
     peer = {r: dist.get_global_rank(g, r) for r in range(size)}
-    frm = (rank + 1) % size
     bufs = [torch.empty_like(a), torch.empty_like(a)]
-    current = a
-    for s in plan:
+
+    def held(slot):
+        return a if slot is None else bufs[slot % 2]
+    for s in plan[rank]:
         reqs = []
         if s.send_to is not None:
-            nxt = bufs[s.step % 2]
+            frm = next(q for q in range(size) if plan[q][s.step].send_to == rank)
             reqs = dist.batch_isend_irecv([
-                dist.P2POp(dist.isend, current, peer[s.send_to], group=g),
-                dist.P2POp(dist.irecv, nxt, peer[frm], group=g)])
-        multiply(current, b, out[s.compute * m:(s.compute + 1) * m])
+                dist.P2POp(dist.isend, held(s.send_from), peer[s.send_to], group=g),
+                dist.P2POp(dist.irecv, held(s.step), peer[frm], group=g)])
+        multiply(held(s.source), b, out[s.compute * m:(s.compute + 1) * m])
         for r in reqs:
             r.wait()
-        if s.send_to is not None:
-            current = nxt
 
 
 def release(group: Any = None) -> None:

@@ -1,12 +1,13 @@
-"""The ring on peer memory: each rank's scratch slots and flags are shared with its neighbours
-by CUDA IPC (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the
-driver bindings numba-cuda installs), the shards are pushed by the copy engines
-(``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one), and each copy is
-followed by a remote flag write (``cuStreamWriteValue32``, which fences the stream's earlier
-writes) that the receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes
-where the device can). Nothing runs on the host between steps: the whole call is enqueued on
-two streams, the caller's current stream (the matmuls) and a communication stream (the
-copies), so the copy of step i+1 overlaps the matmul of step i.
+"""The ring on peer memory: each rank's scratch slots and flags are shared with the ranks that
+send to it (its neighbour in the ring schedule, every rank in the direct one) by CUDA IPC
+(``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the driver
+bindings numba-cuda installs), the shards are pushed by the copy engines (``cuMemcpyAsync``
+over NVLink, or within the GPU when ranks share one), and each copy is followed by a remote
+flag write (``cuStreamWriteValue32``, which fences the stream's earlier writes) that the
+receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes where the
+device can). Nothing runs on the host between steps: the whole call is enqueued on two
+streams, the caller's current stream (the matmuls) and a communication stream (the copies),
+so the copy of step i+1 overlaps the matmul of step i.
 
 NVLink multicast is never used (no ``cuMulticastCreate``).
 """
@@ -106,13 +107,15 @@ SETS = 2           # scratch sets, taken in turn by consecutive calls (REUSE_RUL
 
 
 class PeerRing:
-    """One rank's side of the ring for one (m, k, dtype) on one device: its two scratch sets
-    (each D - 1 slots of m x k, with an arrival flag per slot), and the peer buffers it
-    writes into: the next rank's scratch sets and their flags (rank - 1 receives from this
-    rank). Made collectively (every rank of ``group`` at once); :meth:`run` enqueues one
-    call, in set ``c % 2`` for its c-th call (:data:`gemm.collective.plan.REUSE_RULE`).
+    """One rank's side of the ring for one (m, k, dtype) and schedule on one device: its two
+    scratch sets (each D - 1 slots of m x k, with an arrival flag per slot), and the peer
+    buffers it writes into: the scratch sets and flags of the ranks it sends to
+    (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
+    rank in the direct one). Made collectively (every rank of ``group`` at once);
+    :meth:`run` enqueues one call, in set ``c % 2`` for its c-th call
+    (:data:`gemm.collective.plan.REUSE_RULE`).
 
-    Two sets need no acknowledgement from the receiver: the ring's own waits order a copy
+    Two sets need no acknowledgement from the receiver: the schedule's own waits order a copy
     into a set after the receiver's reads of it two calls before (the tests check this on
     the schedule). With one set, a call's first copy would wait for the receiver to end the
     call before, one flag hop (5-10 us) after it ends. The price is twice the scratch. The
@@ -124,11 +127,11 @@ class PeerRing:
     launches and the stream operations, which at small shapes cost more time on the host
     than the GPU takes."""
 
-    def __init__(self, group, rank, size, shape, dtype, device):
+    def __init__(self, group, rank, size, shape, dtype, device, schedule="ring"):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
-        self.plan = ring_plan(size)[rank]
+        self.plan = ring_plan(size, schedule)[rank]
         self.calls = 0
         m, k = shape
         with torch.cuda.device(device):
@@ -138,11 +141,12 @@ class PeerRing:
             mine = (export(self.scratch), export(self.flags))
             everyone = [None] * size
             dist.all_gather_object(everyone, mine, group=group)
-            to = (rank - 1) % size
-            self._opened = [_Opened(everyone[to][0]), _Opened(everyone[to][1])]
+            self._opened = {to: (_Opened(everyone[to][0]), _Opened(everyone[to][1]))
+                            for to in sorted({s.send_to for s in self.plan} - {None})}
             self.comm = torch.cuda.Stream(device)
             dist.barrier(group=group)                # every rank has mapped its peers
-        self.dest_scratch, self.dest_flags = (o.ptr for o in self._opened)
+        # rank -> its (scratch, flags) mapped here
+        self.dest = {to: (o[0].ptr, o[1].ptr) for to, o in self._opened.items()}
         self.slot_bytes = m * k * self.scratch.element_size()
         self.graphs, self.seen, self.graph_error = {}, set(), None
         self.last_end = None                         # an event: the ring's last call ended
@@ -207,17 +211,17 @@ class PeerRing:
         self.comm.wait_event(start)                  # a is ready; out is ours to write
         src = [a] + list(self.scratch[t])
         flag = self.flags[t].data_ptr()              # our arrival flags in set t
-        dest = self.dest_scratch + t * (self.size - 1) * self.slot_bytes
-        dest_flag = self.dest_flags + t * (self.size - 1) * 4
         for s in self.plan:                          # the copies, on the comm stream
             if s.send_to is None:
                 continue
-            if s.source is not None:                 # the shard to forward has arrived
-                wait_value(self.comm, flag + 4 * s.source, 1, self.flush)
-            copy_async(self.comm, dest + s.dest_slot * self.slot_bytes,
-                       src[0 if s.source is None else s.source + 1].data_ptr(),
+            if s.send_from is not None:              # the shard to forward has arrived
+                wait_value(self.comm, flag + 4 * s.send_from, 1, self.flush)
+            scratch, flags = self.dest[s.send_to]
+            slot = t * (self.size - 1) + s.dest_slot     # set t's slot there
+            copy_async(self.comm, scratch + slot * self.slot_bytes,
+                       src[0 if s.send_from is None else s.send_from + 1].data_ptr(),
                        self.slot_bytes)
-            write_value(self.comm, dest_flag + 4 * s.dest_slot, 1)
+            write_value(self.comm, flags + 4 * slot, 1)
         for s in self.plan:                          # the matmuls, on the caller's stream
             if s.source is not None:
                 wait_value(cur, flag + 4 * s.source, 1, self.flush)
@@ -229,5 +233,6 @@ class PeerRing:
         clear(cur, flag, self.size - 1)              # REUSE_RULE: the set's flags cleared
 
     def close(self):
-        for o in self._opened:
-            o.close()
+        for pair in self._opened.values():
+            for o in pair:
+                o.close()

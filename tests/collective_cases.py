@@ -29,7 +29,7 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
 
 def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, seed=0,
-          reuse=False, schedule=None):
+          reuse=False, schedule="ring"):
     """Max over calls of max |got - ref| / (TOL * max |ref|) for this rank (the operands are
     exact in float64, so the error is the f32 accumulation's and the out's rounding).
     ``reuse``: every call refills the same tensors (from the second call on, the peer ring

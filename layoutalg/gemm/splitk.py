@@ -53,11 +53,14 @@ def ranges(k_tiles: int, split: int) -> Tuple[int, int]:
     """
     per = -(-k_tiles // split)
     return -(-k_tiles // per), per
+
+
 _SCALARS = ("uint32",) * 8 + ("float32",) * 2
 # out dtype -> (numba type of the out's elements, load as float32, store from float32)
 _OUT = {"float32": ("float32", "", ""),
         "bfloat16": ("uint16", "bf16_to_f32", "cvt_rn_bf16_f32"),
         "float16": ("uint16", "f16_to_f32", "cvt_rn_f16_f32")}
+VEC = 4     # consecutive columns of one row per thread of the reduction
 _SOURCE = '''\
 import numpy as np
 from numba import cuda, float32
@@ -65,27 +68,60 @@ from layoutalg.gemm.arch import bf16_to_f32, cvt_rn_bf16_f32, cvt_rn_f16_f32, f1
 U = np.uint32
 
 
-@cuda.jit("void(float32[::1], {ctype}[::1], uint32, uint32, uint32, uint32, uint32, uint32, "
-          "uint32, uint32, float32, float32)"{cache})
-def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
-    i = U(cuda.blockIdx.x) * U({threads}) + U(cuda.threadIdx.x)
-    mn = M * N
-    if i >= NB * mn:
-        return
-    z = i // mn
-    r = i - z * mn
-    row = r // N
-    col = r - row * N
-    w = (z * M + row) * ldw + col
-    step = NB * M * ldw
-    acc = float32(0)
-    for s in range(S):
-        acc += W[w + U(s) * step]
+@cuda.jit(device=True)
+def finish(C, g, acc, alpha, beta):
     v = alpha * acc
-    g = z * sCb + row * ldc + col * cs
     if beta != float32(0):
         v += beta * {load}(C[g])
     C[g] = {store}(v)
+
+
+@cuda.jit("void(float32[::1], {ctype}[::1], uint32, uint32, uint32, uint32, uint32, uint32, "
+          "uint32, uint32, float32, float32)"{cache})
+def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
+    # thread i: columns col .. col + {vec} - 1 of one row (those below N): {vec} loads in
+    # flight per K range, two ranges per turn, each sum still taken in the ranges' order
+    i = U(cuda.blockIdx.x) * U({threads}) + U(cuda.threadIdx.x)
+    nq = (N + U({vec} - 1)) // U({vec})
+    mq = M * nq
+    if i >= NB * mq:
+        return
+    z = i // mq
+    r = i - z * mq
+    row = r // nq
+    col = (r - row * nq) * U({vec})
+    w = (z * M + row) * ldw + col
+    step = NB * M * ldw
+    g = z * sCb + row * ldc + col * cs
+    if col + U({vec}) <= N:
+        a0 = a1 = a2 = a3 = float32(0)
+        s = U(0)
+        while s + U(1) < S:
+            p = w + s * step
+            q = p + step
+            x0, x1, x2, x3 = W[p], W[p + U(1)], W[p + U(2)], W[p + U(3)]
+            y0, y1, y2, y3 = W[q], W[q + U(1)], W[q + U(2)], W[q + U(3)]
+            a0 = (a0 + x0) + y0
+            a1 = (a1 + x1) + y1
+            a2 = (a2 + x2) + y2
+            a3 = (a3 + x3) + y3
+            s += U(2)
+        if s < S:
+            p = w + s * step
+            a0 += W[p]
+            a1 += W[p + U(1)]
+            a2 += W[p + U(2)]
+            a3 += W[p + U(3)]
+        finish(C, g, a0, alpha, beta)
+        finish(C, g + cs, a1, alpha, beta)
+        finish(C, g + U(2) * cs, a2, alpha, beta)
+        finish(C, g + U(3) * cs, a3, alpha, beta)
+    else:                                   # the row's last columns, fewer than {vec}
+        for j in range(N - col):
+            acc = float32(0)
+            for s in range(S):
+                acc += W[w + U(j) + U(s) * step]
+            finish(C, g + U(j) * cs, acc, alpha, beta)
 '''
 
 
@@ -93,7 +129,7 @@ def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
 def _launcher(out_dtype):
     ctype, load, store = _OUT[out_dtype]
     sim = simulator_active()
-    source = _SOURCE.format(ctype=ctype, load=load, store=store, threads=THREADS,
+    source = _SOURCE.format(ctype=ctype, load=load, store=store, threads=THREADS, vec=VEC,
                             cache="" if sim else ", cache=True")
     kernel = load_module(source, "splitk").kernel
     return Launcher(kernel, 2, (4, 4 if ctype == "float32" else 2), _SCALARS, free_scalars=2)
@@ -106,7 +142,7 @@ def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw:
     or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
     kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
     ldc + col * col_step``). Returns the launcher's bound launch (None in the simulator)."""
-    grid = (-(-products * m * n // THREADS), 1, 1)
+    grid = (-(-products * m * -(-n // VEC) // THREADS), 1, 1)
     return _launcher(out_dtype)(grid, (THREADS, 1, 1), stream, (workspace, out),
                                 (m, n, ldw, products, splits, ldc, col_step, out_stride, alpha,
                                  beta))

@@ -485,7 +485,7 @@ def test_split_candidates_fill_two_waves_with_long_enough_ranges():
     for c in got:
         tiles = -(-1024 // c.tile_m) * -(-1024 // c.bN)
         assert tiles * c.split_k <= 2 * 132 and (16384 // c.bK) // c.split_k >= 4
-    assert {c.bN for c in got} == {128, 256}
+    assert {(c.bN, c.stages) for c in got} == {(256, 3), (128, 3), (128, 6), (64, 8)}
     assert autotune.split_candidates("bfloat16", 8192, 8192, 8192, 132) == []   # many tiles
     assert "split4" in autotune.config_label(got[0].__class__(split_k=4))
 

@@ -195,22 +195,23 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     from layoutalg.gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
-    # bf16, f16: 4 majors x 2 outs; tf32: 1; each in 2 tile widths and the swapped tiles,
-    # with and without split-K, the unswapped unsplit ones with both epilogues; bf16, f16:
-    # the narrow swapped tiles (3 widths) with a K-major Y (2 majors x 2 outs), with and
+    # bf16, f16: 4 majors x 2 outs; tf32: 1; each in the default's 4 tiles and the swapped
+    # tiles, with and without split-K, the unswapped unsplit ones with both epilogues; bf16,
+    # f16: the narrow swapped tiles (3 widths) with a K-major Y (2 majors x 2 outs), with and
     # without split-K; all swapped tiles with two consumers, unsplit
     narrow = 2 * 3 * 4 * 2
     two = (8 + 8 + 1) + narrow // 2
-    assert len(got) == len(set(got)) == 8 * (8 + 8 + 1) + narrow + two
-    assert sum(v.split_k for v in got) == 3 * (8 + 8 + 1) + narrow // 2
+    assert len(got) == len(set(got)) == 14 * (8 + 8 + 1) + narrow + two
+    assert sum(v.split_k for v in got) == 5 * (8 + 8 + 1) + narrow // 2
     assert sum(v.c_columns for v in got) == 2 * (8 + 8 + 1) + narrow + two
-    assert sum(v.tma_store for v in got) == 2 * (8 + 8 + 1)
+    assert sum(v.tma_store for v in got) == 4 * (8 + 8 + 1)
     swapped = [HopperConfig(bM=64, bN=bn, consumers=c, stages=8) for bn in (64, 32, 16, 8)
                for c in (1, 2)]
     assert all(replace(v.config, dtype="bfloat16", bK=None) in (
         kernel_config(HopperConfig()), kernel_config(HopperConfig(bN=128)),
-        *map(kernel_config, swapped)) for v in got)
-    assert all(v.c_columns == (v.config.bN <= 64) != v.vec_c for v in got)
+        kernel_config(HopperConfig(bN=128, stages=6)), *map(kernel_config, swapped))
+        for v in got)
+    assert all(v.c_columns != v.vec_c and (v.c_columns or v.config.bN >= 64) for v in got)
     assert all(v.b_major == "K" for v in got if v.config.bN < 64)
     assert {(v.a_major, v.b_major, v.out_dtype) for v in got
             if v.config.dtype == "tfloat32"} == {("K", "K", "float32")}
@@ -330,7 +331,11 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
         return cfg.bN, cfg.split_k
     assert pick("bfloat16", 4096, 4096, 4096) == (256, 1)          # 512 tiles
     assert pick("bfloat16", 16, 4096, 4096) == (256, 8)            # decode: 16 tiles
-    assert pick("bfloat16", 1024, 1024, 16384) == (256, 4)         # K-heavy: 32 tiles
+    # K-heavy: 32 tiles would take 4 ranges; 2 x 64 x 128 tiles fill the SMs in 2 long ones
+    assert pick("bfloat16", 1024, 1024, 16384) == (128, 2)
+    assert pick("bfloat16", 256, 256, 65536) == (64, 16)           # 64-wide ranges hold 64
+    assert pick("bfloat16", 256, 192, 65536) == (64, 22)           # none do: fewest ranges
+    assert pick("bfloat16", 80, 4096, 4096) == (64, 2)
     assert pick("bfloat16", 512, 4096, 4096) == (128, 1)           # 64 tiles, K too short
     assert pick("float16", 1024, 1024, 1024) == (128, 1)           # to split in 3
     assert pick("bfloat16", 16, 14336, 4096) == (256, 1)           # few rows: not narrower

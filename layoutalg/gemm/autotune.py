@@ -82,8 +82,10 @@ _HOPPER = ((64, 256, 3, 2, 0, 8, "cooperative"), (64, 256, 4, 2, 0, 8, "cooperat
            (64, 128, 6, 1, 0, 8, "cooperative"),
            (64, 256, 3, 2, 0, 16, "cooperative"), (128, 128, 4, 2, 1, 8, "pingpong"))
 # The tiles split_candidates cuts K for, as (bM, bN, stages, consumers): the default's, its
-# narrow form, and the one-consumer 64-row tiles.
-_SPLIT_TILES = ((64, 256, 3, 2), (64, 128, 3, 2), (64, 256, 5, 1), (64, 128, 6, 1))
+# narrow form, the narrower tiles of gemm.hopper's few-tile rule, and the one-consumer 64-row
+# tiles.
+_SPLIT_TILES = ((64, 256, 3, 2), (64, 128, 3, 2), (64, 128, 6, 2), (64, 64, 8, 2),
+                (64, 256, 5, 1), (64, 128, 6, 1))
 SMEM_LIMIT = DYNAMIC_SHARED_LIMIT     # an H100's opt-in shared memory per block
 
 
@@ -105,8 +107,8 @@ def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
 
 def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the tiles of
-    ``_SPLIT_TILES`` (the default's, 2 x 64 x 128, and for at most 64 rows the one-consumer
-    64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
+    ``_SPLIT_TILES`` (the default's, the narrower ones of its few-tile rule, 2 x 64 x 128 with
+    3 slots, and for at most 64 rows the one-consumer 64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
     keep >= 4 k-tiles per range; for at most SWAP_ROWS rows also
     :func:`gemm.hopper.swapped_tiles` (64 columns, and up to NARROW_ROWS rows the narrow ones
     too: they need a row-major A, and a call that has none skips them), with and without

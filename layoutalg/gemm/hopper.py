@@ -53,6 +53,7 @@ SCHEDULES = ("cooperative", "pingpong", "plain")
 EPILOGUES = ("registers", "tma")
 STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-byte pieces
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
+LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
 NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
@@ -472,9 +473,10 @@ def default_config(dtype, m, n, k, products, sms):
     products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256), or for
     n <= 128 tiles of n's width rounded up to 64 with a deeper ring (2 x 64 x 64, 8 slots;
     2 x 64 x 128, 6 slots); split-K (:func:`default_split`) where they leave most SMs idle
-    and K is long enough; else, where they fill at most half the SMs and narrower tiles
-    (2 x 64 x 128) fit in one wave, those (not for m < 64: there the rows are mostly padding
-    and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
+    and K is long enough, on narrower tiles where those need fewer K ranges
+    (:func:`_fewer_ranges`); else, where they fill at most half the SMs and narrower tiles
+    (2 x 64 x 128) fit in one wave, those (neither narrowing for m < 64: there the rows are
+    mostly padding and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
     (benchmarks/RESULTS.md, "Every shape" and "A shipped table")."""
     cfg = HopperConfig(dtype=dtype)
     if n <= 128:            # a 256-wide wgmma would multiply mostly padding
@@ -483,11 +485,35 @@ def default_config(dtype, m, n, k, products, sms):
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
     split = default_split(tiles, k_tiles, sms)
     if split > 1:
-        return replace(cfg, split_k=split)
+        return _fewer_ranges(cfg, m, n, k_tiles, products, sms, split) if m >= 64 else \
+            replace(cfg, split_k=split)
     if cfg.bN > 128 and 2 * tiles <= sms and m >= 64 and \
             products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
         return replace(cfg, bN=128)
     return cfg
+
+
+def _fewer_ranges(cfg, m, n, k_tiles, products, sms, split):
+    """``cfg`` in ``split`` K ranges, or narrower tiles that fill the SMs with fewer ranges:
+    2 x 64 x 128 (6 slots), then 2 x 64 x 64 (8 slots), the first whose ranges hold at least
+    LONG_RANGE_TILES k-tiles; where none does, the one with the fewest ranges. Fewer ranges
+    mean fewer partial tiles to store and add and longer ranges over which to fill the
+    pipeline; wider tiles multiply faster where the ranges stay long (1024 x 1024 x 16384:
+    2 x 64 x 128 in 2 ranges 54 us, 2 x 64 x 256 in 4 61 us, 2 x 64 x 64 unsplit 76 us;
+    256 x 256 x 65536: 2 x 64 x 64 in 16 ranges 33 us, 2 x 64 x 128 in 32 38 us;
+    benchmarks/RESULTS.md, "K-heavy shapes")."""
+    best = (split, cfg)
+    for bn, stages in ((128, 6), (64, 8)):
+        if bn >= cfg.bN:
+            continue
+        narrow = replace(cfg, bN=bn, stages=stages)
+        tiles = products * -(-m // narrow.tile_m) * -(-n // bn)
+        fewer = splitk.by_shape(tiles, k_tiles, sms, least=2)
+        if 2 <= fewer < split and k_tiles // fewer >= LONG_RANGE_TILES:
+            return replace(narrow, split_k=fewer)
+        if 2 <= fewer < best[0]:
+            best = (fewer, narrow)
+    return replace(best[1], split_k=best[0])
 
 
 def swaps(m, n, sms, narrow=False):

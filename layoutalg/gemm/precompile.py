@@ -71,7 +71,8 @@ def tensorcore_variants(dtypes: Optional[Sequence[str]] = None) -> list:
 def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     """On a GPU of compute capability 9.x, the default :class:`gemm.hopper.HopperConfig` of
     each dtype for every pair of majors it takes (tf32: K-major only), with a float32 out and
-    one of the input type, in the default's two tile widths (gemm.hopper.default_config) and
+    one of the input type, in the default's tiles (gemm.hopper.default_config: 2 x 64 x 256
+    and 2 x 64 x 128 with 3 slots, 2 x 64 x 128 with 6 and 2 x 64 x 64 with 8) and
     the swapped tiles of few rows (gemm.hopper.swapped_config: 64 columns, and for 16-bit
     types 8, 16 and 32 with a K-major Y, a row-major A), with and without split-K, and with
     two consumers unsplit, the unsplit default tiles with both epilogues (TMA stores; from
@@ -90,9 +91,12 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
         swapped = [hopper.kernel_config(hopper.swapped_tiles(dtype, rows)) for rows in widths]
         two = [hopper.kernel_config(hopper.swapped_tiles(dtype, rows, consumers=2))
                for rows in widths]
-        for cfg in (wide, replace(wide, bN=128), *swapped, *two):
-            cols = cfg in swapped or cfg in two
-            kinds = ([(False, False)] + ([] if cfg in two else [(True, False)])
+        tiles = [wide, replace(wide, bN=128), replace(wide, bN=128, stages=6),
+                 replace(wide, bN=64, stages=8)]
+        for cfg, cols, splits in ([(t, False, True) for t in tiles]
+                                  + [(t, True, True) for t in swapped]
+                                  + [(t, True, False) for t in two]):
+            kinds = ([(False, False)] + ([(True, False)] if splits else [])
                      + ([] if cols else [(False, True)]))
             for a, b in majors:
                 if cfg.bN < 64 and b != "K":            # narrow tiles need a K-major Y

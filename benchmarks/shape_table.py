@@ -7,9 +7,10 @@ from the JSON of tuned suite runs. No GPU needed.
     python3 benchmarks/shape_table.py --add RUN.json [RUN.json ...] [--min-gain 1.08] [--out PATH]
 
 Each RUN.json is written by ``python3 benchmarks/shapes.py --dtypes bf16 --tune --json
-RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config), the
-tuned time and the tuned config. A shape enters the table where the tuned config was at
-least ``--min-gain`` times faster than the rules in that run's own timing. A CHECK.json
+RUN.json``: per shape the untuned time ("ours", the rules of gemm.hopper.default_config; in
+later runs also timed again after the tuning, beside the tuned config, which is the one
+used), the tuned time and the tuned config. A shape enters the table where the tuned config
+was at least ``--min-gain`` times faster than the rules in that run's own timing. A CHECK.json
 (``shapes.py`` untuned, after the rules began to swap A and B for few rows) that timed a
 shape's table config ("table") and the swapped rules ("rules") side by side marks the entry
 ``swap_faster`` where the rules were faster: gemm.shape_table then leaves it to the rules
@@ -50,7 +51,7 @@ def table(runs, min_gain, rechecks=()):
             if "tuned_config" not in r:
                 raise SystemExit(f"shape_table: {r['m']}x{r['n']}x{r['k']} was not tuned "
                                  "(run shapes.py with --tune)")
-            gain = r["ours_us"] / r["tuned_us"]
+            gain = r.get("ours_after_tune_us", r["ours_us"]) / r["tuned_us"]
             if gain >= min_gain:
                 chosen.append(dict(m=r["m"], n=r["n"], k=r["k"], gain=round(gain, 3),
                                    label=r["tuned"], config=r["tuned_config"]))

@@ -19,8 +19,8 @@ where they swap.
 ``--prune`` edits the shipped table instead: an entry goes where an untuned ``shapes.py`` run
 (CHECK.json, after a change to the kernels) timed the rules ("rules") faster than the
 entry's config ("ours", which is the table's config at the table's own shapes) and the rules
-do not swap there (an entry marked ``swap_faster`` stays: its own shape ran the rules). Its reason is the table's own: entries are kept only where the tuned
-config beats the rules.
+do not swap there (an entry marked ``swap_faster`` stays: its own shape ran the rules). Its
+reason is the table's own: entries are kept only where the tuned config beats the rules.
 
 ``--add`` also edits the shipped table: the shapes of tuned runs (as RUN.json) that pass
 ``--min-gain`` join it, replacing an entry of the same shape; the other entries stay.

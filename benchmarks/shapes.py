@@ -27,8 +27,8 @@ and the geometric mean, last.
 ``--tune`` (bf16) also tunes each shape after its untuned timings (``gemm.autotune.tune``,
 its cache ``$GEMM_AUTOTUNE_CACHE``) and times the winner, then the rules and cuBLAS again
 beside it (the GPU's clocks after the tuning may differ): the "tuned" column, compared with
-that cuBLAS timing, whose configs ``gemm.shape_table`` records. ``--held-out`` runs shapes beside the suite instead, to check
-that what was derived from the suite carries over.
+that cuBLAS timing, whose configs ``gemm.shape_table`` records. ``--held-out`` runs shapes
+beside the suite instead, to check that what was derived from the suite carries over.
 """
 
 import argparse

@@ -108,11 +108,11 @@ def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
 def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     """Split-K configs :func:`tune` adds for an (m, n, k) problem on ``sms`` SMs: the tiles of
     ``_SPLIT_TILES`` (the default's, the narrower ones of its few-tile rule, 2 x 64 x 128 with
-    3 slots, and for at most 64 rows the one-consumer 64-row ones), each with the K ranges (2 to 32) whose work units fit in two waves and
-    keep >= 4 k-tiles per range; for at most SWAP_ROWS rows also
-    :func:`gemm.hopper.swapped_tiles` (64 columns, and up to NARROW_ROWS rows the narrow ones
-    too: they need a row-major A, and a call that has none skips them), with and without
-    split-K. They share one compiled kernel per tile shape (the ranges are a run-time
+    3 slots, and for at most 64 rows the one-consumer 64-row ones), each with the K ranges
+    (2 to 32) whose work units fit in two waves and keep >= 4 k-tiles per range; for at most
+    SWAP_ROWS rows also :func:`gemm.hopper.swapped_tiles` (64 columns, and up to NARROW_ROWS
+    rows the narrow ones too: they need a row-major A, and a call that has none skips them),
+    with and without split-K. They share one compiled kernel per tile shape (the ranges are a run-time
     argument)."""
     from layoutalg.gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
     out = []

@@ -60,7 +60,7 @@ _SCALARS = ("uint32",) * 8 + ("float32",) * 2
 _OUT = {"float32": ("float32", "", ""),
         "bfloat16": ("uint16", "bf16_to_f32", "cvt_rn_bf16_f32"),
         "float16": ("uint16", "f16_to_f32", "cvt_rn_f16_f32")}
-VEC = 4     # consecutive columns of one row per thread of the reduction
+VEC = 4     # consecutive columns of one row per thread of the reduction (its a0 .. a3)
 _SOURCE = '''\
 import numpy as np
 from numba import cuda, float32

@@ -218,14 +218,15 @@ def _array_start(context, builder, ty, tensor):
 
 
 def _cp_async(context, builder, kind, nbytes, d, g, src_bytes=None):
+    """One ``kind`` ("cp.async.ca" or "cp.async.cg") of ``nbytes`` from global ``g`` to
+    shared ``d``; with ``src_bytes``, only those are read (the rest zeros)."""
+    from layoutalg.gemm.arch import ptx
     g64 = builder.ptrtoint(_in_space(builder, g, GLOBAL), ir.IntType(64))
     d32 = builder.ptrtoint(_in_space(builder, d, SHARED), I32)
-    if src_bytes is None:
-        asm(builder, ir.VoidType(), f"{kind}.shared.global [$0], [$1], {nbytes};",
-            "r,l,~{memory}", [d32, g64], side_effect=True)
-    else:
-        asm(builder, ir.VoidType(), f"{kind}.shared.global [$0], [$1], {nbytes}, $2;",
-            "r,l,r,~{memory}", [d32, g64, src_bytes], side_effect=True)
+    zfill = src_bytes is not None
+    text, constraints = ptx.cp_async_asm(kind.split(".")[-1], nbytes, zfill)
+    asm(builder, ir.VoidType(), text, constraints, [d32, g64] + ([src_bytes] if zfill else []),
+        side_effect=True)
 
 
 @lower_builtin(cute.copy, StaticType, TensorType, TensorType)

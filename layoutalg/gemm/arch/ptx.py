@@ -64,6 +64,14 @@ __all__ = [
 
 # --- cp.async ------------------------------------------------------------------------------------
 
+def cp_async_asm(kind, nbytes, zfill):
+    """(text, constraints) of one ``cp.async.{kind}`` (``"ca"`` or ``"cg"``) of ``nbytes``
+    from global to shared memory: operand ``$0`` the 32-bit shared address, ``$1`` the 64-bit
+    global one, and with ``zfill`` ``$2`` the bytes read (the rest of ``nbytes`` zeros)."""
+    text = f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}" + (", $2;" if zfill else ";")
+    return text, "r,l" + (",r" if zfill else "") + ",~{memory}"
+
+
 def _make_cp_async(kind, zfill):
     op = f"cp_async_{kind}{'_zfill' if zfill else ''}"
     sizes = CP_ASYNC_SIZES[kind]
@@ -84,8 +92,7 @@ def _make_cp_async(kind, zfill):
                                   f"elements of {name}")
         if zfill:
             check_int(op, "src_bytes", rest[0])
-        text = f"cp.async.{kind}.shared.global [$0], [$1], {n}" + (", $2;" if zfill else ";")
-        constraints = "r,l" + (",r" if zfill else "") + ",~{memory}"
+        text, constraints = cp_async_asm(kind, n, zfill)
 
         def codegen(context, builder, sig, args):
             dty, dity, sty, sity = sig.args[:4]

@@ -5,9 +5,10 @@ in a child process: torch.distributed is initialised only there).
 
 MODE: ``cpu`` (gloo, CPU tensors: the send/recv ring), ``gpu_shared`` (gloo group, every
 process on GPU 0: the peer ring through CUDA IPC within one GPU), ``gpu`` (one process per GPU,
-NCCL: both paths), each path in both schedules. Each rank checks its result against float64 ``cat(all_gather(A)) @ B_r``
-on fresh random data, the output poisoned with NaN first; rank 0 prints one JSON line
-``{case: max error / tolerance}`` (over the ranks) and ``{"path ...": reason}``.
+NCCL: both paths), each path in both schedules. Each rank checks its result against float64
+``cat(all_gather(A)) @ B_r`` on fresh random data, the output poisoned with NaN first; rank 0
+prints one JSON line ``{case: max error / tolerance}`` (over the ranks) and ``{"path ...":
+reason}``.
 """
 
 import functools

@@ -125,14 +125,16 @@ def test_entries_the_swapped_rules_beat_are_left_to_them_where_they_swap(monkeyp
     assert shape_table.lookup("bfloat16", 64, 4096, 4096, 132) == cfg
 
 
-def test_no_entry_where_the_rules_swap_onto_narrow_tiles():
+def test_no_entry_where_the_rules_swap_onto_narrow_tiles(tmp_path):
     # up to 32 rows of a row-major A the narrow swapped tiles beat the entries near them
     for m, n, k in ((16, 4096, 4096), (1, 14336, 4096), (32, 11008, 4096)):
         assert shape_table.lookup("bfloat16", m, n, k, 132) is not None
         assert shape_table.lookup("bfloat16", m, n, k, 132, narrow=True) is None
-    # 64 rows stay on the 64-column tiles: the entries near them still apply
-    assert shape_table.lookup("bfloat16", 64, 14336, 4096, 132, narrow=True) == \
-        shape_table.lookup("bfloat16", 64, 14336, 4096, 132)
+    # above 32 rows the swapped tiles are 64 wide: an entry near them still applies (the
+    # shipped table has none there, so a table of one)
+    path = _table(tmp_path, [((64, 14336, 4096), A)])
+    assert hopper.swaps(48, 14336, 132, narrow=True)
+    assert shape_table.lookup("bfloat16", 48, 14336, 4096, 132, path, narrow=True) == A
 
 
 def test_writer_marks_entries_a_recheck_timed_slower_than_the_swapped_rules():

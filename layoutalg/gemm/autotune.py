@@ -112,8 +112,8 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     (2 to 32) whose work units fit in two waves and keep >= 4 k-tiles per range; for at most
     SWAP_ROWS rows also :func:`gemm.hopper.swapped_tiles` (64 columns, and up to NARROW_ROWS
     rows the narrow ones too: they need a row-major A, and a call that has none skips them),
-    with and without split-K. They share one compiled kernel per tile shape (the ranges are a run-time
-    argument)."""
+    with and without split-K. They share one compiled kernel per tile shape (the ranges are
+    a run-time argument)."""
     from layoutalg.gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
     out = []
     for bm, bn, stages, consumers in _SPLIT_TILES:

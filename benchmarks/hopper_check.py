@@ -9,8 +9,9 @@ Run on an H100/H200 host from the project root (after the wheel line of
 
 A SPEC is ``bMxbN:stages:consumers[:dD][:gG][:rR][:sS][:p|:plain][:t]`` (D delay_release, G
 group_m, R the producer's registers, 0 for no setmaxnreg, S split_k, p the pingpong schedule,
-plain the plain pipeline with one warpgroup, t the TMA epilogue), ``default`` (the default config, no split-K) or
-``auto`` (no config: the default with the split-K the shape gets).
+plain the plain pipeline with one warpgroup, t the TMA epilogue), ``default`` (the default
+config, no split-K) or ``auto`` (no config: the default with the split-K the shape gets); a
+trailing ``:x3`` runs float32 operands by 3xTF32 (``tf32x3``, checked with float32's bound).
 
 1. Correctness (:func:`cases`): the seed's bf16 cubes, random odd shapes for every dtype x
    majors x out dtype, alpha/beta into row- and column-major outputs, K not a multiple of the
@@ -47,8 +48,15 @@ SECTIONS = {"bf16": ("bfloat16", "K", "float32"), "bf16_out": ("bfloat16", "K", 
 SETS = 3
 
 
+def split_spec(spec):
+    """(the spec without a trailing ":x3", whether it had one: 3xTF32, hopper_matmul's
+    tf32x3)."""
+    return (spec[:-3], True) if spec.endswith(":x3") else (spec, False)
+
+
 def parse_config(spec, dtype):
     from layoutalg.gemm.hopper import HopperConfig
+    spec, _ = split_spec(spec)
     if spec == "auto":
         return None             # what a call without a config runs (split-K by shape)
     if spec == "default":
@@ -144,6 +152,18 @@ def cases(seed=None):
                                   ("tfloat32", "row", "col", "float32", "col")):
         for m, n, k in ((64, 256, 4096), (1000, 500, 3000), (16, 4096, 4096)):
             add(dtype, m, n, k, am, bm, od, om, beta=0.5 if om == "col" else 0.0, spec="auto")
+    # 3xTF32 (float32 to about float32's accuracy: checked with float32's bound): the rules'
+    # tiles (split-K and swapped ones among them), both consumer schedules, plain, TMA stores
+    for m, n, k, od, om, spec in ((77, 130, 201, "float32", "row", "auto:x3"),
+                                  (300, 1000, 72, "bfloat16", "row", "auto:x3"),
+                                  (16, 4096, 4096, "float32", "row", "auto:x3"),
+                                  (64, 256, 4096, "float32", "row", "auto:x3"),
+                                  (1024, 1024, 1024, "float32", "row", "auto:x3"),
+                                  (1500, 2100, 520, "float32", "row", "128x128:4:2:p:t:x3"),
+                                  (333, 129, 104, "float32", "col", "128x128:3:1:d0:plain:x3"),
+                                  (300, 260, 1000, "bfloat16", "row", "128x64:4:2:s3:x3")):
+        add("tfloat32", m, n, k, bm="col", od=od, om=om, beta=0.5 if om == "col" else 0.0,
+            spec=spec)
     if seed is not None:
         rng = random.Random(seed)
         for _ in range(8):
@@ -189,13 +209,16 @@ def check(case, seed=0):
     from layoutalg.gemm.hopper import hopper_matmul
     a, b, flat, out, c0 = operands(case, seed)
     cfg = parse_config(case["spec"], case["dtype"])
-    res = hopper_matmul(a, b, out, alpha=case["alpha"], beta=case["beta"], config=cfg)
+    x3 = split_spec(case["spec"])[1]
+    res = hopper_matmul(a, b, out, alpha=case["alpha"], beta=case["beta"], config=cfg,
+                        tf32x3=x3)
     torch.cuda.synchronize()
     C = out.double().clone()
     out.fill_(math.nan)
     guard = bool(flat.isnan().all())
-    err = error_ratio(C, a.double(), b.double(), case["dtype"], case["out_dtype"],
-                      case["alpha"], case["beta"], None if c0 is None else c0.double())
+    err = error_ratio(C, a.double(), b.double(), "float32" if x3 else case["dtype"],
+                      case["out_dtype"], case["alpha"], case["beta"],
+                      None if c0 is None else c0.double())
     return err <= 1 and guard and res is out, err, guard
 
 
@@ -217,7 +240,8 @@ def variants_of(case_list, specs=(), sections=(), seed=0):
     out = set()
     for case in case_list:
         a, b, _, o, _ = operands(case, seed)
-        out.add(plan_call(a, b, o, config=parse_config(case["spec"], case["dtype"])))
+        out.add(plan_call(a, b, o, config=parse_config(case["spec"], case["dtype"]),
+                          tf32x3=split_spec(case["spec"])[1]))
     for section in sections:
         dtype, b_major, out_dtype = SECTIONS[section]
         for spec in specs:

@@ -10,10 +10,11 @@ delay_release and one consumer warpgroup, a pingpong ring of 2 slots with more t
 blocks, the plain pipeline with two blocks per SM, tf32 with a bf16 out, and two calls of
 few rows that the rules run with A and B swapped (C stored column by column; 5 rows on tiles
 of 8 columns into a bf16 out with beta, 40 on 64 columns), the TMA epilogue (cooperative into
-a bf16 out, pingpong), and 5 rows on tiles of 8 columns with split-K
-(``--cases``: only these, by index). This process compiles their
-variants first; then, per tool, it runs itself with ``--child`` under ``compute-sanitizer
---tool TOOL``: the child runs and checks every case and exits non-zero on a wrong result.
+a bf16 out, pingpong), 5 rows on tiles of 8 columns with split-K, and 3xTF32 (``:x3``;
+the rules' tiles unswapped and swapped, pingpong) (``--cases``: only these, by index).
+This process compiles their variants first; then, per tool, it runs itself with
+``--child`` under ``compute-sanitizer --tool TOOL``: the child runs and checks every case
+and exits non-zero on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
 """
 
@@ -46,7 +47,12 @@ def cases():
             dict(base, m=40, n=1100, k=300, spec="auto"),       # swapped: split 4, unsplit
             dict(base, m=2000, n=1100, out_dtype="bfloat16", spec="64x256:3:2:d0:t"),
             dict(base, m=2000, n=1100, spec="128x128:2:2:p:t"),  # TMA epilogue: 2 schedules
-            dict(base, m=5, n=1100, k=14000, spec="auto")]      # narrow swapped, split 2
+            dict(base, m=5, n=1100, k=14000, spec="auto"),      # narrow swapped, split 2
+            # 3xTF32: two consumers splitting each slot (the rules: unswapped; swapped,
+            # 40 columns, split), and pingpong (a buffer per consumer)
+            dict(base, dtype="tfloat32", spec="auto:x3"),
+            dict(base, dtype="tfloat32", m=40, n=1100, k=300, spec="auto:x3"),
+            dict(base, dtype="tfloat32", m=2000, n=1100, spec="128x128:2:2:p:x3")]
 
 
 def chosen(indices):

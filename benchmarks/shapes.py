@@ -4,6 +4,7 @@ shapes. GPU only.
 
     python3 benchmarks/shapes.py [--dtypes bf16 fp32] [--reps R] [--calls C] [--no-graphs]
         [--json PATH] [--plot PNG] [--quick] [--held-out] [--shapes MxNxK ...] [--tune] [--part I N]
+        [--precision ieee|tf32x3]
 
 Shapes: M in 1, 16, 64, 128, 512, 2048, 8192 over (N, K) in 4096x4096, 14336x4096,
 4096x14336, 128256x4096 (a weight stored (N, K) row-major, so B = W.T is K-major, A
@@ -17,7 +18,9 @@ rows against a wide B: gemm.hopper.swaps), also what an unnamed call took before
 "unswapped", the rules' unswapped config, and "table", the table's config where it has one
 near. fp32:
 our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would use TF32:
-left out). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
+left out); with ``--precision tf32x3``, "ours" is ``gemm.matmul(precision="tf32x3")``
+(3xTF32 on the Hopper kernel) and "ieee" the SIMT kernel beside it, and cuBLAS's result is
+checked as ours is ("cuBLAS error"). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
 <= 2^-8 |ref| + 1e-3 |A| @ |B|; fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event
 timings of a CUDA graph of ``--calls`` calls (3 rotating input sets): the GPU's time alone
 (``--no-graphs``: the calls queued from Python, where the host's work per call shows);
@@ -175,7 +178,7 @@ def tma_fits(a, b, out):
     return True
 
 
-def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
+def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None):
     bf16 = dtype_name == "bf16"
     dtype = torch.bfloat16 if bf16 else torch.float32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -188,11 +191,18 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
         sets = [operands(m, n, k, dtype, gen) for _ in range(SETS)]
         sets = [(a, b, torch.empty((m, n), device="cuda", dtype=dtype)) for a, b in sets]
         a, b, out = sets[0]
+        x3 = dict(precision=precision) if not bf16 and precision else {}
         out.fill_(math.nan)
-        gemm.matmul(a, b, out)
+        gemm.matmul(a, b, out, **x3)
         err = error(a, b, out, bf16, gen)
-        fns = {"ours": lambda x, y, o: gemm.matmul(x, y, o),
+        fns = {"ours": lambda x, y, o: gemm.matmul(x, y, o, **x3),
                "cuBLAS": lambda x, y, o: torch.mm(x, y, out=o)}
+        extra = {}
+        if x3:
+            fns["ieee"] = lambda x, y, o: gemm.matmul(x, y, o)
+            out.fill_(math.nan)
+            torch.mm(a, b, out=out)
+            extra["cuBLAS_error"] = error(a, b, out, bf16, gen)
         if triton:
             fns["Triton"] = lambda x, y, o: triton(x, y, o)
         if bf16 and hopper.hopper_supported(torch.cuda.current_device()) and tma_fits(a, b, out):
@@ -224,7 +234,7 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False):
             tuned = dict(tuned=autotune.config_label(cfg), tuned_config=dataclasses.asdict(cfg))
         host = {f"{name}_host_us": host_us(fns[name], sets[0]) for name in ("ours", "cuBLAS")}
         flops = 2 * m * n * k
-        row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err, **tuned,
+        row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err, **extra, **tuned,
                    **{f"{name}_us": v for name, v in t.items()}, **host,
                    ratio=t["cuBLAS"] / t["ours"], tflops=flops / t["ours"] / 1e6)
         rows.append(row)
@@ -240,22 +250,24 @@ def geomean(values):
 
 
 def table(rows):
-    names = [n for n in ("ours", "rules", "no split-K", "unswapped", "table", "tuned",
+    names = [n for n in ("ours", "ieee", "rules", "no split-K", "unswapped", "table", "tuned",
                          "ours_after_tune", "cuBLAS", "cuBLAS_after_tune", "Triton")
              if any(f"{n}_us" in r for r in rows)]
     tuned = "tuned_us" in rows[0]
+    ce = "cuBLAS_error" in rows[0]
     lines = ["| shape (M x N x K) | " + " | ".join(f"{n} us" for n in names)
              + " | ours TFLOP/s | ours / cuBLAS | " + ("tuned / cuBLAS | tuned config | "
                                                         if tuned else "")
-             + "host us ours / cuBLAS | error |",
-             "|---|" + "---|" * (len(names) + 4 + 2 * tuned)]
+             + "host us ours / cuBLAS | error |" + (" cuBLAS error |" if ce else ""),
+             "|---|" + "---|" * (len(names) + 4 + 2 * tuned + ce)]
     for r in rows:
         lines.append(f"| {r['kind']} {r['m']}x{r['n']}x{r['k']} | "
                      + " | ".join(f"{r[n + '_us']:.1f}" if n + "_us" in r else "-"
                                   for n in names)
                      + f" | {r['tflops']:.1f} | {r['ratio']:.2f}x | "
                      + (f"{tuned_ratio(r):.2f}x | {r['tuned']} | " if tuned else "")
-                     + f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |")
+                     + f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |"
+                     + (f" {r['cuBLAS_error']:.3f} |" if ce else ""))
     worst = min(rows, key=lambda r: r["ratio"])
     lines.append(f"\ngeometric mean ours / cuBLAS: {geomean(r['ratio'] for r in rows):.3f}x "
                  f"over {len(rows)} shapes; lowest {worst['ratio']:.2f}x at "
@@ -307,6 +319,8 @@ def main():
                          "$GEMM_AUTOTUNE_CACHE) and time the tuned config")
     ap.add_argument("--no-graphs", action="store_true",
                     help="time calls queued from Python instead of replayed CUDA graphs")
+    ap.add_argument("--precision", choices=["ieee", "tf32x3"],
+                    help="fp32: gemm.matmul's precision for 'ours' (default: its own, ieee)")
     ap.add_argument("--calls", type=int, default=10,
                     help="calls queued back to back per timing (1: each call's latency, "
                          "the host's work included)")
@@ -318,7 +332,8 @@ def main():
         i, parts = args.part
         shapes = shapes[i * len(shapes) // parts:(i + 1) * len(shapes) // parts]
         rows += run(dt, shapes, args.reps, args.calls,
-                    not args.no_graphs, lambda s: print(s, flush=True), args.tune)
+                    not args.no_graphs, lambda s: print(s, flush=True), args.tune,
+                    args.precision)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)

@@ -37,9 +37,13 @@ def padded(x, pad, col):
     return cuda.to_device(full)[:, :x.shape[1]]
 
 
-def operand(x, dtype):
+def operand(x, dtype, x3=False):
     """(the array handed to the kernel, its exact values): for tf32, values that tf32 holds
-    exactly (wgmma reads f32 from shared memory and drops the low 13 bits)."""
+    exactly (wgmma reads f32 from shared memory and drops the low 13 bits); for 3xTF32
+    (``x3``), any float32."""
+    if x3:
+        f = x.astype(np.float32)
+        return f, f.astype(np.float64)
     a, a64 = to_operand(x, dtype)
     return (a64.astype(np.float32), a64) if dtype == "tfloat32" else (a, a64)
 
@@ -51,8 +55,9 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
     shape_a = (batch, m, k) if batch else (m, k)
-    a, a64 = operand(rng.standard_normal(shape_a), dtype)
-    bt, bt64 = operand(rng.standard_normal((n, k)), dtype)
+    x3 = bool(cfg and cfg.tf32x3)
+    a, a64 = operand(rng.standard_normal(shape_a), dtype, x3)
+    bt, bt64 = operand(rng.standard_normal((n, k)), dtype, x3)
     if batch:
         A = cuda.to_device(np.ascontiguousarray(a))
     else:
@@ -64,6 +69,31 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
     hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
                   out_dtype=out_dtype if out_dtype == "bfloat16" else None)
     return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype)
+
+
+def specials_case(cfg, m, n, k, seed=0):
+    """3xTF32 with an inf and a NaN in A and a -inf in B (A row-major, B K-major, f32 out):
+    where float64 gives inf or NaN the kernel must give the same (inf times a small part
+    must not turn an inf into NaN); elsewhere the error ratio of :func:`case` (the values
+    here are float32, and 3xTF32 is checked with float32's bound)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    bt = rng.standard_normal((n, k)).astype(np.float32)
+    # the values an inf meets are whole numbers (their small parts 0: inf * 0 is NaN)
+    bt[:, 3], a[:, 5] = np.round(4 * bt[:, 3]), np.round(4 * a[:, 5])
+    a[1, 3], a[m - 2, k - 1], bt[n - 1, 5] = np.inf, np.nan, -np.inf
+    out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    hopper_matmul(cuda.to_device(a), padded(bt, 0, False).T, out, config=cfg)
+    got, a64, bt64 = out.copy_to_host().astype(np.float64), a.astype(np.float64), \
+        bt.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = a64 @ bt64.T
+        bound = np.abs(a64) @ np.abs(bt64.T)
+    odd = ~np.isfinite(ref)
+    if not odd.any() or not np.array_equal(got[odd], ref[odd], equal_nan=True):
+        return float("inf")
+    err = np.abs(got[~odd] - ref[~odd]) / (1e-5 * bound[~odd] + 1e-30)
+    return float(np.nan_to_num(err, nan=np.inf).max())
 
 
 def errors():
@@ -120,6 +150,9 @@ def main(which):
             None, 20, 70, 64, seed=8, batch=3)
         results["bf16 batch 2, TMA stores, bf16 out 70x40x64"] = case(
             small(epilogue="tma"), 70, 40, 64, seed=9, batch=2, out_dtype=bf)
+        # two consumers split each slot (a partial last round), inf and NaN cleared
+        results["3xTF32 2 consumers, 16-column tiles, inf and NaN 70x20x40"] = specials_case(
+            small(tf, bN=16, consumers=2, tf32x3=True), 70, 20, 40, seed=10)
     print(json.dumps(results))
 
 

@@ -316,6 +316,24 @@ def test_route_refuses(a, b, kernel, tf32, error, words):
     assert str(info.value).startswith("matmul: ")
 
 
+def test_route_by_precision():
+    assert route("float32", "float32", precision="tf32") == ("tensorcore", "tensorcore")
+    assert route("float32", "float32", precision="tf32x3") == ("tensorcore", "tensorcore")
+    assert route("float32", "float32", "hopper", precision="tf32x3") == ("tensorcore",
+                                                                         "hopper")
+    assert route("float32", "float32", precision="ieee")[0] == "simt"
+    for kw, error, words in [
+            (dict(precision="fp32"), ValueError, "precision must be one of"),
+            (dict(precision="ieee", allow_tf32=True), ValueError, "allow_tf32=True asks"),
+            (dict(kernel="tuned", precision="tf32x3"), ValueError, "runs on the Hopper"),
+            (dict(kernel="sm80", precision="tf32x3"), ValueError, "runs on the Hopper"),
+            (dict(kernel=CFG16, precision="tf32x3"), ValueError, "runs on the Hopper")]:
+        with pytest.raises(error, match=words):
+            route("float32", "float32", **kw)
+    with pytest.raises(TypeError, match="is for float32 operands"):
+        route("bfloat16", "bfloat16", precision="tf32x3")
+
+
 # --- matmul in the simulator -------------------------------------------------------------------
 
 SIM_TUNED = TensorCoreConfig(bM=64, bN=64, bK=64, warps=(2, 2), stages=2, dtype="float16")

@@ -32,6 +32,10 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
     (dict(schedule="plain", consumers=2), "consumers must be 1"),
     (dict(split_k=0), "split_k must be a positive int"),
     (dict(split_k=65), "split_k must be at most 64"),
+    (dict(tf32x3=True), "tf32x3 takes dtype 'tfloat32'"),
+    (dict(tf32x3=True, dtype="tfloat32", bN=128, delay_release=1), "delay_release 0"),
+    (dict(tf32x3=True, dtype="tfloat32"), "at most 64 accumulators"),
+    (dict(tf32x3=1, dtype="tfloat32", bN=128), "tf32x3 must be a bool"),
 ])
 def test_bad_configs_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -353,3 +357,54 @@ def test_tiles_narrower_than_64_need_a_k_major_y():
     assert hopper_plan(v).copy_y.bytes == 16 * 128
     with pytest.raises(ValueError, match="need a K-major Y"):
         HopperVariant(HopperConfig(bN=16), b_major="MN")
+
+
+def test_tf32x3_configs():
+    """x3_config: at most X3_ACCUMULATORS accumulators and room for the buffer of small
+    parts; x3_default: the rules' tiles on two consumers, split to fill the SMs; x3_swaps:
+    few rows swap at any width."""
+    from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+    from layoutalg.gemm.hopper import (X3_ACCUMULATORS, default_config, swapped_config,
+                                       x3_config, x3_default, x3_swaps)
+    x3 = x3_config(HopperConfig(dtype="tfloat32"))
+    assert (x3.bM, x3.bN, x3.stages, x3.tf32x3, x3.split_buffers) == (64, 128, 3, True, 1)
+    assert x3.shared_bytes == 4 * (128 + 128) * 128 + 1024
+    deep = x3_config(HopperConfig(dtype="tfloat32", bN=128, stages=6))
+    assert deep.stages == 6 and deep.shared_bytes <= DYNAMIC_SHARED_LIMIT   # 7 slots fit
+    pp = x3_config(HopperConfig(dtype="tfloat32", bM=128, bN=128, schedule="pingpong"))
+    assert pp.bM * pp.bN // 128 == X3_ACCUMULATORS and pp.split_buffers == 2
+    assert x3_swaps(64, 128256) and x3_swaps(1, 1024) and not x3_swaps(65, 4096)
+    assert not x3_swaps(16, 1000)
+
+    def rules(m, n, k):
+        if x3_swaps(m, n):
+            m, n = n, m
+            cfg = swapped_config("tfloat32", m, n, k, 1, 132)
+        else:
+            cfg = default_config("tfloat32", m, n, k, 1, 132)
+        x3 = x3_default(cfg, m, n, k, 1, 132)
+        assert x3.tf32x3 and x3.consumers == 2 and x3.schedule == "cooperative"
+        assert x3.stages >= 4 and x3.shared_bytes <= DYNAMIC_SHARED_LIMIT
+        return x3.bN, x3.swap_ab, x3.split_k
+    assert rules(4096, 4096, 4096) == (128, False, 1)
+    assert rules(64, 4096, 4096) == (64, True, 4)       # 32 tiles of 128 rows: 4 ranges
+    assert rules(16, 4096, 4096) == (16, True, 4)       # as narrow as A's rows
+    assert rules(16, 128256, 4096) == (16, True, 1)
+    assert rules(1024, 1024, 16384) == (128, False, 2)
+
+
+@needs_ptx
+def test_tf32x3_kernel_ptx():
+    """The 3xTF32 kernel: per atom and k-block three wgmma, each slot split by the
+    consumers (16-byte shared loads and stores) behind an OR-reducing named barrier, each
+    step's products added on the CUDA cores; no local memory, no spills."""
+    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from layoutalg.gemm.hopper import ptx, x3_config
+    cfg = x3_config(HopperConfig(dtype="tfloat32"))             # 2 x 64 x 128, 4 k-blocks
+    text = ptx(cfg, dtype="tfloat32")
+    assert text.count("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32") == 3 * 4
+    assert text.count("ld.shared.v4.b32") == 2 * (128 + 128) * 128 // 16 // 256   # + clear
+    assert "bar.red.or.pred" in text and "fence.proxy.async" in text
+    assert not local_memory_ops(text), local_memory_ops(text)[:5]
+    (usage,) = ptxas_usage(text, (9, 0, "a"))
+    assert usage.spills == 0 and usage.local == 0, usage

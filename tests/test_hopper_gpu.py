@@ -9,6 +9,7 @@ from benchmarks/hopper_check.py; random shapes and data are fresh every run
 (``HOPPER_SEED=<seed>`` repeats one; failures print it).
 """
 
+import math
 import os
 
 import pytest
@@ -42,3 +43,35 @@ def test_matches_float64(case):
     assert guard, "the kernel wrote outside out; " + msg
     assert err <= 1, msg
     assert ok, msg
+
+
+@pytest.mark.parametrize("m, n, k, b_kmajor", [(200, 300, 1000, True), (16, 4096, 2048, True),
+                                               (1, 3000, 512, True), (150, 96, 520, False)])
+def test_tf32x3_through_matmul(m, n, k, b_kmajor):
+    """gemm.matmul(precision="tf32x3") on fresh float32 data (the rules' tiles: split-K and
+    swapped among them; a row-major B falls back to the exact SIMT kernel): float32's bound
+    against float64, and an inf and a NaN in A and a -inf in B met by whole numbers (small
+    parts 0) come out as float64 has them."""
+    from layoutalg import gemm
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    a = torch.randn((m, k), generator=gen, device="cuda")
+    b = torch.randn((n, k), generator=gen, device="cuda").T if b_kmajor else \
+        torch.randn((k, n), generator=gen, device="cuda")
+    b[3] = torch.round(4 * b[3])
+    a[:, 5] = torch.round(4 * a[:, 5])
+    a[m // 2, 3], a[m - 1, k - 1], b[5, n - 1] = math.inf, math.nan, -math.inf
+    out = torch.full((m, n), math.nan, device="cuda")
+    assert gemm.matmul(a, b, out, precision="tf32x3") is out
+    first = out.clone()
+    out.fill_(math.nan)
+    gemm.matmul(a, b, out, precision="tf32x3")        # again: through the kept plan
+    assert torch.equal(out.nan_to_num(7.0), first.nan_to_num(7.0)), "not deterministic"
+    a64, b64 = a.double(), b.double()
+    ref, bound = a64 @ b64, a64.abs() @ b64.abs()
+    odd = ~ref.isfinite()
+    got = out.double()
+    assert torch.equal(got[odd].isnan(), ref[odd].isnan()), f"HOPPER_SEED={SEED}"
+    assert torch.equal(got[odd].nan_to_num(0.0), ref[odd].nan_to_num(0.0)), f"HOPPER_SEED={SEED}"
+    tol = 2e-5 * math.sqrt(max(1.0, k / 64)) * bound[~odd]
+    err = float(((got[~odd] - ref[~odd]).abs() / tol).max()) if tol.numel() else 0.0
+    assert err <= 1, f"HOPPER_SEED={SEED}: error ratio {err:.3g}"

@@ -58,6 +58,28 @@ def test_a_wait_returns_when_another_thread_completes_the_phase(monkeypatch):
         sm.mbarrier_wait(bars, 0, 1)                    # phase 1: nobody arrives
 
 
+def test_split_tf32_parts_sum_to_the_value():
+    """3xTF32's small part: x minus x's 13 low bits cleared, rounded to tf32; big + small is
+    x to 2^-21; inf and NaN have none; the tile twin splits 16-byte chunks in place."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-30, 30, 4096)).astype(np.float32)
+    big = (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    small = sm.split_tf32(x)
+    assert not (small.view(np.uint32) & np.uint32(0x1FFF)).any()      # tf32 values
+    rel = np.abs(big.astype(np.float64) + small - x) / np.abs(x)
+    assert rel.max() <= 2.0 ** -21
+    assert np.array_equal(sm.split_tf32(np.array([1.0, -2.5, np.inf, -np.inf, np.nan],
+                                                 np.float32)), np.zeros(5, np.float32))
+    raw = np.zeros(64, np.uint8)
+    raw[:32] = x[:8].view(np.uint8)
+    tile = sm.split_tf32_tile(2, 16)
+    assert tile(raw, 0, 32) == 0 and np.array_equal(raw[32:].view(np.float32), small[:8])
+    raw[:4] = np.array([np.inf], np.float32).view(np.uint8)
+    assert tile(raw, 0, 32) == 1
+    sm.clear_nonfinite_tile(1, 16)(raw, 0)
+    assert raw[:16].view(np.float32)[0] == 0 and np.array_equal(raw[4:16], x[1:4].view(np.uint8))
+
+
 def test_bad_uses_are_refused():
     bars = np.zeros(1, np.uint64)
     with pytest.raises(RuntimeError, match="not initialised"):

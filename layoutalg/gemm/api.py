@@ -1,6 +1,7 @@
 """``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the generated kernels.
 
-float32 operands run on the SIMT kernels (exact fp32 FMAs); bfloat16 and float16 operands, and
+float32 operands run on the SIMT kernels (exact fp32 FMAs), or with ``precision="tf32x3"`` on
+the Hopper kernel by 3xTF32 (about float32's accuracy); bfloat16 and float16 operands, and
 float32 ones when ``allow_tf32=True``, run on the tensor cores with the configuration tuned
 for the problem (:mod:`gemm.autotune`) when the cache holds one: on a GPU of compute
 capability 9.x the Hopper kernel (:mod:`gemm.hopper`: TMA, wgmma, warp specialization) when
@@ -29,7 +30,7 @@ from layoutalg.gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device
                                      check_stream, kernel_buffer, new_like, operand, output_operand,
                                      product_operands, stream_handle)
 
-__all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "kernel_config", "route"]
+__all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route"]
 
 # Named kernels: MoYe's two pipelines in the seed's 128x128x8 configuration, and a tuned
 # double-buffered variant (benchmarks/simt_variants.py): 128x128x16 tiles, threads owning runs
@@ -54,6 +55,10 @@ SMALL_M = 64
 # "sm80" ask for one kernel with its default config.
 TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80")
 _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
+# float32 products: "ieee" (fp32 FMAs on the CUDA cores), "tf32" (the tensor cores, 10-bit
+# mantissas: allow_tf32=True), "tf32x3" (3xTF32 on the Hopper kernel: each operand the sum of
+# two tf32 parts, three products; about float32's accuracy)
+PRECISIONS = ("ieee", "tf32", "tf32x3")
 _TENSORCORE_INPUTS = ("bfloat16", "float16")
 
 
@@ -97,17 +102,36 @@ def _family(kernel):
                     f"{type(kernel).__name__} {kernel!r}")
 
 
+def precision_of(precision: Optional[str], allow_tf32: bool = False) -> str:
+    """The precision of a float32 call: ``precision`` (one of PRECISIONS), else "tf32" with
+    ``allow_tf32``, else "ieee".
+
+    >>> precision_of(None), precision_of(None, True), precision_of("tf32x3")
+    ('ieee', 'tf32', 'tf32x3')
+    """
+    if precision is None:
+        return "tf32" if allow_tf32 else "ieee"
+    if precision not in PRECISIONS:
+        raise ValueError(f"matmul: precision must be one of {PRECISIONS} or None, got "
+                         f"{precision!r}")
+    if allow_tf32 and precision != "tf32":
+        raise ValueError(f"matmul: allow_tf32=True asks for precision 'tf32', not "
+                         f"{precision!r}")
+    return precision
+
+
 def route(a_dtype: str, b_dtype: str, kernel: Any = None,
-          allow_tf32: bool = False) -> Tuple[str, Any]:
+          allow_tf32: bool = False, precision: Optional[str] = None) -> Tuple[str, Any]:
     """Which kernel ``matmul`` runs for operands of these dtypes (numpy names):
     ``("simt", SimtConfig)`` or ``("tensorcore", choice)``, where choice is a TensorCoreConfig
     or HopperConfig, "tensorcore" (the tuned config from the cache, else the device's default),
     "autotune", "hopper" or "sm80".
 
-    float32 runs on the SIMT kernels unless ``allow_tf32`` (then as tf32 on the tensor cores,
-    unless ``kernel`` names a SIMT kernel); bfloat16 and float16 on the tensor cores; raw
-    16-bit integers holding their bits only with a TensorCoreConfig or HopperConfig (its dtype
-    says which).
+    float32 runs on the SIMT kernels unless ``allow_tf32`` or ``precision`` "tf32" (then as
+    tf32 on the tensor cores, unless ``kernel`` names a SIMT kernel) or "tf32x3" (then on the
+    tensor cores by 3xTF32; a SIMT kernel named is an error); bfloat16 and float16 on the
+    tensor cores; raw 16-bit integers holding their bits only with a TensorCoreConfig or
+    HopperConfig (its dtype says which).
     TypeError for unsupported or mixed dtypes, ValueError or TypeError for a bad ``kernel``.
 
     >>> route("float32", "float32")[0], route("float32", "float32", allow_tf32=True)[0]
@@ -126,13 +150,23 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
                         f"float16{hint}")
     if a_dtype != b_dtype:
         raise TypeError(f"matmul: A is {a_dtype} and B is {b_dtype}; they must match")
+    precision = precision_of(precision, allow_tf32)
+    if precision != "ieee" and a_dtype != "float32":
+        raise TypeError(f"matmul: precision {precision!r} is for float32 operands, A and B "
+                        f"are {a_dtype}")
+    if precision == "tf32x3":
+        if family == "simt" or isinstance(kernel, tensorcore.TensorCoreConfig) or \
+                kernel == "sm80":
+            raise ValueError(f"matmul: precision 'tf32x3' runs on the Hopper kernel, not "
+                             f"{kernel!r}")
+        return "tensorcore", kernel if family == "tensorcore" else "tensorcore"
     if family == "simt":
         if a_dtype != "float32":
             raise TypeError(f"matmul: the SIMT kernel {kernel!r} takes float32, A and B are "
                             f"{a_dtype}; {'/'.join(_TENSORCORE_INPUTS)} run on the tensor "
                             "cores (kernel=None, 'tensorcore', 'autotune' or a TensorCoreConfig)")
         return "simt", kernel_config(kernel)
-    if a_dtype == "float32" and not allow_tf32:
+    if a_dtype == "float32" and precision == "ieee":
         if family is None:
             return "simt", kernel_config(None)
         raise TypeError(f"matmul: kernel {kernel!r} runs float32 operands on the tensor cores "
@@ -190,7 +224,7 @@ def _torch_key(x, ptr):
 
 def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
            kernel: Any = None, allow_tf32: bool = False, out_dtype: Optional[str] = None,
-           stream: Any = None) -> Any:
+           stream: Any = None, precision: Optional[str] = None) -> Any:
     """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``, or for
     batches of them as ``torch.matmul``: (B, M, K) @ (B, K, N) gives (B, M, N), and a 2-D (or
     batch-of-1) operand is used by every product. A batch runs as one launch (the products
@@ -210,8 +244,13 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
       ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"; "small_m" for at most
       ``SMALL_M`` rows, and the small-M kernel ``gemm.skinny`` where ``skinny.fits``). With
-      ``allow_tf32=True`` and no SIMT kernel named, they run on the tensor cores as tf32
-      (10-bit mantissa).
+      ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named, they run on the
+      tensor cores as tf32 (10-bit mantissa). ``precision="tf32x3"``: 3xTF32 on the Hopper
+      kernel (each operand split into two tf32 parts, three tensor-core products, f32
+      accumulate: about float32's accuracy), its tiles and split-K by the shape as for tf32
+      (``kernel`` None, "tensorcore" or "autotune": no tuned config is used; "hopper" or a
+      HopperConfig); where an unnamed call cannot run there (not a 9.x GPU; operands TMA
+      cannot read: A must be row-major and B column-major) the SIMT kernel runs it.
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
@@ -231,7 +270,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     if (type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor
             and not allow_tf32 and out_dtype is None):
         ptrs = A.data_ptr(), B.data_ptr(), out.data_ptr()
-        key = (kernel, _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]), _torch_key(out, ptrs[2]))
+        key = ((kernel, precision), _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]),
+               _torch_key(out, ptrs[2]))
         try:
             plan = _plans.get(key)
         except TypeError:           # an unhashable kernel: _matmul says what is wrong
@@ -240,7 +280,24 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
             plan(ptrs, _torch_stream(key[1][3]) if stream is None
                  else stream_handle(stream, None), alpha, beta)
             return out
-    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream)
+    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision)
+
+
+def _tf32x3(A, B, out, alpha, beta, choice, a, out_dtype, stream):
+    """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns (out,
+    plan), or None where an unnamed call cannot run there (not a 9.x GPU, or operands TMA
+    cannot read)."""
+    named = choice == "hopper" or isinstance(choice, hopper.HopperConfig)
+    if not named and (simulator_active() or not hopper.hopper_supported(a.device)):
+        return None
+    cfg = choice if isinstance(choice, hopper.HopperConfig) else None
+    try:
+        return hopper.launch_matmul(A, B, out, alpha, beta, cfg, out_dtype, "matmul", stream,
+                                    tf32x3=True)
+    except hopper.TmaUnfit:
+        if named:
+            raise
+        return None
 
 
 def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
@@ -328,7 +385,8 @@ def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
 _MAX_BATCH = MAX_GRID_YZ        # products per launch (a larger batch is launched in parts)
 
 
-def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None):
+def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None,
+            precision=None):
     """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
     the fast path's key (so a later call of the same kind keeps this call's kernel and
     config, the tuned one included)."""
@@ -337,7 +395,8 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     sim = simulator_active()
     a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
     (m, k), n = a.shape, b.shape[1]
-    family, choice = route(a.dtype, b.dtype, kernel, allow_tf32)
+    family, choice = route(a.dtype, b.dtype, kernel, allow_tf32, precision)
+    x3 = precision_of(precision, allow_tf32) == "tf32x3"
     od = _result_dtype(family, a.dtype, out, out_dtype, sim)
     if 0 in shape or k == 0:
         return _empty_result(A, a, out, shape, od or operand(
@@ -345,19 +404,28 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     nb = shape[0] if len(shape) == 3 else 1
     if nb > _MAX_BATCH:
         return _in_parts(A, B, out, a, b, shape, od, (alpha, beta, kernel, allow_tf32,
-                                                     out_dtype, stream))
+                                                     out_dtype, stream, precision))
     # few rows: a pass over B on the CUDA cores (gemm.skinny), where the SIMT rules on the
     # out's type hold too (a float32 product gives a float32 out)
     if (kernel is None and skinny.fits(a.dtype, m, n, k, nb, "n" if b.unit_mode == 1 else "k")
             and (family == "tensorcore" or _out_dtype(out, od, sim) == "float32")):
         result, plan = skinny.launch_matmul(A, B, out, alpha, beta, None, od, "matmul", stream)
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan(kernel, (a, b, operand(out, "out", sim)), plan)
+            _keep_plan((kernel, precision), (a, b, operand(out, "out", sim)), plan)
         return result
+    if x3:
+        done = _tf32x3(A, B, out, alpha, beta, choice, a, od, stream)
+        if done is not None:
+            if out is not None and done[1] is not None and out_dtype is None:
+                _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
+                           done[1])
+            return done[0]
+        family, kernel = "simt", None       # the exact SIMT kernel instead
     if family == "tensorcore":
         result, plan = _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream)
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan(kernel, (a, b, operand(out, "out", sim, batched=True)), plan)
+            _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
+                       plan)
         return result
     if od not in (None, "float32"):
         raise TypeError(f"matmul: float32 operands on the SIMT kernels give a float32 out, "
@@ -391,7 +459,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
         plan = _split_k(launch, cfg, tiles, buffers, (m, n, k) + strides, (a, b, c), nb,
                         split, kps, handle, alpha, beta)
     if not sim:
-        _keep_plan(kernel, (a, b, c), plan)
+        _keep_plan((kernel, precision), (a, b, c), plan)
     return out
 
 
@@ -431,8 +499,9 @@ def _in_parts(A, B, out, a, b, shape, out_dtype, rest):
     return out
 
 
-def _keep_plan(kernel, ops, plan):
-    """Keep ``plan`` for the torch fast path when A, B and out are torch tensors."""
+def _keep_plan(kind, ops, plan):
+    """Keep ``plan`` for the torch fast path when A, B and out are torch tensors, under
+    ``kind`` (the call's kernel and precision) and the operands' keys."""
     global _torch_tensor, _torch_stream
     a = ops[0]
     if not all(op.kind == "torch" for op in ops) or type(a.obj).__module__ != "torch":
@@ -442,7 +511,7 @@ def _keep_plan(kernel, ops, plan):
     if stream_of is None:           # the fast path needs torch's raw stream handle
         return
     _torch_tensor, _torch_stream = type(a.obj), stream_of
-    key = (kernel,) + tuple(_torch_key(op.obj, op.ptr) for op in ops)
+    key = (kind,) + tuple(_torch_key(op.obj, op.ptr) for op in ops)
     if len(_plans) >= Launcher.MAX_BOUND:
         _plans.clear()
     _plans[key] = plan

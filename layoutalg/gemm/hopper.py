@@ -28,7 +28,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Optional
 
@@ -37,6 +37,12 @@ from ._env import simulator_active
 from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .binary import compiled_binary, device_properties, load_or_compile, sm_count
 from .codegen import kernel_module, module_name
+from .hopper_config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
+                            SCHEDULES, SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig,
+                            HopperVariant)
+from .hopper_rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS,
+                           SWAP_ROWS, default_config, default_split, swapped_config,
+                           swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps)
 from .launch import Launcher
 from .operands import (batch_count, check_same_device, check_spans, kernel_buffer,
                        output_operand, product_operands, stream_handle)
@@ -45,209 +51,21 @@ from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtyp
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
-           "default_config", "swapped_config", "swapped_tiles", "swaps"]
+           # re-exported: the config (gemm.hopper_config), the shape rules (gemm.hopper_rules)
+           # and the types (gemm.tensorcore)
+           "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES", "X3_ACCUMULATORS", "SM_SHARED",
+           "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES", "SWAP_ROWS", "SWAP_COLUMNS",
+           "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config", "default_split",
+           "swapped_config", "swapped_tiles", "swaps", "swaps_narrow", "x3_config", "x3_default",
+           "x3_swaps"]
 
-_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
 _OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-SCHEDULES = ("cooperative", "pingpong", "plain")
-EPILOGUES = ("registers", "tma")
-STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-byte pieces
-MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
-LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
-SWAP_ROWS, SWAP_COLUMNS = 64, 1024
-NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
-NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
-SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)
-_SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
-
-
-def _is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 class TmaUnfit(ValueError):
     """TMA cannot read these operands for wgmma (unaligned rows, or MN-major tf32); the
     SM80 kernel (gemm.tensorcore) can."""
-
-
-@dataclass(frozen=True)
-class HopperConfig:
-    """One Hopper kernel: ``bM`` rows per consumer warpgroup (64 or 128: one or two wgmma
-    atoms of 64 rows), ``bN`` columns (the wgmma's N: a multiple of 64 up to 256, or a
-    multiple of 8 below 64 where the kernel's Y is K-major (the 128-byte swizzle atom of an
-    MN-major Y is 64 columns wide), e.g. a swapped decode step's few rows of A), ``bK``
-    (None: 128-byte K rows, 64 bf16/f16 or 32 tf32 elements), ``stages`` ring slots,
-    ``consumers`` warpgroups, ``schedule`` how they share the block's tiles ("cooperative":
-    a tile of consumers * bM x bN rows, each consumer bM of them; "pingpong": each consumer
-    its own bM x bN tiles in turn, one storing while the other multiplies; "plain": no
-    producer, one warpgroup (consumers=1) loads and multiplies, Pallas' ``emit_pipeline``,
-    two blocks per SM where shared memory allows), ``delay_release``
-    (1: a slot is released one step late, keeping one wgmma group in flight), ``group_m`` (tile
-    rows a sweep covers before the next tile column), ``dtype``, ``memory_registers`` (the
-    producer's registers after ``setmaxnreg``, the consumers taking the rest; None: no
-    register split; with one consumer there is none, a block's 256 threads have enough),
-    ``split_k`` (K cut in that many ranges of whole k-tiles, each a work unit of the
-    persistent grid writing its f32 partial tile to a workspace; a second kernel adds the
-    partials in order (deterministic) with alpha, beta and the out's type: more work units
-    where the output tiles are too few to fill the GPU), ``swap_ab`` (the kernel's X and Y
-    the other way round from the out's major, its C then stored column by column: for a
-    row-major out C^T = B^T A^T, so that B's columns fill the tile's rows and A's few rows
-    its narrowest N; see :func:`swaps`), ``epilogue`` ("tma": each consumer stages 64-row x
-    128-byte pieces of ``alpha * acc`` in shared memory, swizzled, and one thread writes each
-    with a TMA store while the next is staged; taken where TMA can write C (16-byte aligned
-    address, leading dimension and matrix step), beta is 0, and not with split-K, swap_ab or
-    the plain schedule; else, and for "registers", each thread stores its accumulators to C
-    with alpha and beta. With the default tiles the TMA epilogue ran 1.00-1.12x the other at
-    4096^3 and 8192^3 (bf16, f16; benchmarks/RESULTS.md, "The TMA epilogue").
-
-    The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
-    the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
-    of 16 configs at 4096^3 and 8192^3 for bf16, f16 and tf32 on an H100).
-    """
-
-    bM: int = 64
-    bN: int = 256
-    bK: int = None
-    stages: int = 3
-    consumers: int = 2
-    delay_release: int = 0
-    group_m: int = 8
-    dtype: str = "bfloat16"
-    memory_registers: int = 40
-    schedule: str = "cooperative"
-    split_k: int = 1
-    swap_ab: bool = False
-    epilogue: str = "tma"
-
-    def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"HopperConfig: dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.bK is None:
-            object.__setattr__(self, "bK", 128 // self.element_bytes)
-        for name in ("bM", "bN", "bK", "stages", "consumers", "group_m", "split_k"):
-            v = getattr(self, name)
-            if not (_is_int(v) and v >= 1):
-                raise ValueError(f"HopperConfig: {name} must be a positive int, got {v!r}")
-        if self.bM not in (64, 128):
-            raise ValueError(f"HopperConfig: bM must be 64 or 128 (wgmma atoms of 64 rows), "
-                             f"got {self.bM}")
-        if not (self.bN % 64 == 0 and self.bN <= 256 or self.bN < 64 and self.bN % 8 == 0):
-            raise ValueError(f"HopperConfig: bN must be a multiple of 64 up to 256 or of 8 "
-                             f"below 64, got {self.bN}")
-        if self.bK * self.element_bytes != 128:
-            raise ValueError(f"HopperConfig: bK must be {128 // self.element_bytes} for "
-                             f"{self.dtype} (128-byte K rows, the 128-byte swizzle), got "
-                             f"{self.bK}")
-        if self.consumers not in (1, 2):
-            raise ValueError(f"HopperConfig: consumers must be 1 or 2, got {self.consumers}")
-        if not 2 <= self.stages <= 8:
-            raise ValueError(f"HopperConfig: stages must be in 2..8, got {self.stages}")
-        if self.delay_release not in (0, 1):
-            raise ValueError(f"HopperConfig: delay_release must be 0 or 1, got "
-                             f"{self.delay_release!r}")
-        if self.split_k > MAX_SPLIT_K:
-            raise ValueError(f"HopperConfig: split_k must be at most {MAX_SPLIT_K}, got "
-                             f"{self.split_k}")
-        if self.epilogue not in EPILOGUES:
-            raise ValueError(f"HopperConfig: epilogue must be one of {EPILOGUES}, got "
-                             f"{self.epilogue!r}")
-        if not isinstance(self.swap_ab, bool):
-            raise ValueError(f"HopperConfig: swap_ab must be a bool, got {self.swap_ab!r}")
-        if self.group_m > 65535:
-            raise ValueError(f"HopperConfig: group_m must be at most 65535, got {self.group_m}")
-        if self.bM * self.bN // 128 > 128:
-            raise ValueError(f"HopperConfig: bM x bN = {self.bM} x {self.bN} needs "
-                             f"{self.bM * self.bN // 128} accumulators per thread; at most 128")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"HopperConfig: schedule must be one of {SCHEDULES}, got "
-                             f"{self.schedule!r}")
-        if self.schedule == "plain" and self.consumers != 1:
-            raise ValueError("HopperConfig: the plain schedule has one warpgroup that loads "
-                             f"and multiplies: consumers must be 1, got {self.consumers}")
-        if self.consumers == 1:
-            object.__setattr__(self, "memory_registers", None)
-        if self.memory_registers is not None and self.memory_registers not in range(24, 257, 8):
-            raise ValueError("HopperConfig: memory_registers must be None or a multiple of 8 "
-                             f"in 24..256, got {self.memory_registers!r}")
-        if self.shared_bytes > DYNAMIC_SHARED_LIMIT:
-            raise ValueError(f"HopperConfig: {self.shared_bytes} bytes of shared memory (stages "
-                             f"x (tile rows + bN) x 128 bytes + 1 KiB) exceed the "
-                             f"{DYNAMIC_SHARED_LIMIT} a block can have")
-
-    @property
-    def element_bytes(self):
-        return _ELEMENT_BYTES[self.dtype]
-
-    @property
-    def threads(self):
-        return 128 * (self.consumers + (self.schedule != "plain"))
-
-    @property
-    def blocks_per_sm(self):
-        """Blocks the persistent grid places on each SM: 1, or for the plain schedule 2
-        where two rings (and each block's 2 KiB of reserved and static shared memory) fit."""
-        if self.schedule != "plain":
-            return 1
-        return 2 if 2 * (self.shared_bytes + 2048) <= SM_SHARED else 1
-
-    @property
-    def tile_m(self):
-        """Rows of C a block's tile covers."""
-        return self.bM * self.consumers if self.schedule == "cooperative" else self.bM
-
-    @property
-    def shared_bytes(self):
-        """Dynamic shared memory: the ring, and 1 KiB to align it for the swizzle."""
-        return self.stages * (self.tile_m + self.bN) * 128 + 1024
-
-
-@dataclass(frozen=True)
-class HopperVariant:
-    """Everything one compiled Hopper kernel depends on: the config, the majors of X (MM, K)
-    and Y (NN, K), the output type and whether C takes paired stores."""
-
-    config: HopperConfig = HopperConfig()
-    a_major: str = "K"
-    b_major: str = "K"
-    out_dtype: str = "float32"
-    vec_c: bool = True
-    split_k: bool = False           # K ranges (their number a run-time argument)
-    c_columns: bool = False         # C stored column by column: a row-major out of C^T
-    tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
-
-    def __post_init__(self):
-        if not isinstance(self.config, HopperConfig):
-            raise TypeError(f"HopperVariant: config must be a HopperConfig, got {self.config!r}")
-        for name in ("a_major", "b_major"):
-            if getattr(self, name) not in MAJORS:
-                raise ValueError(f"HopperVariant: {name} must be one of {MAJORS}")
-        if self.out_dtype not in OUT_DTYPES:
-            raise ValueError(f"HopperVariant: out_dtype must be one of {OUT_DTYPES}")
-        if self.c_columns and self.vec_c:
-            raise ValueError("HopperVariant: a C stored column by column takes no paired stores")
-        if self.tma_store and (self.split_k or self.c_columns
-                               or self.config.schedule == "plain"):
-            raise ValueError("HopperVariant: the TMA epilogue takes no split-K, no C stored by "
-                             "columns and not the plain schedule")
-        if self.config.bN < 64 and self.b_major != "K":
-            raise ValueError(f"HopperVariant: tiles of {self.config.bN} columns need a K-major "
-                             f"Y (the 128-byte swizzle of an MN-major Y spans 64 columns)")
-        if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
-            raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
-                             "only 16-bit types); transpose the operand or use the SM80 kernel")
-
-    @property
-    def shared_bytes(self):
-        """Dynamic shared memory: the config's, and the TMA epilogue's staging."""
-        cfg = self.config
-        return cfg.shared_bytes + (STAGING_BYTES * cfg.consumers if self.tma_store else 0)
-
-    @property
-    def signature(self):
-        c = _SIGNATURE_TYPE[self.out_dtype]
-        return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], "
-                + ", ".join(["uint32"] * 10) + ", float32, float32)")
 
 
 def _variant(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32",
@@ -378,7 +196,7 @@ def _launcher(v):
 class _Call:
     """A checked call: the variant, the tensor maps, the scalars and the grid."""
 
-    def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller):
+    def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False):
         sim = simulator_active()
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
@@ -398,7 +216,8 @@ class _Call:
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
         if config is None:          # few rows (a decode step): B's columns on the tile's rows
-            cols = (c.unit_mode == 1 and nb == 1 and swaps(m, n, sms, narrow)
+            cols = (c.unit_mode == 1 and nb == 1
+                    and (x3_swaps(m, n) if tf32x3 else swaps(m, n, sms, narrow))
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
         else:
             cols = config.swap_ab
@@ -423,11 +242,17 @@ class _Call:
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
+        if tf32x3 and dtype != "tfloat32":
+            raise TypeError(f"{caller}: tf32x3 takes float32 operands, not {dtype}")
         if config is None:
             cfg = (swapped_config(dtype, mm, nn, k, nb, sms, narrow) if cols
                    else default_config(dtype, mm, nn, k, nb, sms))
+            if tf32x3:
+                cfg = x3_default(cfg, mm, nn, k, nb, sms)
         else:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
+            if tf32x3 and not cfg.tf32x3:
+                cfg = x3_config(cfg)
         if cfg.bN < 64 and not yk:
             raise ValueError(
                 f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "
@@ -468,118 +293,6 @@ class _Call:
         self.stream_of = a
 
 
-def default_config(dtype, m, n, k, products, sms):
-    """The config a call without one gets, from its shape (the kernel's (m, n), k, the
-    products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256), or for
-    n <= 128 tiles of n's width rounded up to 64 with a deeper ring (2 x 64 x 64, 8 slots;
-    2 x 64 x 128, 6 slots); split-K (:func:`default_split`) where they leave most SMs idle
-    and K is long enough, on narrower tiles where those need fewer K ranges
-    (:func:`_fewer_ranges`); else, where they fill at most half the SMs and narrower tiles
-    (2 x 64 x 128) fit in one wave, those (neither narrowing for m < 64: there the rows are
-    mostly padding and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
-    (benchmarks/RESULTS.md, "Every shape" and "A shipped table")."""
-    cfg = HopperConfig(dtype=dtype)
-    if n <= 128:            # a 256-wide wgmma would multiply mostly padding
-        cfg = replace(cfg, bN=64, stages=8) if n <= 64 else replace(cfg, bN=128, stages=6)
-    k_tiles = -(-k // cfg.bK)
-    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
-    split = default_split(tiles, k_tiles, sms)
-    if split > 1:
-        return _fewer_ranges(cfg, m, n, k_tiles, products, sms, split) if m >= 64 else \
-            replace(cfg, split_k=split)
-    if cfg.bN > 128 and 2 * tiles <= sms and m >= 64 and \
-            products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
-        return replace(cfg, bN=128)
-    return cfg
-
-
-def _fewer_ranges(cfg, m, n, k_tiles, products, sms, split):
-    """``cfg`` in ``split`` K ranges, or narrower tiles that fill the SMs with fewer ranges:
-    2 x 64 x 128 (6 slots), then 2 x 64 x 64 (8 slots), the first whose ranges hold at least
-    LONG_RANGE_TILES k-tiles; where none does, the one with the fewest ranges. Fewer ranges
-    mean fewer partial tiles to store and add and longer ranges over which to fill the
-    pipeline; wider tiles multiply faster where the ranges stay long (1024 x 1024 x 16384:
-    2 x 64 x 128 in 2 ranges 54 us, 2 x 64 x 256 in 4 61 us, 2 x 64 x 64 unsplit 76 us;
-    256 x 256 x 65536: 2 x 64 x 64 in 16 ranges 33 us, 2 x 64 x 128 in 32 38 us;
-    benchmarks/RESULTS.md, "K-heavy shapes")."""
-    best = (split, cfg)
-    for bn, stages in ((128, 6), (64, 8)):
-        if bn >= cfg.bN:
-            continue
-        narrow = replace(cfg, bN=bn, stages=stages)
-        tiles = products * -(-m // narrow.tile_m) * -(-n // bn)
-        fewer = splitk.by_shape(tiles, k_tiles, sms, least=2)
-        if 2 <= fewer < split and k_tiles // fewer >= LONG_RANGE_TILES:
-            return replace(narrow, split_k=fewer)
-        if 2 <= fewer < best[0]:
-            best = (fewer, narrow)
-    return replace(best[1], split_k=best[0])
-
-
-def swaps(m, n, sms, narrow=False):
-    """Whether a call without a config of ``m`` rows and ``n`` columns (one product, a
-    row-major out) swaps A and B (:class:`HopperConfig`'s ``swap_ab``): at most
-    SWAP_ROWS rows against at least SWAP_COLUMNS columns (a decode step against a weight),
-    and at most two waves of 64-column tiles on ``sms`` SMs. The weight's rows then fill the
-    wgmma's 64 rows and the few rows of A its N, instead of A's rows padding 64; over more
-    tiles the unswapped 64-column tiles were faster (benchmarks/RESULTS.md, "Few rows: A and
-    B swapped"). ``narrow``: A is row-major and 16-bit, so that up to NARROW_ROWS rows the
-    tiles can be as narrow as A's rows (:func:`swapped_config`); those swap at any number
-    of columns (1 x 128256 x 4096 ran 350 us swapped, 392 us unswapped: "Narrow tiles")."""
-    if not (m <= SWAP_ROWS and SWAP_COLUMNS <= n):
-        return False
-    return n <= 2 * sms * 64 or (narrow and m <= NARROW_ROWS)
-
-
-def swaps_narrow(m, n, sms, narrow):
-    """Whether such a call swaps onto tiles as narrow as A's rows (:func:`swapped_config`):
-    ``narrow`` (A row-major, 16-bit), at most NARROW_ROWS rows, and :func:`swaps`."""
-    return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
-
-
-def swapped_tiles(dtype, rows=None, consumers=1):
-    """The tiles of a swapped call: ``consumers`` x 64 x 64 with 8 slots, unsplit; for
-    ``rows`` of A up to NARROW_ROWS, ``consumers`` x 64 x (8, 16 or 32: the narrowest that
-    holds them)."""
-    bn = 64 if rows is None or rows > NARROW_ROWS else max(8, 1 << (rows - 1).bit_length())
-    return HopperConfig(dtype=dtype, bM=64, bN=bn, consumers=consumers, stages=8, swap_ab=True)
-
-
-def swapped_config(dtype, m, n, k, products, sms, narrow=False):
-    """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows;
-    ``products`` as :func:`default_config`, 1 where the rules swap):
-
-    - ``narrow`` (A row-major, 16-bit) and n <= NARROW_ROWS: tiles as narrow as A's rows
-      (1 x 64 x 8, 16 or 32, 8 slots); split-K only where the tiles leave half the SMs idle,
-      in ranges of at least NARROW_RANGE_TILES k-tiles (unsplit was 7% faster at
-      1 x 4096 x 4096, 2 ranges 2% faster at 1 x 4096 x 14336: "Narrow tiles");
-    - else 1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle
-      (gemm.splitk.by_shape) in at least 2 ranges for up to 16 rows, 3 above (more rows make
-      the partials cost more: 64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges).
-
-    Where one consumer's tiles need more than one wave and two consumers' (128 rows a
-    block) fit in one, two consumers (48 x 11008 x 4096: 38.2 against 43.5 us; equal or
-    within 2% at 14336 columns)."""
-    rows = n if narrow else None
-    cfg = swapped_tiles(dtype, rows)
-    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
-    if tiles > sms >= -(-tiles // 2):
-        cfg = swapped_tiles(dtype, rows, consumers=2)
-        tiles = -(-tiles // 2)
-    if cfg.bN < 64:
-        split = min(sms // tiles, -(-k // cfg.bK) // NARROW_RANGE_TILES, MAX_SPLIT_K)
-        return replace(cfg, split_k=split if split >= 2 else 1)
-    split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
-    return replace(cfg, split_k=split)
-
-
-def default_split(tiles, k_tiles, sms):
-    """The split-K of :func:`default_config` (:func:`gemm.splitk.by_shape` over the SMs);
-    none below 3 ranges (measured: 2 ranges were slower than 1 at 56 and 64 tiles on 132
-    SMs)."""
-    return splitk.by_shape(tiles, k_tiles, sms, least=3)
-
-
 def _byte_strides(op, lines, eb):
     """A 3-D tensor map's byte strides for operand ``op`` whose contiguous axis has ``lines``
     lines: between lines, and between matrices (for a single matrix any multiple of 16 bytes
@@ -589,29 +302,33 @@ def _byte_strides(op, lines, eb):
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,
-              out_dtype: Optional[str] = None) -> HopperVariant:
+              out_dtype: Optional[str] = None, tf32x3: bool = False) -> HopperVariant:
     """The :class:`HopperVariant` a call with these arguments compiles."""
-    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call").variant
+    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3).variant
 
 
 def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
                   config: Optional[HopperConfig] = None, out_dtype: Optional[str] = None,
-                  stream: Any = None) -> Any:
+                  stream: Any = None, tf32x3: bool = False) -> Any:
     """``out = alpha * A @ B + beta * out`` with the Hopper kernel (compute capability 9.x).
 
     Arguments as :func:`gemm.tensorcore.tensorcore_matmul`; ``config`` a
     :class:`HopperConfig` (None: the default; its dtype is replaced by the operands'). TMA's
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
+    ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
+    the default's, through :func:`x3_config`).
     """
-    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream)[0]
+    return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream,
+                         tf32x3)[0]
 
 
-def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None):
+def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None,
+                  tf32x3=False):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
     beta)`` launches again on operands at the same addresses (the tensor maps hold them).
     A plan keeps its launches bound and the tensor maps of the addresses it has seen, so a
     repeated call does little host work."""
-    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller)
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3)
     if simulator_active():
         _simulate(call, float(alpha), float(beta))
         return call.out, None

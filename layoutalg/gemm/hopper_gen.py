@@ -12,6 +12,17 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
   wgmma per 64-row atom and instruction k-block; the descriptors are ``gmma_descriptor`` of
   each slice of the stage layouts, encoded at generation (the slot's address is added at run
   time; consumer ``c``'s rows are checked to be a constant step away);
+- 3xTF32 (``tf32x3``): each step, the consumers that read the slot meet at a named barrier
+  (every wgmma of their last step is done), write the small parts of the slot's X and Y to
+  their buffer with ``split_tf32_tile`` (same layout, so the slot's descriptors shifted by
+  the buffer's offset read it), fence them for the async proxy and meet again (learning
+  whether any of them met an inf or NaN); then wgmma big(X) big(Y) (big: the slot itself,
+  read by wgmma as tf32), and small(X) big(Y), big(X) small(Y). Where an inf or NaN was
+  met, the slot's are cleared to 0 between the two (after the big products are done), so
+  that they reach the result through the big product alone, as in float32. Each step's
+  products start from 0 and are added to the tile's sum ``tot`` on the CUDA cores (round
+  to nearest) at the next step: the tensor cores' own f32 accumulation truncates, which
+  over a long K was 10x float32's error;
 - the epilogue: the accumulator fragment read off the atom's ``layout_C`` (each thread's
   column pairs at fixed offsets from its base). With ``tma_store`` (HopperConfig.epilogue
   "tma", beta 0): per piece of 64 rows x 128 bytes, ``stage_pairs_tile`` writes ``alpha *
@@ -38,7 +49,7 @@ from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
 from .codegen import Source, align_arg
-from .hopper import STAGING_BYTES
+from .hopper_config import STAGING_BYTES
 from .pipeline_sm90 import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
                             TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
@@ -200,6 +211,7 @@ def hopper_source(v, simulator=False):
     cfg = v.config
     src = Source()
     nacc = p.m_atoms * cfg.bN // 2
+    result = "tot" if cfg.tf32x3 else "acc"     # the registers the epilogue stores
     trans = (v.a_major == "MN", v.b_major == "MN")
     mma = [src.define(f"wgmma_tile({WGMMA_OP[cfg.dtype]!r}, {cfg.bN}, {trans[0]}, {trans[1]}, "
                       f"{a * cfg.bN // 2})") for a in range(p.m_atoms)]
@@ -211,6 +223,12 @@ def hopper_source(v, simulator=False):
         names += TMA_EPILOGUE_IMPORTS
         stage = [src.define(f"stage_pairs_tile({v.out_dtype!r}, {plan!r})")
                  for _, _, plan in p.pieces]
+    if cfg.tf32x3:
+        split_slot, clear_slot = _split_plan(src, cfg)
+        zero, add = src.define(f"fill_tile({nacc})"), src.define(f"add_tile({nacc})")
+        names += tuple(n for n in ("split_tf32_tile", "clear_nonfinite_tile", "named_barrier",
+                                   "named_barrier_or", "fence_proxy_async", "fill_tile",
+                                   "add_tile") if n not in names)
     src("import numpy as np",
         "from numba import cuda, float32, uint8, uint64",
         "from layoutalg.gemm.arch import (" + ", ".join(names) + ")",
@@ -222,22 +240,54 @@ def hopper_source(v, simulator=False):
         return f"U64({bits >> 32 << 32}) | U64({start} + U({bits & 0xFFFFFFFF}))"
 
     def body(src, step):
-        src(f"dx = d0 + (({step.slot} + U({step.offsets[0]})) >> U(4))"
-            + (f" + {step.wg} * U({p.consumer_step})" if p.consumer_step else ""),
-            f"dy = d0 + (({step.slot} + U({step.offsets[1]})) >> U(4))",
-            f"sc = U(0) if {step.first} else U(1)")
-        for kb in range(p.kblocks):
-            for a in range(p.m_atoms):
-                scale = "sc" if kb == 0 else "U(1)"
-                src(f"{mma[a]}(acc, {desc('dx', p.desc_x[a][kb])}, "
-                    f"{desc('dy', p.desc_y[kb])}, {scale})")
+        bases = [("dx", "dy", step.slot)]
+        if cfg.tf32x3:
+            split_slot(src, step.slot)
+            bases.append(("ex", "ey", "sbuf"))
+        for x, y, at in bases:
+            src(f"{x} = d0 + (({at} + U({step.offsets[0]})) >> U(4))"
+                + (f" + {step.wg} * U({p.consumer_step})" if p.consumer_step else ""),
+                f"{y} = d0 + (({at} + U({step.offsets[1]})) >> U(4))")
+        if cfg.tf32x3:      # the last step's sum into tot (round to nearest), acc anew
+            with src.block(f"if {step.first}:"):
+                src(f"{zero}(tot, float32(0))")
+            with src.block("else:"):
+                src(f"{add}(tot, acc)")
+            src("wgmma_fence()", "sc = U(0)")
+        else:
+            src(f"sc = U(0) if {step.first} else U(1)")
+
+        def products(pairs, first):
+            for kb in range(p.kblocks):
+                for a in range(p.m_atoms):
+                    for x, y in pairs:
+                        scale = "sc" if first and kb == 0 and (x, y) == pairs[0] else "U(1)"
+                        src(f"{mma[a]}(acc, {desc(x, p.desc_x[a][kb])}, "
+                            f"{desc(y, p.desc_y[kb])}, {scale})")
+        products((("dx", "dy"),), True)
+        if cfg.tf32x3:
+            # where the slot holds an inf or NaN, the big products carry it; the small ones
+            # read the slot with those cleared (else inf * 0 gives NaN)
+            with src.block("if bad:"):
+                src("wgmma_commit()", "wgmma_wait(0)")
+                clear_slot(src, step.slot)
+                src("wgmma_fence()")
+            products((("ex", "dy"), ("dx", "ey")), False)
 
     def setup(src, wg):
+        if cfg.tf32x3:      # the tile's sum; acc holds one step's products
+            src(f"tot = cuda.local.array({nacc}, float32)")
         src(f"acc = cuda.local.array({nacc}, float32)",
             "d0 = U(smem_desc(sm, U64(0)))",       # the array's start-address field
             "srow_t = (t % U(128)) // U(32) * U(16) + lane // U(4)",    # in the atom
             "row_t = " + (f"{wg} * U({cfg.bM}) + " if p.cooperative else "") + "srow_t",
             "col_t = U(2) * (lane % U(4))")
+        if cfg.tf32x3:      # the thread among the slot's readers, their buffer and barrier
+            pingpong = cfg.schedule == "pingpong"
+            src("tt = t % U(128)" + ("" if pingpong else f" + {wg} * U(128)"),
+                f"sbuf = pad + U({cfg.stages * cfg.slot_bytes})"
+                + (f" + {wg} * U({cfg.slot_bytes})" if pingpong else ""),
+                "bar_x = U(3)" + (f" + {wg}" if pingpong else ""))
         if v.tma_store:     # this consumer's two staging pieces, its barrier, its leader
             src(f"stg = pad + U({cfg.shared_bytes - SLOT_ALIGN}) + {wg} * U({STAGING_BYTES})",
                 f"bar_c = U(1) + {wg}", "lead = t % U(128) == U(0)", "sq = U(0)")
@@ -251,7 +301,7 @@ def hopper_source(v, simulator=False):
             with src.block("if lead:"):
                 src("bulk_wait_read(1)")
             src("named_barrier(bar_c, 128)", f"so = stg + (sq & U(1)) * U({piece})",
-                f"{stage[q]}(sm, so, acc, alpha, srow_t, col_t)",
+                f"{stage[q]}(sm, so, {result}, alpha, srow_t, col_t)",
                 "fence_proxy_async()", "named_barrier(bar_c, 128)")
             with src.block("if lead:"):
                 src(f"tma_store_3d(sm, so, CM, {cols} + U({j * p.chunk}), "
@@ -265,13 +315,15 @@ def hopper_source(v, simulator=False):
     def after_tile(src, coords, steps):
         tm, tn, bz = coords[:3]
         where = f"{tm} * U({p.rows}) + row_t, {tn} * U({cfg.bN}) + col_t, M, N"
+        if cfg.tf32x3:      # the last step's products (every tile has a step)
+            src(f"{add}(tot, acc)")
         if v.tma_store:
             staged(src, tm, tn, bz)
         elif split:     # the partial tile, f32, to matrix (ks, bz) of the workspace
-            src(f"{store}(W[({coords[3]} * NB + {bz}) * M * ldw:], acc, float32(1), "
+            src(f"{store}(W[({coords[3]} * NB + {bz}) * M * ldw:], {result}, float32(1), "
                 f"float32(0), {where}, ldw)")
         else:
-            src(f"{store}(C[{bz} * sCb:], acc, alpha, beta, {where}, ldc)")
+            src(f"{store}(C[{bz} * sCb:], {result}, alpha, beta, {where}, ldc)")
 
     k_tiles = f"(K + U({cfg.bK - 1})) // U({cfg.bK})"
     pipe = _pipeline(v, body, PersistentGrid(
@@ -279,7 +331,7 @@ def hopper_source(v, simulator=False):
         f"({k_tiles} + SK - U(1)) // SK" if split else k_tiles,
         _coords(cfg.group_m, split)), ComputeContext(
             setup=setup, after_tile=after_tile, teardown=teardown if v.tma_store else None))
-    if pipe.stages * pipe.slot_bytes + SLOT_ALIGN != cfg.shared_bytes:
+    if (pipe.stages + cfg.split_buffers) * pipe.slot_bytes + SLOT_ALIGN != cfg.shared_bytes:
         raise AssertionError("the ring's size differs from HopperConfig.shared_bytes")
     with src.block("def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, "
                    "alpha, beta):"):
@@ -289,6 +341,40 @@ def hopper_source(v, simulator=False):
             "tiles_mn = tiles_m * tiles_n")
         pipe.emit(src, simulator=simulator)
     return src.text()
+
+
+def _split_plan(src, cfg):
+    """tf32x3's split of a step's slot by its readers (``tt``: the thread among them): a
+    function writing the code that splits the slot at ``slot`` into ``sbuf`` (``bad``: an
+    inf or NaN was met), and one that clears the slot's infs and NaNs."""
+    readers = cfg.consumers if cfg.schedule == "cooperative" else 1
+    n = 128 * readers
+    full, rest = divmod(cfg.slot_bytes // 16, n)
+    tail = 16 * n * full            # the bytes past the full rounds
+    every = [src.define(f"{f}({full}, {16 * n})") if full else None
+             for f in ("split_tf32_tile", "clear_nonfinite_tile")]
+    last = [src.define(f"{f}(1, 16)") if rest else None
+            for f in ("split_tf32_tile", "clear_nonfinite_tile")]
+
+    def split(src, slot):
+        src(f"named_barrier(bar_x, {n})",       # every reader's last wgmma is done
+            f"nf = {every[0]}(sm, {slot} + tt * U(16), sbuf + tt * U(16))" if full
+            else "nf = U(0)")
+        if rest:
+            with src.block(f"if tt < U({rest}):"):
+                src(f"nf |= {last[0]}(sm, {slot} + tt * U(16) + U({tail}), "
+                    f"sbuf + tt * U(16) + U({tail}))")
+        src("fence_proxy_async()", f"bad = named_barrier_or(bar_x, {n}, nf)")
+
+    def clear(src, slot):
+        src(f"named_barrier(bar_x, {n})")       # every reader's big products are done
+        if full:
+            src(f"{every[1]}(sm, {slot} + tt * U(16))")
+        if rest:
+            with src.block(f"if tt < U({rest}):"):
+                src(f"{last[1]}(sm, {slot} + tt * U(16) + U({tail}))")
+        src("fence_proxy_async()", f"named_barrier(bar_x, {n})")
+    return split, clear
 
 
 def _pipeline(v, body, grid, context):

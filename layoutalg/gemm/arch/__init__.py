@@ -18,7 +18,7 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - ``shfl_xor_f32(x, lane_mask)``: a butterfly shuffle over the full warp;
 - tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
   static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,
-  ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``;
+  ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``, ``add_tile``;
 - conversions: ``pack_b16x2`` (= ``pack_bf16x2`` = ``pack_f16x2``), ``unpack_b16x2``,
   ``cvt_rn_bf16x2_f32(lo, hi)``, ``cvt_rn_f16x2_f32(lo, hi)``, ``cvt_rn_bf16_f32``,
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
@@ -33,7 +33,8 @@ tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``si
   arrive_expect_tx/wait``, ``fence_mbarrier_init``, ``fence_proxy_async``,
   ``tma_load_2d/3d``, ``tma_store_2d/3d``, ``bulk_commit``, ``bulk_wait_read``,
   ``bulk_wait``, ``named_barrier``, ``setmaxnreg_inc/dec``, ``elect_one``,
-  ``shared_offset_of``.
+  ``shared_offset_of``, ``split_tf32_tile``, ``clear_nonfinite_tile`` and
+  ``named_barrier_or`` (3xTF32's split).
 
 Tools beside them:
 ``gemm.arch.inspect`` (PTX and ``ptxas -v`` resource usage without a GPU) and
@@ -53,7 +54,7 @@ SM90_NAMES = ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", 
               "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
               "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
               "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
-              "shared_offset_of")
+              "shared_offset_of", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or")
 __all__ = list(_sim.__all__) + list(_sim_tile.__all__) + list(SM90_NAMES)
 
 

@@ -75,7 +75,8 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "named_barrier",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
            "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
-           "tma_load_3d", "smem_desc", "wgmma_tile", "WAIT_LIMIT_S"]
+           "tma_load_3d", "smem_desc", "wgmma_tile", "split_tf32", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or",
+           "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
 _lock = threading.Condition()
@@ -453,3 +454,73 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
         acc[first:first + n // 2] = part.astype(np.float32)
     tile.__name__ = f"wgmma_tile_{op}_n{n}_{first}"
     return tile
+
+
+def _nonfinite(bits):
+    return (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+
+
+def split_tf32(x):
+    """3xTF32's small parts of float32 array ``x`` (see gemm.arch.sm90.split_tf32_tile): x
+    minus x with its 13 low bits cleared, rounded to tf32 (to nearest, ties away); 0 where x
+    is inf or NaN."""
+    bits = np.asarray(x, np.float32).view(np.uint32)
+    mask = np.uint32(0xFFFFE000)
+    with np.errstate(invalid="ignore"):
+        rest = bits.view(np.float32) - (bits & mask).view(np.float32)
+    small = (rest.view(np.uint32) + np.uint32(0x1000)) & mask
+    small[_nonfinite(bits)] = 0
+    return small.view(np.float32)
+
+
+def _chunks(op, chunks, step):
+    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(step, int) and step >= 16
+            and step % 16 == 0):
+        raise ValueError(f"{op}: chunks must be a positive int and step a multiple of 16, "
+                         f"got {chunks!r}, {step!r}")
+    return [c * step for c in range(chunks)]
+
+
+def split_tf32_tile(chunks, step):
+    """The twin of ``gemm.arch.sm90.split_tf32_tile``: ``f(smem, src, dst) -> uint32``."""
+    offsets = _chunks("split_tf32_tile", chunks, step)
+
+    def tile(smem, src, dst):
+        raw, flag = smem.reshape(-1).view(np.uint8), 0
+        for c in offsets:
+            s, d = int(src) + c, int(dst) + c
+            x = raw[s:s + 16].view(np.float32)
+            raw[d:d + 16] = split_tf32(x).view(np.uint8)
+            flag |= int(_nonfinite(x.view(np.uint32)).any())
+        return np.uint32(flag)
+    return tile
+
+
+def clear_nonfinite_tile(chunks, step):
+    """The twin of ``gemm.arch.sm90.clear_nonfinite_tile``: ``f(smem, at)``."""
+    offsets = _chunks("clear_nonfinite_tile", chunks, step)
+
+    def tile(smem, at):
+        raw = smem.reshape(-1).view(np.uint8)
+        for c in offsets:
+            x = raw[int(at) + c:int(at) + c + 16].view(np.uint32)
+            x[_nonfinite(x)] = 0
+    return tile
+
+
+_or = weakref.WeakKeyDictionary()       # simulator block -> {barrier index: [any flag]}
+
+
+def named_barrier_or(idx, count, flag):
+    """``named_barrier`` that returns whether any of its threads passed a nonzero ``flag``."""
+    block, _ = _block("named_barrier_or")
+    with _groups_lock:
+        state = _or.setdefault(block, {}).setdefault(int(idx), [False])
+        state[0] = state[0] or bool(flag)
+    named_barrier(idx, count)           # every flag is in
+    got = state[0]
+    named_barrier(idx, count)           # every thread has read it
+    with _groups_lock:
+        state[0] = False
+    named_barrier(idx, count)           # cleared before the next use
+    return got

@@ -25,7 +25,7 @@ from layoutalg.gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, 
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
            "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
-           "fill_tile"]
+           "fill_tile", "add_tile"]
 
 _U32 = 0xFFFFFFFF
 
@@ -79,6 +79,17 @@ def fill_tile(n):
 
     def tile(frag, value):
         frag[:n] = value
+    return tile
+
+
+@lru_cache(maxsize=None)
+def add_tile(n):
+    """Twin of ``gemm.arch.tile.add_tile``."""
+    if not (isinstance(n, int) and n >= 1):
+        raise ValueError(f"add_tile: n must be a positive int, got {n!r}")
+
+    def tile(dst, src):
+        dst[:n] = (dst[:n] + src[:n]).astype(np.float32)
     return tile
 
 

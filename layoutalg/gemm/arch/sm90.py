@@ -34,6 +34,15 @@ Hopper kernel runs on them in the simulator.
   (n a literal multiple of 8 in 24..256), executed by a whole warpgroup: the warp-specialized
   kernel gives its producer's registers to the consumers (the kernel needs launch bounds);
 - ``elect_one()``: ``elect.sync`` over the full warp: True in exactly one lane;
+- ``split_tf32_tile(chunks, step)(smem, src, dst)``: 3xTF32's split of float32 operands
+  in shared memory: for each of ``chunks`` 16-byte chunks (``step`` bytes apart) at byte
+  ``src`` of uint8 array ``smem``, the four floats' small parts to byte ``dst`` (same step):
+  ``x - big`` rounded to tf32 (to nearest, ties away), where ``big`` is ``x`` with its 13
+  low bits cleared (what wgmma's tf32 reads of ``x`` itself); 0 where x is inf or NaN (so
+  that big alone carries them). Returns 1 where one of the values was inf or NaN;
+  ``clear_nonfinite_tile(chunks, step)(smem, at)`` sets those to 0 in place;
+  ``named_barrier_or(idx, count, flag)``: ``bar.red.or.pred``, a named barrier that returns
+  whether any of its threads passed a nonzero ``flag``;
 - ``shared_offset_of(smem, align)``: elements to skip from shared array ``smem`` so that its
   shared address is a multiple of ``align`` bytes (swizzled stages need 1024);
 - ``wgmma_tile(op, n, trans_a, trans_b, first=0)(acc, desc_a, desc_b, scale_d)``: one
@@ -63,7 +72,7 @@ __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "sm
            "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
            "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
            "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
-           "shared_offset_of"]
+           "shared_offset_of", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or"]
 
 
 
@@ -380,3 +389,118 @@ def shared_offset_of(typingctx, smem, align):
                            builder.sub(a, ir.Constant(i32, 1)))
         return builder.udiv(pad, step)
     return types.uint32(smem, align), codegen
+
+
+# --- 3xTF32 ---------------------------------------------------------------------------------
+
+def _nonfinite(reg, e, p):
+    """PTX setting predicate ``p`` where 32-bit ``reg`` is an inf or NaN (``e`` scratch)."""
+    return [f"and.b32 {e}, {reg}, 0x7F800000;", f"setp.eq.u32 {p}, {e}, 0x7F800000;"]
+
+
+def _split_asm():
+    """One 16-byte chunk: $1 the source's shared address, $2 the destination's; $0 = 1 where
+    a value of the chunk is inf or NaN, else 0."""
+    lines = ["{ .reg .b32 x<4>, s<4>, e<4>; .reg .pred p<4>, q;",
+             "ld.shared.v4.b32 {x0, x1, x2, x3}, [$1];"]
+    for i in range(4):
+        lines += [f"and.b32 s{i}, x{i}, 0xFFFFE000;",          # big: 13 low bits cleared
+                  f"sub.f32 s{i}, x{i}, s{i};",                 # x - big: exact
+                  f"add.u32 s{i}, s{i}, 0x1000;",               # to nearest tf32, ties away
+                  f"and.b32 s{i}, s{i}, 0xFFFFE000;"]
+        lines += _nonfinite(f"x{i}", f"e{i}", f"p{i}")
+        lines += [f"selp.b32 s{i}, 0, s{i}, p{i};"]             # inf / NaN: no small part
+    lines += ["st.shared.v4.b32 [$2], {s0, s1, s2, s3};",
+              "or.pred q, p0, p1; or.pred q, q, p2; or.pred q, q, p3;",
+              "selp.u32 $0, 1, 0, q; }"]
+    return " ".join(lines)
+
+
+def _clear_asm():
+    """One 16-byte chunk at shared address $0: its infs and NaNs set to 0."""
+    lines = ["{ .reg .b32 x<4>, e<4>; .reg .pred p<4>;",
+             "ld.shared.v4.b32 {x0, x1, x2, x3}, [$0];"]
+    for i in range(4):
+        lines += _nonfinite(f"x{i}", f"e{i}", f"p{i}") + [f"selp.b32 x{i}, 0, x{i}, p{i};"]
+    lines += ["st.shared.v4.b32 [$0], {x0, x1, x2, x3}; }"]
+    return " ".join(lines)
+
+
+def _check_chunks(op, chunks, step):
+    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(step, int) and step >= 16
+            and step % 16 == 0):
+        raise ValueError(f"{op}: chunks must be a positive int and step a multiple of 16, "
+                         f"got {chunks!r}, {step!r}")
+
+
+@lru_cache(maxsize=None)
+def split_tf32_tile(chunks, step):
+    """The intrinsic ``f(smem, src, dst) -> uint32``: ``chunks`` 16-byte chunks, ``step``
+    bytes apart, of float32 at byte ``src`` of uint8 shared array ``smem`` split for 3xTF32:
+    their small parts to byte ``dst`` (see the module); 1 where one of the values is inf or
+    NaN, else 0."""
+    _check_chunks("split_tf32_tile", chunks, step)
+    text = _split_asm()
+
+    def impl(typingctx, smem, src, dst):
+        check_array("split_tf32_tile", "smem", smem, itemsizes=(1,))
+        check_int("split_tf32_tile", "src", src)
+        check_int("split_tf32_tile", "dst", dst)
+
+        def codegen(context, builder, sig, args):
+            base, _ = shared_base(context, builder, sig.args[0], args[0])
+            s, d = (builder.add(base, to_int(builder, sig.args[i], args[i], 32))
+                    for i in (1, 2))
+            flag = ir.Constant(I32, 0)
+            for c in range(chunks):
+                off = ir.Constant(I32, c * step)
+                flag = builder.or_(flag, asm(builder, I32, text, "=r,r,r,~{memory}",
+                                             [builder.add(s, off), builder.add(d, off)],
+                                             side_effect=True))
+            return flag
+        return types.uint32(smem, src, dst), codegen
+    impl.__name__ = impl.__qualname__ = f"split_tf32_tile_{chunks}_{step}"
+    return intrinsic(impl)
+
+
+@lru_cache(maxsize=None)
+def clear_nonfinite_tile(chunks, step):
+    """The intrinsic ``f(smem, at)``: the infs and NaNs of ``chunks`` 16-byte chunks of
+    float32, ``step`` bytes apart, at byte ``at`` of uint8 shared array ``smem``, set to 0."""
+    _check_chunks("clear_nonfinite_tile", chunks, step)
+    text = _clear_asm()
+
+    def impl(typingctx, smem, at):
+        check_array("clear_nonfinite_tile", "smem", smem, itemsizes=(1,))
+        check_int("clear_nonfinite_tile", "at", at)
+
+        def codegen(context, builder, sig, args):
+            base, _ = shared_base(context, builder, sig.args[0], args[0])
+            a = builder.add(base, to_int(builder, sig.args[1], args[1], 32))
+            for c in range(chunks):
+                asm(builder, VOID, text, "r,~{memory}",
+                    [builder.add(a, ir.Constant(I32, c * step))], side_effect=True)
+            return context.get_dummy_value()
+        return types.none(smem, at), codegen
+    impl.__name__ = impl.__qualname__ = f"clear_nonfinite_tile_{chunks}_{step}"
+    return intrinsic(impl)
+
+
+@intrinsic
+def named_barrier_or(typingctx, idx, count, flag):
+    """``bar.red.or.pred``: ``named_barrier(idx, count)`` that also returns whether ``flag``
+    (an int) was nonzero in any of the ``count`` threads."""
+    check_int("named_barrier_or", "idx", idx)
+    check_int("named_barrier_or", "flag", flag)
+    n = literal_int("named_barrier_or", "count", count)
+    if n <= 0 or n % 32:
+        raise TypingError(f"named_barrier_or: count must be a positive multiple of 32, got {n}")
+    text = ("{ .reg .pred p, q; setp.ne.u32 q, $2, 0; "
+            f"bar.red.or.pred p, $1, {n}, q; selp.u32 $0, 1, 0, p; }}")
+
+    def codegen(context, builder, sig, args):
+        r = asm(builder, I32, text, "=r,r,r,~{memory}",
+                [to_int(builder, sig.args[0], args[0], 32),
+                 to_int(builder, sig.args[2], args[2], 32)], side_effect=True)
+        return builder.icmp_unsigned("!=", r, ir.Constant(I32, 0))
+    return types.boolean(idx, count, flag), codegen

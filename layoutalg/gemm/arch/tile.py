@@ -57,7 +57,8 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
   ``soff`` of the uint8 array ``S`` (1024-byte aligned), under the 128-byte swizzle (a row's
   16-byte chunks XORed with the row mod 8: what TMA reads with ``SWIZZLE_128B``). No beta
   (the caller's kernel for beta != 0 stores from registers).
-- ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``.
+- ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``; ``add_tile(n)(dst, src)``:
+  ``dst[0..n) += src[0..n)``.
 
 >>> import numpy as np
 >>> from numba import cuda
@@ -93,7 +94,7 @@ from layoutalg.gemm.arch.tile_plan import (ADD, LOAD_OPS, MMA_FORMS, XOR, check_
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
            "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
-           "fill_tile"]
+           "fill_tile", "add_tile"]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -232,6 +233,26 @@ def fill_tile(n):
             return context.get_dummy_value()
         return types.none(frag, value), codegen
     return _named("fill_tile", impl)
+
+
+@lru_cache(maxsize=None)
+def add_tile(n):
+    """The intrinsic ``f(dst, src)``: ``dst[i] += src[i]`` for i in 0..n (float32 fragments,
+    round to nearest)."""
+    if not (isinstance(n, int) and n >= 1):
+        raise ValueError(f"add_tile: n must be a positive int, got {n!r}")
+
+    def impl(typingctx, dst, src):
+        _check_frag("add_tile", "dst", dst, "float")
+        _check_frag("add_tile", "src", src, "float")
+
+        def codegen(context, builder, sig, args):
+            d, s = (array_data(context, builder, sig.args[i], args[i]) for i in (0, 1))
+            for i in range(n):
+                _store(builder, d, i, builder.fadd(_load(builder, d, i), _load(builder, s, i)))
+            return context.get_dummy_value()
+        return types.none(dst, src), codegen
+    return _named("add_tile", impl)
 
 
 # --- shared memory -> registers ---------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""The Hopper GEMM's shape rules: the :class:`HopperConfig` a call without one gets from its
+shape, dtype and SM count (tiles, split-K, swapping A and B for few rows, and the 3xTF32
+configs), chosen from benchmarks/shapes.py's runs (benchmarks/RESULTS.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import splitk
+from .arch.smem import DYNAMIC_SHARED_LIMIT
+from .hopper_config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
+
+__all__ = ["default_config", "default_split", "swaps", "swaps_narrow", "swapped_tiles",
+           "swapped_config", "x3_config", "x3_default", "x3_swaps"]
+
+LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
+SWAP_ROWS, SWAP_COLUMNS = 64, 1024
+NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
+NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
+
+
+def default_config(dtype, m, n, k, products, sms):
+    """The config a call without one gets, from its shape (the kernel's (m, n), k, the
+    products of a batch) and the GPU's SM count: the default tiles (2 x 64 x 256), or for
+    n <= 128 tiles of n's width rounded up to 64 with a deeper ring (2 x 64 x 64, 8 slots;
+    2 x 64 x 128, 6 slots); split-K (:func:`default_split`) where they leave most SMs idle
+    and K is long enough, on narrower tiles where those need fewer K ranges
+    (:func:`_fewer_ranges`); else, where they fill at most half the SMs and narrower tiles
+    (2 x 64 x 128) fit in one wave, those (neither narrowing for m < 64: there the rows are
+    mostly padding and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
+    (benchmarks/RESULTS.md, "Every shape" and "A shipped table")."""
+    cfg = HopperConfig(dtype=dtype)
+    if n <= 128:            # a 256-wide wgmma would multiply mostly padding
+        cfg = replace(cfg, bN=64, stages=8) if n <= 64 else replace(cfg, bN=128, stages=6)
+    k_tiles = -(-k // cfg.bK)
+    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
+    split = default_split(tiles, k_tiles, sms)
+    if split > 1:
+        return _fewer_ranges(cfg, m, n, k_tiles, products, sms, split) if m >= 64 else \
+            replace(cfg, split_k=split)
+    if cfg.bN > 128 and 2 * tiles <= sms and m >= 64 and \
+            products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
+        return replace(cfg, bN=128)
+    return cfg
+
+
+def _fewer_ranges(cfg, m, n, k_tiles, products, sms, split):
+    """``cfg`` in ``split`` K ranges, or narrower tiles that fill the SMs with fewer ranges:
+    2 x 64 x 128 (6 slots), then 2 x 64 x 64 (8 slots), the first whose ranges hold at least
+    LONG_RANGE_TILES k-tiles; where none does, the one with the fewest ranges. Fewer ranges
+    mean fewer partial tiles to store and add and longer ranges over which to fill the
+    pipeline; wider tiles multiply faster where the ranges stay long (1024 x 1024 x 16384:
+    2 x 64 x 128 in 2 ranges 54 us, 2 x 64 x 256 in 4 61 us, 2 x 64 x 64 unsplit 76 us;
+    256 x 256 x 65536: 2 x 64 x 64 in 16 ranges 33 us, 2 x 64 x 128 in 32 38 us;
+    benchmarks/RESULTS.md, "K-heavy shapes")."""
+    best = (split, cfg)
+    for bn, stages in ((128, 6), (64, 8)):
+        if bn >= cfg.bN:
+            continue
+        narrow = replace(cfg, bN=bn, stages=stages)
+        tiles = products * -(-m // narrow.tile_m) * -(-n // bn)
+        fewer = splitk.by_shape(tiles, k_tiles, sms, least=2)
+        if 2 <= fewer < split and k_tiles // fewer >= LONG_RANGE_TILES:
+            return replace(narrow, split_k=fewer)
+        if 2 <= fewer < best[0]:
+            best = (fewer, narrow)
+    return replace(best[1], split_k=best[0])
+
+
+def swaps(m, n, sms, narrow=False):
+    """Whether a call without a config of ``m`` rows and ``n`` columns (one product, a
+    row-major out) swaps A and B (:class:`HopperConfig`'s ``swap_ab``): at most
+    SWAP_ROWS rows against at least SWAP_COLUMNS columns (a decode step against a weight),
+    and at most two waves of 64-column tiles on ``sms`` SMs. The weight's rows then fill the
+    wgmma's 64 rows and the few rows of A its N, instead of A's rows padding 64; over more
+    tiles the unswapped 64-column tiles were faster (benchmarks/RESULTS.md, "Few rows: A and
+    B swapped"). ``narrow``: A is row-major and 16-bit, so that up to NARROW_ROWS rows the
+    tiles can be as narrow as A's rows (:func:`swapped_config`); those swap at any number
+    of columns (1 x 128256 x 4096 ran 350 us swapped, 392 us unswapped: "Narrow tiles")."""
+    if not (m <= SWAP_ROWS and SWAP_COLUMNS <= n):
+        return False
+    return n <= 2 * sms * 64 or (narrow and m <= NARROW_ROWS)
+
+
+def x3_swaps(m, n):
+    """Whether a tf32x3 call without a config swaps A and B: at most SWAP_ROWS rows against
+    at least SWAP_COLUMNS columns, at any number of columns (its steps cost three wgmma, so
+    an unswapped tile's padding rows cost more than for :func:`swaps`: 16 x 128256 x 4096
+    unswapped ran at 0.54x cuBLAS, benchmarks/RESULTS.md "3xTF32")."""
+    return m <= SWAP_ROWS and SWAP_COLUMNS <= n
+
+
+def swaps_narrow(m, n, sms, narrow):
+    """Whether such a call swaps onto tiles as narrow as A's rows (:func:`swapped_config`):
+    ``narrow`` (A row-major, 16-bit), at most NARROW_ROWS rows, and :func:`swaps`."""
+    return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
+
+
+def swapped_tiles(dtype, rows=None, consumers=1):
+    """The tiles of a swapped call: ``consumers`` x 64 x 64 with 8 slots, unsplit; for
+    ``rows`` of A up to NARROW_ROWS, ``consumers`` x 64 x (8, 16 or 32: the narrowest that
+    holds them)."""
+    bn = 64 if rows is None or rows > NARROW_ROWS else max(8, 1 << (rows - 1).bit_length())
+    return HopperConfig(dtype=dtype, bM=64, bN=bn, consumers=consumers, stages=8, swap_ab=True)
+
+
+def swapped_config(dtype, m, n, k, products, sms, narrow=False):
+    """The config of a swapped call (the kernel's ``m`` = the out's columns, ``n`` its rows;
+    ``products`` as :func:`default_config`, 1 where the rules swap):
+
+    - ``narrow`` (A row-major, 16-bit) and n <= NARROW_ROWS: tiles as narrow as A's rows
+      (1 x 64 x 8, 16 or 32, 8 slots); split-K only where the tiles leave half the SMs idle,
+      in ranges of at least NARROW_RANGE_TILES k-tiles (unsplit was 7% faster at
+      1 x 4096 x 4096, 2 ranges 2% faster at 1 x 4096 x 14336: "Narrow tiles");
+    - else 1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle
+      (gemm.splitk.by_shape) in at least 2 ranges for up to 16 rows, 3 above (more rows make
+      the partials cost more: 64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges).
+
+    Where one consumer's tiles need more than one wave and two consumers' (128 rows a
+    block) fit in one, two consumers (48 x 11008 x 4096: 38.2 against 43.5 us; equal or
+    within 2% at 14336 columns)."""
+    rows = n if narrow else None
+    cfg = swapped_tiles(dtype, rows)
+    tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
+    if tiles > sms >= -(-tiles // 2):
+        cfg = swapped_tiles(dtype, rows, consumers=2)
+        tiles = -(-tiles // 2)
+    if cfg.bN < 64:
+        split = min(sms // tiles, -(-k // cfg.bK) // NARROW_RANGE_TILES, MAX_SPLIT_K)
+        return replace(cfg, split_k=split if split >= 2 else 1)
+    split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
+    return replace(cfg, split_k=split)
+
+
+def default_split(tiles, k_tiles, sms):
+    """The split-K of :func:`default_config` (:func:`gemm.splitk.by_shape` over the SMs);
+    none below 3 ranges (measured: 2 ranges were slower than 1 at 56 and 64 tiles on 132
+    SMs)."""
+    return splitk.by_shape(tiles, k_tiles, sms, least=3)
+
+
+def x3_config(cfg):
+    """``cfg`` (a tfloat32 config) for 3xTF32: ``tf32x3`` on, delay_release 0, at most
+    ``X3_ACCUMULATORS`` accumulators per thread (fewer columns: each thread also keeps the
+    tile's sum), and as many of its slots as leave room for the buffer of small parts."""
+    bn = min(cfg.bN, X3_ACCUMULATORS * 128 // cfg.bM)
+    for stages in range(cfg.stages, 1, -1):
+        x3 = replace(cfg, tf32x3=True, delay_release=0, stages=stages, bN=bn)
+        if x3.shared_bytes <= DYNAMIC_SHARED_LIMIT:
+            return x3
+    raise ValueError(f"{cfg} leaves no room for tf32x3's buffer")
+
+
+def x3_default(cfg, m, n, k, products, sms):
+    """The tf32x3 config of a call without one, from the rules' tf32 config ``cfg`` (the
+    kernel's (m, n), k, products, SMs): its tiles (as narrow as n below 64 columns: a
+    swapped decode step's rows) on two cooperative consumers with at least 4 slots
+    (:func:`x3_config`), in as many K ranges as fill the SMs (each step costs 3
+    wgmma and the split: measured on an H100, 64 x 4096 x 4096 swapped took 168 us on the
+    rules' one consumer unsplit and 54 us on two in 4 ranges, 16 x 4096 x 4096 40 us on 2 x
+    64 x 16 tiles in 4, 4096^3 1977 us with 3 slots and 1808 with 4; benchmarks/RESULTS.md,
+    "3xTF32")."""
+    bn = max(8, -(-n // 8) * 8) if n < min(64, cfg.bN) else cfg.bN   # few columns: as narrow
+    x3 = x3_config(replace(cfg, consumers=2, schedule="cooperative", memory_registers=40,
+                           stages=max(cfg.stages, 4), split_k=1, bN=bn))
+    tiles = products * -(-m // x3.tile_m) * -(-n // x3.bN)
+    return replace(x3, split_k=splitk.by_shape(tiles, -(-k // x3.bK), sms, least=2))

@@ -16,13 +16,13 @@ explicitly, which keeps split_k=1), to show what the shape-aware split-K gives, 
 table of gemm.shape_table that an unnamed call asks first). Where the rules swap A and B (few
 rows against a wide B: gemm.hopper.swaps), also what an unnamed call took before:
 "unswapped", the rules' unswapped config, and "table", the table's config where it has one
-near. fp32:
-our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would use TF32:
-left out); with ``--precision tf32x3``, "ours" is ``gemm.matmul(precision="tf32x3")``
-(3xTF32 on the Hopper kernel) and "ieee" the SIMT kernel beside it, and cuBLAS's result is
-checked as ours is ("cuBLAS error"). Each result is first checked on 64 random rows against float64 (bf16: |C - ref|
-<= 2^-8 |ref| + 1e-3 |A| @ |B|; fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event
-timings of a CUDA graph of ``--calls`` calls (3 rotating input sets): the GPU's time alone
+near. fp32: our exact-fp32 SIMT kernel against cuBLAS with TF32 off (Triton's tl.dot would
+use TF32: left out); with ``--precision tf32x3``, "ours" is
+``gemm.matmul(precision="tf32x3")`` (3xTF32 on the Hopper kernel) and "ieee" the SIMT kernel
+beside it, and cuBLAS's result is checked as ours is ("cuBLAS error"). Each result is first
+checked on 64 random rows against float64 (bf16: |C - ref| <= 2^-8 |ref| + 1e-3 |A| @ |B|;
+fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event timings of a CUDA graph of
+``--calls`` calls (3 rotating input sets): the GPU's time alone
 (``--no-graphs``: the calls queued from Python, where the host's work per call shows);
 each call's host time is measured apart. Prints a table per dtype with the ratio per shape
 and the geometric mean, last.

@@ -223,6 +223,32 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
     assert precompile.hopper_variants() == []
 
 
+def test_precompile_takes_the_tf32x3_rules_tiles_on_9x(monkeypatch):
+    from layoutalg.gemm import hopper, precompile
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
+    got = precompile.hopper_x3_variants()
+    # 2 x 64 x 128 with 4 and 6 slots, 2 x 64 x 64 with 8: unsplit, split, and TMA stores
+    # where the staging fits (4 slots only); swapped 2 x 64 x 8 .. 64: unsplit and split
+    assert len(got) == len(set(got)) == 3 + 2 + 2 + 4 * 2
+    assert all(v.config.tf32x3 and v.config.consumers == 2 for v in got)
+    assert {(v.config.bN, v.config.stages) for v in got if not v.c_columns} == {
+        (128, 4), (128, 6), (64, 8)}
+    assert {v.config.bN for v in got if v.c_columns} == {8, 16, 32, 64}
+    assert [v.config.stages for v in got if v.tma_store] == [4]
+    called = set()
+    for m, n, k in ((4096, 4096, 4096), (64, 4096, 4096), (16, 4096, 4096), (3, 8192, 4096),
+                    (1024, 1024, 16384), (128, 4096, 4096), (65536, 64, 4096)):
+        cols = hopper.x3_swaps(m, n)
+        mm, nn = (n, m) if cols else (m, n)
+        rules = (hopper.swapped_config("tfloat32", mm, nn, k, 1, 132) if cols
+                 else hopper.default_config("tfloat32", mm, nn, k, 1, 132))
+        cfg = hopper.x3_default(rules, mm, nn, k, 1, 132)
+        called.add((kernel_config(cfg), cols, cfg.split_k > 1))
+    assert called <= {(v.config, v.c_columns, v.split_k) for v in got}
+    monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: False)
+    assert precompile.hopper_x3_variants() == []
+
+
 def test_the_plain_schedule_runs_two_blocks_per_sm_where_they_fit():
     small = HopperConfig(bM=128, bN=128, stages=3, consumers=1, schedule="plain")
     big = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain")

@@ -42,7 +42,8 @@ from .hopper_config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TI
                             HopperVariant)
 from .hopper_rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS,
                            SWAP_ROWS, default_config, default_split, swapped_config,
-                           swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps)
+                           swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
+                           x3_tiles)
 from .launch import Launcher
 from .operands import (batch_count, check_same_device, check_spans, kernel_buffer,
                        output_operand, product_operands, stream_handle)
@@ -53,11 +54,11 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
            # re-exported: the config (gemm.hopper_config), the shape rules (gemm.hopper_rules)
            # and the types (gemm.tensorcore)
-           "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES", "X3_ACCUMULATORS", "SM_SHARED",
-           "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES", "SWAP_ROWS", "SWAP_COLUMNS",
-           "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config", "default_split",
-           "swapped_config", "swapped_tiles", "swaps", "swaps_narrow", "x3_config", "x3_default",
-           "x3_swaps"]
+           "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
+           "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
+           "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config",
+           "default_split", "swapped_config", "swapped_tiles", "swaps", "swaps_narrow",
+           "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
 
 _OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)

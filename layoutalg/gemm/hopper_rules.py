@@ -11,7 +11,7 @@ from .arch.smem import DYNAMIC_SHARED_LIMIT
 from .hopper_config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
 __all__ = ["default_config", "default_split", "swaps", "swaps_narrow", "swapped_tiles",
-           "swapped_config", "x3_config", "x3_default", "x3_swaps"]
+           "swapped_config", "x3_config", "x3_tiles", "x3_default", "x3_swaps"]
 
 LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
@@ -151,17 +151,22 @@ def x3_config(cfg):
     raise ValueError(f"{cfg} leaves no room for tf32x3's buffer")
 
 
+def x3_tiles(cfg, n):
+    """The tf32x3 tiles of the rules' tf32 config ``cfg`` for the kernel's ``n`` columns: as
+    narrow as n below 64 (8, 16 or 32: a swapped decode step's rows), on two cooperative
+    consumers with at least 4 slots (:func:`x3_config`), unsplit."""
+    bn = max(8, 1 << (n - 1).bit_length()) if n < min(64, cfg.bN) else cfg.bN
+    return x3_config(replace(cfg, consumers=2, schedule="cooperative", memory_registers=40,
+                             stages=max(cfg.stages, 4), split_k=1, bN=bn))
+
+
 def x3_default(cfg, m, n, k, products, sms):
     """The tf32x3 config of a call without one, from the rules' tf32 config ``cfg`` (the
-    kernel's (m, n), k, products, SMs): its tiles (as narrow as n below 64 columns: a
-    swapped decode step's rows) on two cooperative consumers with at least 4 slots
-    (:func:`x3_config`), in as many K ranges as fill the SMs (each step costs 3
-    wgmma and the split: measured on an H100, 64 x 4096 x 4096 swapped took 168 us on the
-    rules' one consumer unsplit and 54 us on two in 4 ranges, 16 x 4096 x 4096 40 us on 2 x
-    64 x 16 tiles in 4, 4096^3 1977 us with 3 slots and 1808 with 4; benchmarks/RESULTS.md,
-    "3xTF32")."""
-    bn = max(8, -(-n // 8) * 8) if n < min(64, cfg.bN) else cfg.bN   # few columns: as narrow
-    x3 = x3_config(replace(cfg, consumers=2, schedule="cooperative", memory_registers=40,
-                           stages=max(cfg.stages, 4), split_k=1, bN=bn))
+    kernel's (m, n), k, products, SMs): :func:`x3_tiles`, in as many K ranges as fill the
+    SMs (each step costs 3 wgmma and the split: measured on an H100, 64 x 4096 x 4096
+    swapped took 168 us on the rules' one consumer unsplit and 54 us on two in 4 ranges,
+    16 x 4096 x 4096 40 us on 2 x 64 x 16 tiles in 4, 4096^3 1977 us with 3 slots and 1808
+    with 4; benchmarks/RESULTS.md, "3xTF32")."""
+    x3 = x3_tiles(cfg, n)
     tiles = products * -(-m // x3.tile_m) * -(-n // x3.bN)
     return replace(x3, split_k=splitk.by_shape(tiles, -(-k // x3.bK), sms, least=2))

@@ -19,8 +19,10 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
-__all__ = ["variants", "tensorcore_variants", "hopper_variants", "precompile"]
+__all__ = ["variants", "tensorcore_variants", "hopper_variants", "hopper_x3_variants",
+           "precompile"]
 
 
 def variants(names: Optional[Sequence[str]] = None) -> list:
@@ -108,6 +110,32 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     return out
 
 
+def hopper_x3_variants() -> list:
+    """On a GPU of compute capability 9.x, the tf32x3 variants (float32 in and out, A and B
+    K-major) of the tiles the rules give (gemm.hopper.x3_tiles of the tf32 tiles of
+    :func:`hopper_variants`, and of the swapped tiles for 8, 16, 32 and 64 rows), with and
+    without split-K, the unswapped unsplit ones with both epilogues where the TMA stores'
+    staging fits; [] elsewhere and in the simulator."""
+    if simulator_active():
+        return []
+    from layoutalg.gemm import hopper
+    if not hopper.hopper_supported():
+        return []
+    base = hopper.HopperConfig(dtype="tfloat32")
+    unswapped = [hopper.x3_tiles(replace(base, bN=bn, stages=s), bn)
+                 for bn, s in ((256, 3), (128, 6), (64, 8))]
+    swapped = [hopper.x3_tiles(hopper.swapped_tiles("tfloat32"), rows)
+               for rows in (8, 16, 32, 64)]
+    out = []
+    for cfg, cols in [(t, False) for t in unswapped] + [(t, True) for t in swapped]:
+        cfg = hopper.kernel_config(cfg)
+        for split, tma in [(False, False), (True, False)] + ([] if cols else [(False, True)]):
+            v = hopper.HopperVariant(cfg, "K", "K", "float32", not cols, split, cols, tma)
+            if v.shared_bytes <= DYNAMIC_SHARED_LIMIT:
+                out.append(v)
+    return out
+
+
 def _compile(job):
     kind, variant = job
     if kind in ("tensorcore", "hopper"):
@@ -124,12 +152,12 @@ def _compile(job):
 def precompile(names: Optional[Sequence[str]] = None, workers: Optional[int] = None,
                progress: bool = True, tensorcore: bool = True) -> int:
     """Compile every variant of the named SIMT kernels (all by default) and, when
-    ``tensorcore``, the :func:`tensorcore_variants` and :func:`hopper_variants`; returns how
-    many."""
+    ``tensorcore``, the :func:`tensorcore_variants`, :func:`hopper_variants` and
+    :func:`hopper_x3_variants`; returns how many."""
     todo = [("simt", v) for v in variants(names)]
     if tensorcore:
         todo += [("tensorcore", v) for v in tensorcore_variants()]
-        todo += [("hopper", v) for v in hopper_variants()]
+        todo += [("hopper", v) for v in hopper_variants() + hopper_x3_variants()]
     from layoutalg.gemm.autotune import _compile_all
     failed = _compile_all(todo, workers, progress, compile_fn=_compile)
     if failed:

@@ -25,9 +25,9 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
   ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
 
 Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert``
-(conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan`` (their plans and the instruction
-tables, pure Python), ``_lowering`` (typing checks, addresses, inline asm), ``sim`` and
-``sim_tile`` (the twins).
+(conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan``
+(their plans and the instruction tables, pure Python), ``_lowering`` (typing checks,
+addresses, inline asm), ``sim`` and ``sim_tile`` (the twins).
 - Hopper's (``gemm.arch.sm90``, twins in ``gemm.arch.sim_sm90``, ``SM90_NAMES``):
   ``wgmma_tile``, ``smem_desc``, ``wgmma_fence/commit/wait``, ``mbarrier_init/arrive/
   arrive_expect_tx/wait``, ``fence_mbarrier_init``, ``fence_proxy_async``,

@@ -75,8 +75,8 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "named_barrier",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
            "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
-           "tma_load_3d", "smem_desc", "wgmma_tile", "split_tf32", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or",
-           "WAIT_LIMIT_S"]
+           "tma_load_3d", "smem_desc", "wgmma_tile", "split_tf32", "split_tf32_tile",
+           "clear_nonfinite_tile", "named_barrier_or", "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
 _lock = threading.Condition()

@@ -191,14 +191,14 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None
         sets = [operands(m, n, k, dtype, gen) for _ in range(SETS)]
         sets = [(a, b, torch.empty((m, n), device="cuda", dtype=dtype)) for a, b in sets]
         a, b, out = sets[0]
-        x3 = dict(precision=precision) if not bf16 and precision else {}
+        prec = dict(precision=precision) if not bf16 and precision else {}
         out.fill_(math.nan)
-        gemm.matmul(a, b, out, **x3)
+        gemm.matmul(a, b, out, **prec)
         err = error(a, b, out, bf16, gen)
-        fns = {"ours": lambda x, y, o: gemm.matmul(x, y, o, **x3),
+        fns = {"ours": lambda x, y, o: gemm.matmul(x, y, o, **prec),
                "cuBLAS": lambda x, y, o: torch.mm(x, y, out=o)}
         extra = {}
-        if x3:
+        if prec:
             fns["ieee"] = lambda x, y, o: gemm.matmul(x, y, o)
             out.fill_(math.nan)
             torch.mm(a, b, out=out)

@@ -396,7 +396,6 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
     (m, k), n = a.shape, b.shape[1]
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32, precision)
-    x3 = precision_of(precision, allow_tf32) == "tf32x3"
     od = _result_dtype(family, a.dtype, out, out_dtype, sim)
     if 0 in shape or k == 0:
         return _empty_result(A, a, out, shape, od or operand(
@@ -413,20 +412,17 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
             _keep_plan((kernel, precision), (a, b, operand(out, "out", sim)), plan)
         return result
-    if x3:
-        done = _tf32x3(A, B, out, alpha, beta, choice, a, od, stream)
-        if done is not None:
-            if out is not None and done[1] is not None and out_dtype is None:
-                _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
-                           done[1])
-            return done[0]
-        family, kernel = "simt", None       # the exact SIMT kernel instead
     if family == "tensorcore":
-        result, plan = _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream)
-        if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
-                       plan)
-        return result
+        done = (_tf32x3(A, B, out, alpha, beta, choice, a, od, stream)
+                if precision == "tf32x3" else
+                _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream))
+        if done is not None:
+            result, plan = done
+            if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
+                _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
+                           plan)
+            return result
+        family, kernel = "simt", None       # tf32x3 the Hopper kernel can't run: exact SIMT
     if od not in (None, "float32"):
         raise TypeError(f"matmul: float32 operands on the SIMT kernels give a float32 out, "
                         f"not {od}")

@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,8 +17,40 @@ def switch_threads_often():
     thread per CUDA thread, and one that waits (a lock, an mbarrier) runs again only at a
     switch: the Hopper kernel's 128-thread warpgroups spent most of their time waiting
     (64x64x640: 12.8 s at 5 ms, 2.5 s at 50 us). The SM80 kernels' simulations, whose
-    threads meet at syncthreads (polled by the simulator's main thread), got slower with it."""
+    threads meet at syncthreads (polled by the simulator's main thread), got slower with it.
+
+    At such switches numba's simulator can give two threads of a block different copies of
+    one static ``cuda.shared.array``: it looks the array up by its source line and creates
+    it when absent, unlocked (a Hopper case failed so in CI, a consumer finding its mbarriers
+    uninitialised). Its lookup is made atomic here."""
     sys.setswitchinterval(5e-5)
+    _lock_shared_arrays()
+
+
+def _lock_shared_arrays():
+    """numba's ``FakeCUDAShared.array`` with its lookup-or-create of a static array under a
+    lock (the same keys: the caller's file and line; dynamic arrays as before)."""
+    import numpy as np
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    unlocked = FakeCUDAShared.array
+    if getattr(unlocked, "locked", False):
+        return
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:     # no lookup: the dynamic array, or refused
+            return unlocked(self, shape, dtype, alignment)
+        caller = tuple(traceback.extract_stack(sys._getframe())[-2][0:2])
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype
+                res = self._allocations[caller] = np.empty(shape, dt)
+        return res
+    array.locked = True
+    FakeCUDAShared.array = array
 
 
 def simulator_report(script, *args):

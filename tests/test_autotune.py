@@ -370,6 +370,12 @@ def test_matmul_dispatch_in_simulator(tmp_path):
     assert got["tune calls"] == 1 and got["f16 'autotune', after tuning"] == got[
         "f16 'autotune', miss"]
     assert got["f32 allow_tf32"] == ["float32", default]
+    # float32's default precision, set to tf32, reaches the tensor cores; a named precision or
+    # kernel does not. The default itself (tf32x3) runs the SIMT kernel in the simulator.
+    assert got["default was"] == "tf32x3"
+    assert got["f32 default tf32"] == ["float32", default]
+    assert got["f32 default tf32, named: tensorcore calls"] == 0
+    assert "writes float32" in got["f32 default tf32, float16 out"]
     assert got["f32 None: tensorcore calls"] == 0
     assert got["key"] == ("numba CUDA simulator sm00 | 20x16x40 float16 | A K-major, B K-major"
                           " | out float32 N-major")
@@ -428,6 +434,18 @@ def _simulated_cases():
     results["f32 None: tensorcore calls"] = len(seen)
     gemm.matmul(d(a32), d(b32), allow_tf32=True)
     results["f32 allow_tf32"] = seen.pop()
+    old = gemm.set_float32_precision("tf32")        # float32's default: on the tensor cores
+    gemm.matmul(d(a32), d(b32))
+    results["f32 default tf32"] = seen.pop()
+    gemm.matmul(d(a32), d(b32), precision="ieee")   # a named precision or kernel: as named
+    gemm.matmul(d(a32), d(b32), kernel="tuned")
+    try:                                            # a float16 out: not the default's
+        gemm.matmul(d(a32), d(b32), out_dtype="float16")
+    except TypeError as e:
+        results["f32 default tf32, float16 out"] = str(e)
+    results["f32 default tf32, named: tensorcore calls"] = len(seen)
+    results["default was"] = old
+    gemm.set_float32_precision(old)
 
     gemm.matmul(A, B)
     results["f16 None, empty cache"] = seen.pop()

@@ -15,12 +15,12 @@ if _util.find_spec("numba") is None or _util.find_spec("numba_cuda") is None:
     raise ImportError("layoutalg.gemm (the kernels) needs numba-cuda, sympy and tqdm: "
                       "pip install 'layoutalg[gemm]'; the algebra alone is layoutalg")
 
-__all__ = ["matmul", "KERNELS", "SimtConfig"]
+__all__ = ["matmul", "KERNELS", "SimtConfig", "float32_precision", "set_float32_precision"]
 
 
 def __getattr__(name):
     # The API is imported on first use, so ``import gemm`` stays cheap.
-    if name in ("matmul", "KERNELS"):
+    if name in ("matmul", "KERNELS", "float32_precision", "set_float32_precision"):
         from layoutalg.gemm import api
         return getattr(api, name)
     if name == "SimtConfig":

@@ -1,7 +1,8 @@
 """``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the generated kernels.
 
-float32 operands run on the SIMT kernels (exact fp32 FMAs), or with ``precision="tf32x3"`` on
-the Hopper kernel by 3xTF32 (about float32's accuracy); bfloat16 and float16 operands, and
+float32 operands run by default on the Hopper kernel by 3xTF32 (about float32's accuracy)
+where it can, else on the SIMT kernels (exact fp32 FMAs; ``precision="ieee"`` always, or
+:func:`set_float32_precision`); bfloat16 and float16 operands, and
 float32 ones when ``allow_tf32=True``, run on the tensor cores with the configuration tuned
 for the problem (:mod:`gemm.autotune`) when the cache holds one: on a GPU of compute
 capability 9.x the Hopper kernel (:mod:`gemm.hopper`: TMA, wgmma, warp specialization) when
@@ -30,7 +31,8 @@ from layoutalg.gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device
                                      check_stream, kernel_buffer, new_like, operand, output_operand,
                                      product_operands, stream_handle)
 
-__all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route"]
+__all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route",
+           "precision_of", "float32_precision", "set_float32_precision"]
 
 # Named kernels: MoYe's two pipelines in the seed's 128x128x8 configuration, and a tuned
 # double-buffered variant (benchmarks/simt_variants.py): 128x128x16 tiles, threads owning runs
@@ -59,6 +61,10 @@ _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 # mantissas: allow_tf32=True), "tf32x3" (3xTF32 on the Hopper kernel: each operand the sum of
 # two tf32 parts, three products; about float32's accuracy)
 PRECISIONS = ("ieee", "tf32", "tf32x3")
+# The precision of a float32 call that names none (no precision, allow_tf32 or kernel) and
+# writes a float32 out: set_float32_precision. "tf32x3" runs where the Hopper kernel can (a
+# 9.x GPU, A row-major and B column-major) and on the exact SIMT kernels elsewhere.
+_float32_default = "tf32x3"
 _TENSORCORE_INPUTS = ("bfloat16", "float16")
 
 
@@ -102,15 +108,19 @@ def _family(kernel):
                     f"{type(kernel).__name__} {kernel!r}")
 
 
-def precision_of(precision: Optional[str], allow_tf32: bool = False) -> str:
+def precision_of(precision: Optional[str], allow_tf32: bool = False,
+                 default: str = "ieee") -> str:
     """The precision of a float32 call: ``precision`` (one of PRECISIONS), else "tf32" with
-    ``allow_tf32``, else "ieee".
+    ``allow_tf32``, else ``default`` (``matmul`` passes :func:`float32_precision` for a call
+    that names no kernel and writes float32).
 
     >>> precision_of(None), precision_of(None, True), precision_of("tf32x3")
     ('ieee', 'tf32', 'tf32x3')
+    >>> precision_of(None, default="tf32x3"), precision_of("ieee", default="tf32x3")
+    ('tf32x3', 'ieee')
     """
     if precision is None:
-        return "tf32" if allow_tf32 else "ieee"
+        return "tf32" if allow_tf32 else default
     if precision not in PRECISIONS:
         raise ValueError(f"matmul: precision must be one of {PRECISIONS} or None, got "
                          f"{precision!r}")
@@ -118,6 +128,39 @@ def precision_of(precision: Optional[str], allow_tf32: bool = False) -> str:
         raise ValueError(f"matmul: allow_tf32=True asks for precision 'tf32', not "
                          f"{precision!r}")
     return precision
+
+
+def float32_precision() -> str:
+    """The precision of float32 calls that name none (see :func:`set_float32_precision`).
+
+    >>> float32_precision()
+    'tf32x3'
+    """
+    return _float32_default
+
+
+def set_float32_precision(precision: str) -> str:
+    """Set the precision of the float32 calls that name no precision, ``allow_tf32`` or
+    kernel and write a float32 out, as ``torch.set_float32_matmul_precision`` sets torch's:
+    one of PRECISIONS. "tf32x3" at import (3xTF32 where the Hopper kernel can run the call,
+    the exact SIMT kernels elsewhere); "ieee" gives the exact kernels everywhere. Returns the
+    precision it replaces.
+
+    >>> old = set_float32_precision("ieee"); old, float32_precision()
+    ('tf32x3', 'ieee')
+    >>> _ = set_float32_precision(old)
+    >>> set_float32_precision("fp32")
+    Traceback (most recent call last):
+    ...
+    ValueError: matmul: precision must be one of ('ieee', 'tf32', 'tf32x3') or None, got 'fp32'
+    """
+    global _float32_default
+    if precision is None:
+        raise ValueError(f"set_float32_precision: precision must be one of {PRECISIONS}")
+    precision_of(precision)
+    old, _float32_default = _float32_default, precision
+    _plans.clear()                  # the fast path's plans ran calls naming none the old way
+    return old
 
 
 def route(a_dtype: str, b_dtype: str, kernel: Any = None,
@@ -129,7 +172,9 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
 
     float32 runs on the SIMT kernels unless ``allow_tf32`` or ``precision`` "tf32" (then as
     tf32 on the tensor cores, unless ``kernel`` names a SIMT kernel) or "tf32x3" (then on the
-    tensor cores by 3xTF32; a SIMT kernel named is an error); bfloat16 and float16 on the
+    tensor cores by 3xTF32; a SIMT kernel named is an error). ``matmul`` passes float32's
+    default (:func:`float32_precision`) for a call that names none; here None is "ieee".
+    bfloat16 and float16 on the
     tensor cores; raw 16-bit integers holding their bits only with a TensorCoreConfig or
     HopperConfig (its dtype says which).
     TypeError for unsupported or mixed dtypes, ValueError or TypeError for a bad ``kernel``.
@@ -169,9 +214,9 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
     if a_dtype == "float32" and precision == "ieee":
         if family is None:
             return "simt", kernel_config(None)
-        raise TypeError(f"matmul: kernel {kernel!r} runs float32 operands on the tensor cores "
-                        "as tf32 (10-bit mantissa); pass allow_tf32=True to accept that, or "
-                        "use a SIMT kernel")
+        raise TypeError(f"matmul: kernel {kernel!r} runs float32 operands on the tensor cores: "
+                        "pass precision='tf32x3' (3xTF32, about float32's accuracy) or "
+                        "allow_tf32=True (tf32, a 10-bit mantissa), or use a SIMT kernel")
     return "tensorcore", kernel if family == "tensorcore" else "tensorcore"
 
 
@@ -241,16 +286,19 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     numba stream or a raw handle (default: the caller's current stream for A's kind, numba's
     default stream for numba arrays). Returns ``out``.
 
-    - float32 A and B: a SIMT kernel (exact fp32); ``out`` float32. ``kernel``: a name from
-      ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default "tuned"; "small_m" for at most
-      ``SMALL_M`` rows, and the small-M kernel ``gemm.skinny`` where ``skinny.fits``). With
-      ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named, they run on the
-      tensor cores as tf32 (10-bit mantissa). ``precision="tf32x3"``: 3xTF32 on the Hopper
-      kernel (each operand split into two tf32 parts, three tensor-core products, f32
-      accumulate: about float32's accuracy), its tiles and split-K by the shape as for tf32
-      (``kernel`` None, "tensorcore" or "autotune": no tuned config is used; "hopper" or a
-      HopperConfig); where an unnamed call cannot run there (not a 9.x GPU; operands TMA
-      cannot read: A must be row-major and B column-major) the SIMT kernel runs it.
+    - float32 A and B: ``precision`` "ieee" runs a SIMT kernel (exact fp32); ``out``
+      float32. ``kernel``: a name from ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default
+      "tuned"; "small_m" for at most ``SMALL_M`` rows, and the small-M kernel
+      ``gemm.skinny`` where ``skinny.fits``). ``precision="tf32x3"``: 3xTF32 on the Hopper
+      kernel (each operand split into two tf32 parts, three tensor-core products, each
+      step's sum added on the CUDA cores: about float32's accuracy), its tiles and split-K
+      by the shape (``kernel`` None, "tensorcore" or "autotune": no tuned config is used;
+      "hopper" or a HopperConfig); where an unnamed call cannot run there (not a 9.x GPU;
+      operands TMA cannot read: A must be row-major and B column-major) the SIMT kernel
+      runs it. With ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named,
+      they run on the tensor cores as tf32 (10-bit mantissa). No precision, ``allow_tf32``
+      or kernel named and a float32 out: :func:`float32_precision`, "tf32x3" unless
+      :func:`set_float32_precision` said otherwise.
     - bfloat16 or float16 A and B (or float32 with ``allow_tf32``): a tensor-core kernel,
       f32 accumulate; ``out`` float32, bfloat16 or float16 (``out_dtype="float32"`` for the
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
@@ -395,6 +443,12 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     sim = simulator_active()
     a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
     (m, k), n = a.shape, b.shape[1]
+    kind = (kernel, precision)      # the fast path's key: the call's own words
+    if kernel is None and a.dtype == "float32":     # float32's default, for a float32 out
+        writes = out_dtype or ("float32" if out is None else operand(
+            out, "out", sim, allow_empty=True, batched=len(shape) == 3).dtype)
+        if writes == "float32":
+            precision = precision_of(precision, allow_tf32, _float32_default)
     family, choice = route(a.dtype, b.dtype, kernel, allow_tf32, precision)
     od = _result_dtype(family, a.dtype, out, out_dtype, sim)
     if 0 in shape or k == 0:
@@ -410,7 +464,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
             and (family == "tensorcore" or _out_dtype(out, od, sim) == "float32")):
         result, plan = skinny.launch_matmul(A, B, out, alpha, beta, None, od, "matmul", stream)
         if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan((kernel, precision), (a, b, operand(out, "out", sim)), plan)
+            _keep_plan(kind, (a, b, operand(out, "out", sim)), plan)
         return result
     if family == "tensorcore":
         done = (_tf32x3(A, B, out, alpha, beta, choice, a, od, stream)
@@ -419,7 +473,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
         if done is not None:
             result, plan = done
             if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-                _keep_plan((kernel, precision), (a, b, operand(out, "out", sim, batched=True)),
+                _keep_plan(kind, (a, b, operand(out, "out", sim, batched=True)),
                            plan)
             return result
         family, kernel = "simt", None       # tf32x3 the Hopper kernel can't run: exact SIMT
@@ -455,7 +509,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
         plan = _split_k(launch, cfg, tiles, buffers, (m, n, k) + strides, (a, b, c), nb,
                         split, kps, handle, alpha, beta)
     if not sim:
-        _keep_plan((kernel, precision), (a, b, c), plan)
+        _keep_plan(kind, (a, b, c), plan)
     return out
 
 

@@ -13,7 +13,8 @@ same kernels). On a GPU::
 
 The operator takes CUDA tensors ``a`` (M, K) and ``b`` (K, N), or batches of them ((B, M, K),
 (B, K, N), a 2-D or batch-of-1 operand shared by every product, as ``torch.matmul``), of
-float32 (SIMT kernels, exact fp32), bfloat16 or float16 (tensor cores), and an optional
+float32 (``gemm.matmul``'s float32 default: 3xTF32 where the Hopper kernel runs it, else the
+exact SIMT kernels), bfloat16 or float16 (tensor cores), and an optional
 ``out_dtype`` (``torch.float32`` for the f32 result of 16-bit inputs); it returns a new
 tensor. The gradient of a shared operand is summed over the batch (in float32). Importing
 this module needs torch (``import gemm`` does not).

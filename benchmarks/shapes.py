@@ -4,7 +4,7 @@ shapes. GPU only.
 
     python3 benchmarks/shapes.py [--dtypes bf16 fp32] [--reps R] [--calls C] [--no-graphs]
         [--json PATH] [--plot PNG] [--quick] [--held-out] [--shapes MxNxK ...] [--tune] [--part I N]
-        [--precision ieee|tf32x3] [--ours-last]
+        [--precision ieee|tf32x3] [--ours-last] [--b-rows]
 
 Shapes: M in 1, 16, 64, 128, 512, 2048, 8192 over (N, K) in 4096x4096, 14336x4096,
 4096x14336, 128256x4096 (a weight stored (N, K) row-major, so B = W.T is K-major, A
@@ -95,8 +95,12 @@ def suite(quick=False, held_out=False):
     return shapes
 
 
-def operands(m, n, k, dtype, gen):
+def operands(m, n, k, dtype, gen, b_rows=False):
+    """A (M, K) row-major and B = W.T for a W stored (N, K) row-major; ``b_rows``: B stored
+    (K, N) row-major instead."""
     a = torch.randn((m, k), device="cuda", generator=gen).to(dtype)
+    if b_rows:
+        return a, torch.randn((k, n), device="cuda", generator=gen).to(dtype)
     w = torch.randn((n, k), device="cuda", generator=gen).to(dtype)
     return a, w.T
 
@@ -181,7 +185,7 @@ def tma_fits(a, b, out):
 
 
 def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None,
-        ours_last=False):
+        ours_last=False, b_rows=False):
     bf16 = dtype_name == "bf16"
     dtype = torch.bfloat16 if bf16 else torch.float32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -191,7 +195,7 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None
     gen = torch.Generator(device="cuda").manual_seed(1)
     rows = []
     for kind, m, n, k in shapes:
-        sets = [operands(m, n, k, dtype, gen) for _ in range(SETS)]
+        sets = [operands(m, n, k, dtype, gen, b_rows) for _ in range(SETS)]
         sets = [(a, b, torch.empty((m, n), device="cuda", dtype=dtype)) for a, b in sets]
         a, b, out = sets[0]
         prec = dict(precision=precision) if not bf16 and precision else {}
@@ -329,6 +333,8 @@ def main():
                     help="time calls queued from Python instead of replayed CUDA graphs")
     ap.add_argument("--precision", choices=["ieee", "tf32x3"],
                     help="fp32: gemm.matmul's precision for 'ours' (default: none named)")
+    ap.add_argument("--b-rows", action="store_true",
+                    help="B stored (K, N) row-major, not as W.T for a row-major (N, K) W")
     ap.add_argument("--ours-last", action="store_true",
                     help="time 'ours' after the other columns of its row, not first")
     ap.add_argument("--calls", type=int, default=10,
@@ -343,7 +349,7 @@ def main():
         shapes = shapes[i * len(shapes) // parts:(i + 1) * len(shapes) // parts]
         rows += run(dt, shapes, args.reps, args.calls,
                     not args.no_graphs, lambda s: print(s, flush=True), args.tune,
-                    args.precision, args.ours_last)
+                    args.precision, args.ours_last, args.b_rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)

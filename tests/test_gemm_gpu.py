@@ -269,6 +269,35 @@ def test_split_k_call_captured_in_a_cuda_graph(dtype):
     assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, SEED
 
 
+def test_hopper_call_meeting_new_addresses_in_a_cuda_graph():
+    """A Hopper call captured in a CUDA graph with an input and the out made inside the
+    capture (their TMA tensor maps are new: the graph's copy nodes write them), replayed on
+    new data; then the same call made eagerly on the capture's tensors (the maps written
+    outside the graph too): against float64."""
+    from layoutalg.gemm import hopper
+    if not hopper.hopper_supported():
+        pytest.skip("the Hopper kernel needs compute capability 9.x")
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    a = torch.randn(512, 512, device="cuda", generator=g).to(torch.bfloat16)
+    w = torch.randn(512, 512, device="cuda", generator=g).to(torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                   # warm-up: compiled and bound
+        gemm.matmul(a, w.T)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x = a * 2
+        y = gemm.matmul(x, w.T)
+    a.copy_(torch.randn(512, 512, device="cuda", generator=g))
+    graph.replay()
+    torch.cuda.synchronize()
+    for got in (y, gemm.matmul(x, w.T, torch.full_like(y, float("nan")))):
+        ref = x.double() @ w.double().T
+        err = (got.double() - ref).abs() / (2 ** -7 * (x.double().abs() @ w.double().abs().T))
+        assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, SEED
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_few_rows_swap_a_and_b(dtype):
     """Calls of at most 64 rows against a wide B take the Hopper rules with A and B swapped

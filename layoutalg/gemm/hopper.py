@@ -51,6 +51,7 @@ from .hopper_rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SW
 from .launch import Launcher
 from .operands import (batch_count, check_same_device, check_spans, kernel_buffer,
                        output_operand, product_operands, stream_handle)
+from .tensor_maps import device_map
 from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype,
                          out_dtype_of)
 
@@ -150,34 +151,6 @@ def compile_variant(variant):
 def hopper_supported(device: int = 0) -> bool:
     """Whether device ``device`` runs this kernel (compute capability 9.x)."""
     return device_properties(device or 0)[1][0] == 9
-
-
-# --- tensor maps -----------------------------------------------------------------------------
-
-_maps = {}          # (context, address, dims, strides, box, swizzle, type) -> device address
-_MAX_MAPS = 1024
-
-
-def _device_map(copy, address, dims, strides, value_type):
-    """The device address of the tensor map of ``copy`` over the global matrix at
-    ``address`` (made with cuTensorMapEncodeTiled and copied to the device once)."""
-    from .binary import _check, _current_context, _driver
-    ctx = int(_current_context())
-    key = (ctx, address, dims, strides, copy.box, copy.swizzle, value_type)
-    got = _maps.get(key)
-    if got is None:
-        from .tma import tensor_map
-        drv = _driver()
-        if len(_maps) >= _MAX_MAPS:         # rare: free them all once nothing runs
-            _check(drv.cuCtxSynchronize(), "cuCtxSynchronize")
-            for ptr in _maps.values():
-                drv.cuMemFree(ptr)
-            _maps.clear()
-        words = tensor_map(address, replace(copy, dims=dims, strides=strides), value_type)
-        ptr = _check(drv.cuMemAlloc(words.nbytes), "cuMemAlloc(tensor map)")
-        _check(drv.cuMemcpyHtoD(ptr, words, words.nbytes), "cuMemcpyHtoD(tensor map)")
-        got = _maps[key] = int(ptr)
-    return got
 
 
 # --- the call ------------------------------------------------------------------------------
@@ -341,16 +314,20 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     specs = call.map_specs
     seen = {}                       # (X, Y, C addresses) -> their tensor maps' addresses
 
-    def maps(x, y, c):
-        """The kernel's three maps: X's, Y's and C's (X's again without the TMA epilogue)."""
+    def maps(x, y, c, stream):
+        """The kernel's three maps: X's, Y's and C's (X's again without the TMA epilogue).
+        Kept for later calls once written outside a CUDA graph capture."""
         key = (x, y, c) if v.tma_store else (x, y)
         got = seen.get(key)
         if got is None:
-            if len(seen) >= 64:
-                seen.clear()
-            got = tuple(_device_map(copy, ptr, dims, strides, vt)
-                        for (copy, dims, strides, vt), ptr in zip(specs, key))
-            got = seen[key] = got + got[:3 - len(got)]
+            made = [device_map(copy, ptr, dims, strides, vt, stream)
+                    for (copy, dims, strides, vt), ptr in zip(specs, key)]
+            got = tuple(ptr for ptr, _ in made)
+            got = got + got[:3 - len(got)]
+            if all(ready for _, ready in made):
+                if len(seen) >= 64:
+                    seen.clear()
+                seen[key] = got
         return got
 
     mm, nn, ldc, nb, sc = call.shape
@@ -360,7 +337,7 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     def first(x, y, c, stream, alpha, beta, u):
         """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
         first call."""
-        m = [(ptr, 16) for ptr in maps(x, y, c)]
+        m = [(ptr, 16) for ptr in maps(x, y, c, stream)]
         out = (c, call.c.span)
         w, owner = out, None
         if call.split > 1:
@@ -387,10 +364,10 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
             return
         kernel, reduce = got
         if reduce is None:
-            kernel((*maps(x, y, c), c, c), stream, alpha, beta)
+            kernel((*maps(x, y, c, stream), c, c), stream, alpha, beta)
             return
         w, owner = splitk.workspace(4 * size, stream, device, kind)
-        kernel((*maps(x, y, c), c, w), stream, alpha, beta)
+        kernel((*maps(x, y, c, stream), c, w), stream, alpha, beta)
         reduce((w, c), stream, alpha, beta)
         del owner                   # the launches are enqueued
 

@@ -1,0 +1,83 @@
+"""gemm.tensor_maps.MapSlots' rules, on a recording stand-in for the driver: maps written
+synchronously outside a CUDA graph capture, as a copy on the capturing stream inside one
+(pending until a use outside writes them), slots never given back, blocks added outside a
+capture only."""
+
+import numpy as np
+import pytest
+
+from layoutalg.gemm.tensor_maps import SLOT_BYTES, MapSlots
+
+
+class FakeDriver:
+    """Device and pinned memory as dicts; records every call."""
+
+    def __init__(self):
+        self.calls, self.capture, self.base = [], set(), 0x10000
+        self.host, self.device = {}, {}
+
+    def alloc(self, nbytes):
+        self.calls.append(("alloc", nbytes))
+        self.base += 0x100000
+        return self.base, self.base + 0x80000
+
+    def put(self, host, words):
+        self.host[host] = bytes(words)
+
+    def write(self, device, host, nbytes):
+        self.calls.append(("write", device))
+        self.device[device] = self.host[host]
+
+    def write_async(self, device, host, nbytes, stream):
+        self.calls.append(("write_async", device, stream))
+
+    def capturing(self, stream):
+        return stream in self.capture
+
+
+def words(n):
+    return lambda: np.full(SLOT_BYTES // 8, n, np.uint64)
+
+
+def test_eager_maps_are_written_once_and_kept():
+    drv = FakeDriver()
+    slots = MapSlots(drv, block=8)
+    a, ready = slots.address("a", words(1), stream=5)
+    assert ready and drv.device[a] == bytes(words(1)())
+    assert slots.address("a", words(9), stream=6) == (a, True)     # kept, not made again
+    b, _ = slots.address("b", words(2), stream=5)
+    assert b != a and b % SLOT_BYTES == 0 and a % SLOT_BYTES == 0
+    assert [c[0] for c in drv.calls] == ["alloc", "write", "write"]
+
+
+def test_a_map_made_in_a_capture_is_a_copy_node_until_used_outside():
+    drv = FakeDriver()
+    slots = MapSlots(drv, block=8)
+    slots.address("warm", words(0), stream=1)           # the first block, outside
+    drv.capture.add(7)
+    a, ready = slots.address("new", words(3), stream=7)
+    assert not ready and drv.calls[-1] == ("write_async", a, 7) and a not in drv.device
+    assert slots.address("new", words(3), stream=7) == (a, False)   # another copy node
+    assert drv.calls[-1] == ("write_async", a, 7)
+    assert slots.address("new", words(3), stream=1) == (a, True)    # eager: written now
+    assert drv.device[a] == bytes(words(3)()) and drv.calls[-1] == ("write", a)
+    assert slots.address("new", words(3), stream=7) == (a, True)    # written: no copy node
+    assert drv.calls[-1] == ("write", a)
+
+
+def test_blocks_are_added_outside_a_capture_only():
+    drv = FakeDriver()
+    slots = MapSlots(drv, block=8)
+    for i in range(7):                                  # a block of 8, 1 slot free after
+        slots.address(i, words(i), stream=1)
+    assert [c for c in drv.calls if c[0] == "alloc"] == [("alloc", 8 * SLOT_BYTES)]
+    slots.address(7, words(7), stream=1)                # < 2 free: a second block first
+    assert len([c for c in drv.calls if c[0] == "alloc"]) == 2
+    drv.capture.add(2)
+    for i in range(8, 16):                              # the 8 free slots
+        slots.address(i, words(i), stream=2)
+    assert len([c for c in drv.calls if c[0] == "alloc"]) == 2      # none in the capture
+    with pytest.raises(RuntimeError, match="before capturing"):
+        slots.address(16, words(16), stream=2)
+    addresses = [slots.maps[i][0] for i in range(16)]
+    assert len(set(addresses)) == 16                    # no slot given twice

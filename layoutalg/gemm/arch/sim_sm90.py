@@ -81,6 +81,7 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
 WAIT_LIMIT_S = 60.0
 _lock = threading.Condition()
 _bars = {}          # address of the mbarrier's 8 bytes -> [phase, count, arrivals due, bytes due]
+_owners = {}        # the same address -> a weak reference to the array that held it then
 
 
 def _address(bars, idx, op):
@@ -93,9 +94,19 @@ def _address(bars, idx, op):
     return bars.__array_interface__["data"][0] + i * bars.strides[0]
 
 
+def _root(a):
+    """The array whose memory ``a`` views."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 def _state(bars, idx, op):
-    state = _bars.get(_address(bars, idx, op))
-    if state is None:
+    """The mbarrier's state; a state left at the same address by an array since freed (its
+    memory reused by ``bars``) is no state."""
+    address = _address(bars, idx, op)
+    state, owner = _bars.get(address), _owners.get(address)
+    if state is None or owner() is not _root(bars):
         raise RuntimeError(f"{op}: mbarrier {int(idx)} was not initialised (mbarrier_init)")
     return state
 
@@ -114,7 +125,8 @@ def mbarrier_init(bars, idx, count):
     if not 1 <= n < 2 ** 20:
         raise ValueError(f"mbarrier_init: count must be in 1 .. 2**20 - 1, got {count}")
     with _lock:
-        _bars[_address(bars, idx, "mbarrier_init")] = [0, n, n, 0]
+        address = _address(bars, idx, "mbarrier_init")
+        _bars[address], _owners[address] = [0, n, n, 0], weakref.ref(_root(bars))
 
 
 def _arrive(bars, idx, nbytes, op):

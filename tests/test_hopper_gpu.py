@@ -46,13 +46,22 @@ def test_matches_float64(case):
 
 
 @pytest.mark.parametrize("m, n, k, b_kmajor", [(200, 300, 1000, True), (16, 4096, 2048, True),
-                                               (1, 3000, 512, True), (150, 96, 520, False)])
-def test_tf32x3_through_matmul(m, n, k, b_kmajor):
+                                               (1, 3000, 512, True), (150, 96, 520, False),
+                                               (600, 200, 520, False)])
+def test_tf32x3_through_matmul(m, n, k, b_kmajor, monkeypatch):
     """gemm.matmul(precision="tf32x3") on fresh float32 data (the rules' tiles: split-K and
-    swapped among them; a row-major B falls back to the exact SIMT kernel): float32's bound
+    swapped among them; a row-major B on a column-major copy from X3_COPY_ROWS rows of A up,
+    also replayed from a CUDA graph, and on the exact SIMT kernel below): float32's bound
     against float64, and an inf and a NaN in A and a -inf in B met by whole numbers (small
     parts 0) come out as float64 has them."""
     from layoutalg import gemm
+    from layoutalg.gemm import api, hopper, skinny
+    real, seen = hopper.launch_matmul, []
+
+    def spy(A, B, *args, **kw):
+        seen.append((kw.get("tf32x3"), B.stride()))
+        return real(A, B, *args, **kw)
+    monkeypatch.setattr(hopper, "launch_matmul", spy)
     gen = torch.Generator(device="cuda").manual_seed(SEED)
     a = torch.randn((m, k), generator=gen, device="cuda")
     b = torch.randn((n, k), generator=gen, device="cuda").T if b_kmajor else \
@@ -62,10 +71,23 @@ def test_tf32x3_through_matmul(m, n, k, b_kmajor):
     a[m // 2, 3], a[m - 1, k - 1], b[5, n - 1] = math.inf, math.nan, -math.inf
     out = torch.full((m, n), math.nan, device="cuda")
     assert gemm.matmul(a, b, out, precision="tf32x3") is out
+    copied = not b_kmajor and m >= api.X3_COPY_ROWS
+    wgmma = (b_kmajor or copied) and not skinny.fits("float32", m, n, k, 1,
+                                                     "k" if b_kmajor else "n")
+    k_major = [st for x3, st in seen if x3 and st[0] == 1]      # the launches with B K-major
+    assert len(k_major) == wgmma, seen
     first = out.clone()
     out.fill_(math.nan)
     gemm.matmul(a, b, out, precision="tf32x3")        # again: through the kept plan
     assert torch.equal(out.nan_to_num(7.0), first.nan_to_num(7.0)), "not deterministic"
+    if copied:                                        # the copy's plan in a CUDA graph
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            gemm.matmul(a, b, out, precision="tf32x3")
+        out.fill_(math.nan)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.nan_to_num(7.0), first.nan_to_num(7.0)), "graph differs"
     a64, b64 = a.double(), b.double()
     ref, bound = a64 @ b64, a64.abs() @ b64.abs()
     odd = ~ref.isfinite()

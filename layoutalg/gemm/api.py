@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional, Tuple
 
-from layoutalg.gemm import autotune, hopper, shape_table, simt, skinny, splitk, tensorcore
+from layoutalg.gemm import (autotune, hopper, shape_table, simt, skinny, splitk, tensorcore,
+                            transpose)
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.binary import sm_count
 from layoutalg.gemm.launch import Launcher
@@ -63,7 +64,8 @@ _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 PRECISIONS = ("ieee", "tf32", "tf32x3")
 # The precision of a float32 call that names none (no precision, allow_tf32 or kernel) and
 # writes a float32 out: set_float32_precision. "tf32x3" runs where the Hopper kernel can (a
-# 9.x GPU, A row-major and B column-major) and on the exact SIMT kernels elsewhere.
+# 9.x GPU, A row-major and B column-major, or B row-major on a copy: _tf32x3_on_a_copy) and
+# on the exact SIMT kernels elsewhere.
 _float32_default = "tf32x3"
 _TENSORCORE_INPUTS = ("bfloat16", "float16")
 
@@ -174,9 +176,8 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
     tf32 on the tensor cores, unless ``kernel`` names a SIMT kernel) or "tf32x3" (then on the
     tensor cores by 3xTF32; a SIMT kernel named is an error). ``matmul`` passes float32's
     default (:func:`float32_precision`) for a call that names none; here None is "ieee".
-    bfloat16 and float16 on the
-    tensor cores; raw 16-bit integers holding their bits only with a TensorCoreConfig or
-    HopperConfig (its dtype says which).
+    bfloat16 and float16 run on the tensor cores; raw 16-bit integers holding their bits
+    only with a TensorCoreConfig or HopperConfig (its dtype says which).
     TypeError for unsupported or mixed dtypes, ValueError or TypeError for a bad ``kernel``.
 
     >>> route("float32", "float32")[0], route("float32", "float32", allow_tf32=True)[0]
@@ -294,8 +295,9 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       step's sum added on the CUDA cores: about float32's accuracy), its tiles and split-K
       by the shape (``kernel`` None, "tensorcore" or "autotune": no tuned config is used;
       "hopper" or a HopperConfig); where an unnamed call cannot run there (not a 9.x GPU;
-      operands TMA cannot read: A must be row-major and B column-major) the SIMT kernel
-      runs it. With ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named,
+      operands TMA cannot read: A must be row-major and B column-major, or for torch
+      tensors and at least ``X3_COPY_ROWS`` rows row-major, then copied column-major
+      first) the SIMT kernel runs it. With ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named,
       they run on the tensor cores as tf32 (10-bit mantissa). No precision, ``allow_tf32``
       or kernel named and a float32 out: :func:`float32_precision`, "tf32x3" unless
       :func:`set_float32_precision` said otherwise.
@@ -331,10 +333,10 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision)
 
 
-def _tf32x3(A, B, out, alpha, beta, choice, a, out_dtype, stream):
+def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
     """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns (out,
     plan), or None where an unnamed call cannot run there (not a 9.x GPU, or operands TMA
-    cannot read)."""
+    cannot read; a row-major B may run on a copy, :func:`_tf32x3_on_a_copy`)."""
     named = choice == "hopper" or isinstance(choice, hopper.HopperConfig)
     if not named and (simulator_active() or not hopper.hopper_supported(a.device)):
         return None
@@ -345,7 +347,43 @@ def _tf32x3(A, B, out, alpha, beta, choice, a, out_dtype, stream):
     except hopper.TmaUnfit:
         if named:
             raise
+    return _tf32x3_on_a_copy(A, out, alpha, beta, a, b, out_dtype, stream)
+
+
+# A row-major B runs 3xTF32 on a column-major copy (gemm.transpose) from this many rows of A
+# up. The copy moves 8 N K bytes, the product 2 M N K flops: at the H100's ~2.5 TB/s and
+# 3xTF32's ~75 TFLOP/s the copy costs about 120 / M of the product's time (23% at 512 rows),
+# where 3xTF32 runs at 1.7x the exact kernel (benchmarks/RESULTS.md).
+X3_COPY_ROWS = 512
+
+
+def _tf32x3_on_a_copy(A, out, alpha, beta, a, b, out_dtype, stream):
+    """3xTF32 for a row-major B: B copied column-major into a workspace of torch's caching
+    allocator (CUDA graphs give it their pool), then the Hopper kernel reads the copy; its
+    plan copies again each call. None where that does not pay or cannot run: not torch
+    tensors, A not row-major, a batch, fewer than X3_COPY_ROWS rows, a B too large for the
+    copy."""
+    (m, k), n = a.shape, b.shape[1]
+    if (a.kind != "torch" or b.kind != "torch" or a.unit_mode != 1 or b.unit_mode != 1
+            or a.batched or b.batched or m < X3_COPY_ROWS):
         return None
+    handle, device = stream_handle(stream, a), a.device
+    ws, owner = splitk.workspace(4 * k * n, handle, device, "torch")
+    try:
+        copy = transpose.column_major_copy((b.ptr, b.span), (ws, k * n), (k, n),
+                                           b.strides[0], handle)
+        result, inner = hopper.launch_matmul(A, owner[:k * n].view(n, k).T, out, alpha, beta,
+                                             None, out_dtype, "matmul", stream, tf32x3=True)
+    except (ValueError, hopper.TmaUnfit):   # too large to copy; the copy's rows misaligned
+        return None
+
+    def plan(addresses, stream, alpha, beta):
+        x, y, c = addresses
+        w, keep = splitk.workspace(4 * k * n, stream, device, "torch")
+        copy((y, w), stream)
+        inner((x, w, c), stream, alpha, beta)
+        del keep                        # the launches are enqueued
+    return result, plan
 
 
 def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
@@ -467,7 +505,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
             _keep_plan(kind, (a, b, operand(out, "out", sim)), plan)
         return result
     if family == "tensorcore":
-        done = (_tf32x3(A, B, out, alpha, beta, choice, a, od, stream)
+        done = (_tf32x3(A, B, out, alpha, beta, choice, a, b, od, stream)
                 if precision == "tf32x3" else
                 _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream))
         if done is not None:

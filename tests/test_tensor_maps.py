@@ -1,7 +1,7 @@
 """gemm.tensor_maps.MapSlots' rules, on a recording stand-in for the driver: maps written
 synchronously outside a CUDA graph capture, as a copy on the capturing stream inside one
 (pending until a use outside writes them), slots never given back, blocks added outside a
-capture only."""
+capture only; and gemm.splitk.workspace, which must not allocate inside a capture."""
 
 import numpy as np
 import pytest
@@ -81,3 +81,39 @@ def test_blocks_are_added_outside_a_capture_only():
         slots.address(16, words(16), stream=2)
     addresses = [slots.maps[i][0] for i in range(16)]
     assert len(set(addresses)) == 16                    # no slot given twice
+
+
+def test_split_k_workspace_does_not_grow_inside_a_capture(monkeypatch):
+    """gemm.splitk.workspace (CuPy and numba calls) on a stand-in driver: it allocates
+    outside a capture and keeps the memory per stream; inside a capture, where it would
+    have to allocate, RuntimeError says to run the call before capturing."""
+    from layoutalg.gemm import binary, splitk
+
+    class Driver:
+        def __init__(self):
+            self.capturing, self.allocated = set(), []
+
+        def cuStreamIsCapturing(self, stream):
+            return 0, int(stream in self.capturing)
+
+        def cuMemAlloc(self, size):
+            self.allocated.append(size)
+            return 0, 0x100000 * len(self.allocated)
+
+        def cuStreamSynchronize(self, stream):
+            return (0,)
+
+        def cuMemFree(self, ptr):
+            return (0,)
+
+    drv = Driver()
+    monkeypatch.setattr(binary, "_driver", lambda: drv)
+    monkeypatch.setattr(binary, "_current_context", lambda: 1)
+    monkeypatch.setattr(splitk, "_spaces", {})
+    ptr, owner = splitk.workspace(4096, 7, 0)
+    assert owner is None and drv.allocated == [1 << 20]
+    drv.capturing.add(7)
+    assert splitk.workspace(2048, 7, 0) == (ptr, None)      # fits: no allocation
+    with pytest.raises(RuntimeError, match="before capturing"):
+        splitk.workspace(2 << 20, 7, 0)
+    assert drv.allocated == [1 << 20]

@@ -157,7 +157,8 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     torch's caching allocator (``owner``; keep it until the call's launches are enqueued):
     it follows torch's stream and CUDA-graph rules, so a call captured in a graph gets
     memory of the graph's pool. Otherwise memory of ours (``owner`` None), kept per device and
-    stream and grown, after the stream's work is done, when too small."""
+    stream and grown, after the stream's work is done, when too small; RuntimeError where
+    it must grow inside a CUDA graph capture."""
     if kind == "torch":
         import torch
         t = torch.empty(-(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
@@ -171,6 +172,11 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     from .binary import _check, _current_context, _driver
     _current_context()
     drv = _driver()
+    if int(_check(drv.cuStreamIsCapturing(stream), "cuStreamIsCapturing")) != 0:
+        raise RuntimeError(                 # allocating would invalidate the capture
+            f"gemm: a split-K call captured in a CUDA graph needs {nbytes} bytes of "
+            "workspace, more than its stream has; workspace is allocated outside a capture "
+            "only: run the call once on that stream before capturing")
     if got is not None:
         _check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
         _check(drv.cuMemFree(got[0]), "cuMemFree(split-K workspace)")

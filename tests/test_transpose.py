@@ -4,14 +4,11 @@ NaN-poisoned buffer; and its refusals."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from layoutalg.gemm import transpose
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from simcase import simulator_report
 
 
 def _child():
@@ -29,13 +26,7 @@ def _child():
 
 
 def test_copy_in_simulator():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(HERE),
-                                           os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = simulator_report(os.path.abspath(__file__))
     assert got == {k: [True, True] for k in ("37x70/75", "32x32/32", "1x5/8")}, got
 
 

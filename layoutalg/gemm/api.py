@@ -351,9 +351,10 @@ def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
 
 
 # A row-major B runs 3xTF32 on a column-major copy (gemm.transpose) from this many rows of A
-# up. The copy moves 8 N K bytes, the product 2 M N K flops: at the H100's ~2.5 TB/s and
-# 3xTF32's ~75 TFLOP/s the copy costs about 120 / M of the product's time (23% at 512 rows),
-# where 3xTF32 runs at 1.7x the exact kernel (benchmarks/RESULTS.md).
+# up. The copy moves 8 N K bytes, the product 2 M N K flops: assuming ~2.5 TB/s for the copy
+# and the ~75 TFLOP/s 3xTF32 ran at on an H100, the copy costs about 120 / M of the
+# product's time (23% at 512 rows; 512x4096x4096 measured 16%), where 3xTF32 runs at 1.7x
+# the exact kernel (benchmarks/RESULTS.md). Not swept over M.
 X3_COPY_ROWS = 512
 
 

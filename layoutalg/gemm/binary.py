@@ -20,7 +20,7 @@ from functools import lru_cache
 from .codegen import cache_dir
 
 __all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "device_properties",
-           "sm_count"]
+           "sm_count", "stream_capturing"]
 
 
 def _driver():
@@ -35,6 +35,13 @@ def _check(result, what):
     if int(err) != 0:
         raise RuntimeError(f"{what} failed: {err!r}")
     return values[0] if len(values) == 1 else values
+
+
+def stream_capturing(stream):
+    """Whether CUDA stream ``stream`` (a raw handle) is capturing a CUDA graph: then
+    ``cuMemAlloc``, ``cuMemFree`` and synchronous copies would invalidate the capture."""
+    drv = _driver()
+    return int(_check(drv.cuStreamIsCapturing(stream), "cuStreamIsCapturing")) != 0
 
 
 def _current_context():

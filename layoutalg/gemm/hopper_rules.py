@@ -96,11 +96,21 @@ def swaps_narrow(m, n, sms, narrow):
     return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
 
 
+def narrow_columns(rows):
+    """The columns of a narrow swapped tile for ``rows`` of A: the narrowest power of two of
+    at least 8 that holds them.
+
+    >>> [narrow_columns(r) for r in (1, 8, 9, 16, 17, 33)]
+    [8, 8, 16, 16, 32, 64]
+    """
+    return max(8, 1 << (rows - 1).bit_length())
+
+
 def swapped_tiles(dtype, rows=None, consumers=1):
     """The tiles of a swapped call: ``consumers`` x 64 x 64 with 8 slots, unsplit; for
     ``rows`` of A up to NARROW_ROWS, ``consumers`` x 64 x (8, 16 or 32: the narrowest that
     holds them)."""
-    bn = 64 if rows is None or rows > NARROW_ROWS else max(8, 1 << (rows - 1).bit_length())
+    bn = 64 if rows is None or rows > NARROW_ROWS else narrow_columns(rows)
     return HopperConfig(dtype=dtype, bM=64, bN=bn, consumers=consumers, stages=8, swap_ab=True)
 
 
@@ -155,7 +165,7 @@ def x3_tiles(cfg, n):
     """The tf32x3 tiles of the rules' tf32 config ``cfg`` for the kernel's ``n`` columns: as
     narrow as n below 64 (8, 16 or 32: a swapped decode step's rows), on two cooperative
     consumers with at least 4 slots (:func:`x3_config`), unsplit."""
-    bn = max(8, 1 << (n - 1).bit_length()) if n < min(64, cfg.bN) else cfg.bN
+    bn = narrow_columns(n) if n < min(64, cfg.bN) else cfg.bN
     return x3_config(replace(cfg, consumers=2, schedule="cooperative", memory_registers=40,
                              stages=max(cfg.stages, 4), split_k=1, bN=bn))
 

@@ -169,10 +169,10 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     got = _spaces.get(key)
     if got is not None and got[1] >= nbytes:
         return got[0], None
-    from .binary import _check, _current_context, _driver
+    from .binary import _check, _current_context, _driver, stream_capturing
     _current_context()
     drv = _driver()
-    if int(_check(drv.cuStreamIsCapturing(stream), "cuStreamIsCapturing")) != 0:
+    if stream_capturing(stream):
         raise RuntimeError(                 # allocating would invalidate the capture
             f"gemm: a split-K call captured in a CUDA graph needs {nbytes} bytes of "
             "workspace, more than its stream has; workspace is allocated outside a capture "

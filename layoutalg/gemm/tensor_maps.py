@@ -47,8 +47,10 @@ class MapSlots:
         """``(device address, ready)`` of the map under ``key``, made by ``words()`` when
         new, for a launch on ``stream``. ``ready`` False: the map is written for this launch
         only (a copy node of the capture on ``stream``); ask again for a later launch."""
-        capturing = self.driver.capturing(stream)
         got = self.maps.get(key)
+        if got is not None and not got[2]:
+            return got[0], True                 # written: no question to the driver
+        capturing = self.driver.capturing(stream)
         if got is None:
             if len(self.free) < self.block // 4 and not capturing:
                 self._grow()
@@ -78,8 +80,8 @@ class _Driver:
     """MapSlots' calls through ``cuda.bindings``' driver API."""
 
     def __init__(self):
-        from .binary import _check, _driver
-        self.drv, self.check = _driver(), _check
+        from .binary import _check, _driver, stream_capturing
+        self.drv, self.check, self.capturing = _driver(), _check, stream_capturing
 
     def alloc(self, nbytes):
         device = self.check(self.drv.cuMemAlloc(nbytes), "cuMemAlloc(tensor maps)")
@@ -95,10 +97,6 @@ class _Driver:
     def write_async(self, device, host, nbytes, stream):
         self.check(self.drv.cuMemcpyHtoDAsync(device, host, nbytes, stream),
                    "cuMemcpyHtoDAsync(tensor map)")
-
-    def capturing(self, stream):
-        status = self.check(self.drv.cuStreamIsCapturing(stream), "cuStreamIsCapturing")
-        return int(status) != 0
 
 
 _slots: Dict[int, MapSlots] = {}     # CUDA context -> its maps

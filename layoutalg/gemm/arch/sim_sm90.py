@@ -67,7 +67,7 @@ import weakref
 import numpy as np
 
 from layoutalg.gemm.arch.sim import WARP, block_thread
-from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
+from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
@@ -485,17 +485,9 @@ def split_tf32(x):
     return small.view(np.float32)
 
 
-def _chunks(op, chunks, step):
-    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(step, int) and step >= 16
-            and step % 16 == 0):
-        raise ValueError(f"{op}: chunks must be a positive int and step a multiple of 16, "
-                         f"got {chunks!r}, {step!r}")
-    return [c * step for c in range(chunks)]
-
-
 def split_tf32_tile(chunks, step):
     """The twin of ``gemm.arch.sm90.split_tf32_tile``: ``f(smem, src, dst) -> uint32``."""
-    offsets = _chunks("split_tf32_tile", chunks, step)
+    offsets = chunk_offsets("split_tf32_tile", chunks, step)
 
     def tile(smem, src, dst):
         raw, flag = smem.reshape(-1).view(np.uint8), 0
@@ -510,7 +502,7 @@ def split_tf32_tile(chunks, step):
 
 def clear_nonfinite_tile(chunks, step):
     """The twin of ``gemm.arch.sm90.clear_nonfinite_tile``: ``f(smem, at)``."""
-    offsets = _chunks("clear_nonfinite_tile", chunks, step)
+    offsets = chunk_offsets("clear_nonfinite_tile", chunks, step)
 
     def tile(smem, at):
         raw = smem.reshape(-1).view(np.uint8)

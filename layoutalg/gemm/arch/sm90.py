@@ -65,7 +65,7 @@ from numba.cuda.extending import intrinsic
 from layoutalg.gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
                                            check_array, check_int, fence_intrinsic, literal_int,
                                            shared_base, to_int, unpack, wait_group_intrinsic)
-from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma
+from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
@@ -426,20 +426,13 @@ def _clear_asm():
     return " ".join(lines)
 
 
-def _check_chunks(op, chunks, step):
-    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(step, int) and step >= 16
-            and step % 16 == 0):
-        raise ValueError(f"{op}: chunks must be a positive int and step a multiple of 16, "
-                         f"got {chunks!r}, {step!r}")
-
-
 @lru_cache(maxsize=None)
 def split_tf32_tile(chunks, step):
     """The intrinsic ``f(smem, src, dst) -> uint32``: ``chunks`` 16-byte chunks, ``step``
     bytes apart, of float32 at byte ``src`` of uint8 shared array ``smem`` split for 3xTF32:
     their small parts to byte ``dst`` (see the module); 1 where one of the values is inf or
     NaN, else 0."""
-    _check_chunks("split_tf32_tile", chunks, step)
+    offsets = chunk_offsets("split_tf32_tile", chunks, step)
     text = _split_asm()
 
     def impl(typingctx, smem, src, dst):
@@ -452,8 +445,8 @@ def split_tf32_tile(chunks, step):
             s, d = (builder.add(base, to_int(builder, sig.args[i], args[i], 32))
                     for i in (1, 2))
             flag = ir.Constant(I32, 0)
-            for c in range(chunks):
-                off = ir.Constant(I32, c * step)
+            for c in offsets:
+                off = ir.Constant(I32, c)
                 flag = builder.or_(flag, asm(builder, I32, text, "=r,r,r,~{memory}",
                                              [builder.add(s, off), builder.add(d, off)],
                                              side_effect=True))
@@ -467,7 +460,7 @@ def split_tf32_tile(chunks, step):
 def clear_nonfinite_tile(chunks, step):
     """The intrinsic ``f(smem, at)``: the infs and NaNs of ``chunks`` 16-byte chunks of
     float32, ``step`` bytes apart, at byte ``at`` of uint8 shared array ``smem``, set to 0."""
-    _check_chunks("clear_nonfinite_tile", chunks, step)
+    offsets = chunk_offsets("clear_nonfinite_tile", chunks, step)
     text = _clear_asm()
 
     def impl(typingctx, smem, at):
@@ -477,9 +470,9 @@ def clear_nonfinite_tile(chunks, step):
         def codegen(context, builder, sig, args):
             base, _ = shared_base(context, builder, sig.args[0], args[0])
             a = builder.add(base, to_int(builder, sig.args[1], args[1], 32))
-            for c in range(chunks):
+            for c in offsets:
                 asm(builder, VOID, text, "r,~{memory}",
-                    [builder.add(a, ir.Constant(I32, c * step))], side_effect=True)
+                    [builder.add(a, ir.Constant(I32, c))], side_effect=True)
             return context.get_dummy_value()
         return types.none(smem, at), codegen
     impl.__name__ = impl.__qualname__ = f"clear_nonfinite_tile_{chunks}_{step}"

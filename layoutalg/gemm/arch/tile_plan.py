@@ -19,7 +19,7 @@ base offset. With ``sw`` the thread's swizzled base and ``raw`` the same base un
 
 __all__ = ["ADD", "XOR", "SWIZZLE", "MODES", "MMA_FORMS", "LOAD_OPS", "CP_ASYNC_SIZES",
            "shared_offset", "check_plan", "check_store_plan", "check_op", "check_cp_async",
-           "check_zfill", "check_swizzle", "WGMMA_TYPES", "check_wgmma"]
+           "check_zfill", "check_swizzle", "WGMMA_TYPES", "check_wgmma", "chunk_offsets"]
 
 ADD, XOR, SWIZZLE = 0, 1, 2
 MODES = (ADD, XOR, SWIZZLE)
@@ -158,3 +158,14 @@ def check_wgmma(op, n, trans_a, trans_b, first):
         raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
     if not (isinstance(first, int) and first >= 0):
         raise ValueError(f"wgmma_tile: first must be a non-negative int, got {first!r}")
+
+
+def chunk_offsets(op, chunks, step):
+    """The byte offsets of ``chunks`` 16-byte chunks ``step`` bytes apart (3xTF32's
+    ``split_tf32_tile`` and ``clear_nonfinite_tile``, PTX layer and twin); ValueError
+    unless chunks is a positive int and step a multiple of 16."""
+    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(step, int) and step >= 16
+            and step % 16 == 0):
+        raise ValueError(f"{op}: chunks must be a positive int and step a multiple of 16, "
+                         f"got {chunks!r}, {step!r}")
+    return [c * step for c in range(chunks)]

@@ -12,9 +12,10 @@ its configuration is :mod:`gemm.hopper_config`'s, and a call without one gets
 
 What TMA needs, and what the kernel does otherwise:
 
-- each operand's leading dimension in bytes a multiple of 16 and its address 16-byte aligned
-  (else :class:`TmaUnfit`, a ValueError, here; ``gemm.matmul`` runs such calls on the SM80
-  kernel);
+- each operand's leading dimension in bytes a multiple of 16 (unless it has one row or
+  column) and its address 16-byte aligned, every map within the driver's rules
+  (``gemm.tma.check_encodable``; else :class:`TmaUnfit`, a ValueError, here; ``gemm.matmul``
+  runs such calls on the SM80 kernel);
 - tf32 operands K-major (wgmma transposes only 16-bit types): TmaUnfit here for an MN-major
   float32 operand; ``gemm.matmul`` runs those on the SM80 kernel (tf32x3 ones on the SIMT
   kernel);
@@ -54,6 +55,7 @@ from .operands import (batch_count, check_same_device, check_spans, kernel_buffe
 from .tensor_maps import device_map
 from .tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype,
                          out_dtype_of)
+from .tma import check_encodable
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
@@ -243,8 +245,8 @@ class _Call:
             raise ValueError(f"{caller}: split_k={split} needs a workspace of "
                              f"{split * nb * mm * self.ldw} floats; at most 2**31 - 1")
         ob = _OUT_BYTES[out_dtype]
-        tma = (_tma_epilogue(cfg, split, cols) and c.ptr % 16 == 0 and (ldc * ob) % 16 == 0
-               and (c.bstride * ob) % 16 == 0)
+        tma = (_tma_epilogue(cfg, split, cols) and c.ptr % 16 == 0
+               and ((ldc * ob) % 16 == 0 or mm == 1) and (c.bstride * ob) % 16 == 0)
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
                                          split > 1, cols, tma)
         if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
@@ -258,9 +260,19 @@ class _Call:
             (copy, ((k, ext) if kmaj else (ext, k)) + (op.batch if op.bstride else 1,),
              _byte_strides(op, ext if kmaj else k, eb), vt[dtype])
             for copy, op, ext, kmaj in ((plan.copy_x, x, mm, xk), (plan.copy_y, y, nn, yk)))
+        for spec, op in zip(self.map_specs, (x, y)):     # what TMA takes, the driver encodes
+            try:
+                _check_spec(spec, op.ptr, eb, caller)
+            except ValueError as e:
+                raise TmaUnfit(f"{caller}: TMA cannot read {'A' if op is a else 'B'}: "
+                               f"{e}") from None
         if v.tma_store:             # C's map, (columns, rows, matrices), for the TMA stores
-            self.map_specs += ((plan.copy_c, (nn, mm, nb), _byte_strides(c, mm, ob),
-                                vt[out_dtype]),)
+            spec = (plan.copy_c, (nn, mm, nb), _byte_strides(c, mm, ob), vt[out_dtype])
+            try:
+                _check_spec(spec, c.ptr, ob, caller)
+                self.map_specs += (spec,)
+            except ValueError:      # stores from registers
+                self.variant = v = replace(v, tma_store=False)
         self.swapped = (c.unit_mode == 1) == cols        # X is B^T
         self.ops = (x, y)
         self.c = c
@@ -273,10 +285,22 @@ class _Call:
 
 def _byte_strides(op, lines, eb):
     """A 3-D tensor map's byte strides for operand ``op`` whose contiguous axis has ``lines``
-    lines: between lines, and between matrices (for a single matrix any multiple of 16 bytes
-    past its end: the map has one matrix)."""
-    ld = op.strides[1 - op.unit_mode] * eb
+    lines: between lines (for a single line, never used, its bytes rounded up to 16), and
+    between matrices (for a single matrix any multiple of 16 bytes past its end: the map has
+    one matrix)."""
+    if lines == 1:
+        ld = -(-(op.shape[op.unit_mode] * eb) // 16) * 16
+    else:
+        ld = op.strides[1 - op.unit_mode] * eb
     return ld, op.bstride * eb if op.bstride else -(-(ld * lines) // 16) * 16
+
+
+def _check_spec(spec, address, element_bytes, caller):
+    """ValueError unless the driver encodes the map of ``spec`` ((copy, dims, byte strides,
+    value type), as ``_Call.map_specs``) at ``address`` (:func:`gemm.tma.check_encodable`)."""
+    copy, dims, strides, _ = spec
+    check_encodable(dims, strides, copy.box, element_bytes, address, copy.swizzle,
+                    caller=caller)
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,

@@ -68,6 +68,7 @@ import numpy as np
 
 from layoutalg.gemm.arch.sim import WARP, block_thread
 from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
+from layoutalg.gemm.tma import check_encodable
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "mbarrier_arrive_expect_tx", "mbarrier_complete_tx", "mbarrier_wait", "phase_of",
@@ -245,7 +246,8 @@ def sim_tensor_map(buffer, offset, copy, element_bytes):
     :class:`layoutalg.atom.tma.TmaCopy` with the call's ``dims`` and byte ``strides``) over
     the global matrix whose first element is byte ``offset`` of the 1-D uint8 array
     ``buffer``. The words name an entry of this module's registry, which keeps every map
-    made (the simulator's runs are small)."""
+    made (the simulator's runs are small). ValueError where the driver would refuse the map
+    (``gemm.tma.check_encodable``, the address being the buffer's plus ``offset``)."""
     if not (isinstance(buffer, np.ndarray) and buffer.dtype == np.uint8 and buffer.ndim == 1):
         raise TypeError("sim_tensor_map: buffer must be a 1-D uint8 numpy array")
     if copy.swizzle not in _SWIZZLE_MASK:
@@ -255,6 +257,9 @@ def sim_tensor_map(buffer, offset, copy, element_bytes):
         raise ValueError(f"sim_tensor_map: {rank} extents need {rank - 1} strides, got "
                          f"{copy.strides}")
     box = tuple(copy.box) + (1,) * (rank - len(copy.box))
+    check_encodable(copy.dims, copy.strides, box, element_bytes,
+                    buffer.__array_interface__["data"][0] + int(offset), copy.swizzle,
+                    caller="sim_tensor_map")
     key = len(_maps) + 1
     _maps[key] = (buffer, int(offset), tuple(copy.dims), (element_bytes,) + tuple(copy.strides),
                   box, copy.swizzle, element_bytes)

@@ -1,9 +1,10 @@
 """The parameter block of gemm.launch matches numba's kernel ABI, without a GPU.
 
 numba passes a 1-D array argument as seven parameters (meminfo, parent, nitems, itemsize,
-data, shape[0], strides[0], each 8 bytes) and a uint32/float32 scalar as 4 bytes; the driver
-reads parameter i through the i-th pointer of ``kernelParams``. The block is read back here
-through the pointers a launch would hand to the driver.
+data, shape[0], strides[0], each 8 bytes) and a uint32/float32 scalar as 4 bytes, each at its
+own alignment; the launch hands the driver one buffer of them (``extra``:
+CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END). The
+buffer is read back here as the driver would read it.
 """
 
 import ctypes
@@ -11,6 +12,7 @@ import struct
 
 import pytest
 
+from layoutalg.gemm import launch
 from layoutalg.gemm.launch import BoundLaunch, Launcher
 
 SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
@@ -19,35 +21,39 @@ SIZES = [8] * 14 + [4] * 5
 
 def _launcher(record):
     launcher = Launcher(kernel=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
-    launcher._func = 0xF00D                      # what _prepare takes from a compiled kernel
+    launcher._funcs[0] = 0xF00D      # the function of a compiled kernel in context 0 (none here)
     # Like the driver, read the parameters during the call.
-    launcher._launch = lambda *args: record.append(args + (_parameters(args[-2], SIZES),)) or 0
+    launcher._launch = lambda *args: record.append(args + (_parameters(args[-1]),)) or 0
     launcher._describe = None
     return launcher
 
 
-def _parameters(pointers, sizes):
-    """The bytes the driver would read: parameter i, ``sizes[i]`` bytes at ``pointers[i]``."""
-    return b"".join(ctypes.string_at(pointers[i], n) for i, n in enumerate(sizes))
+def _parameters(extra):
+    """The bytes the driver would read from a launch's ``extra`` list."""
+    assert (extra[0], extra[2], extra[4]) == (1, 2, None)
+    size = ctypes.c_size_t.from_address(extra[3]).value
+    assert size == sum(SIZES)
+    return ctypes.string_at(extra[1], size)
 
 
 def test_bound_launch_passes_numba_abi_parameters():
     record = []
-    bound = BoundLaunch(_launcher(record), (3, 2, 1), (256, 1, 1), [100, 7],
+    bound = BoundLaunch(_launcher(record), 0xF00D, (3, 2, 1), (256, 1, 1), [100, 7],
                         (5, 6, -7, 1.5, 0.0), shared_bytes=1024)
     for addresses, stream, last in (((4096, 8192), 11, ()), ((64, 128), 12, (-2.0, 0.25))):
         bound(addresses, stream, *last)
         alpha, beta = last or (1.5, 0.0)
-        *fixed, got_stream, _, extra, parameters = record[-1]
+        *fixed, got_stream, pointers, _, parameters = record[-1]
         assert fixed == [0xF00D, 3, 2, 1, 256, 1, 1, 1024]
-        assert (got_stream, extra) == (stream, None)
+        assert (got_stream, pointers) == (stream, None)
         assert parameters == struct.pack("<7q7qIIiff", 0, 0, 100, 4, addresses[0], 100, 4,
                                          0, 0, 7, 4, addresses[1], 7, 4, 5, 6, -7, alpha, beta)
 
 
-def test_launcher_keeps_one_bound_launch_per_shape():
+def test_launcher_keeps_one_bound_launch_per_shape(monkeypatch):
     """Calls of one launch shape reuse one parameter block, and only the free scalars (here
     the last two) may differ without a new one; every call's parameters reach the driver."""
+    monkeypatch.setattr(launch, "current_context", lambda: 0)      # context 0, as on a CPU
     record = []
     launcher = _launcher(record)
     launcher.free_scalars = 2
@@ -63,7 +69,7 @@ def test_launcher_keeps_one_bound_launch_per_shape():
 
 def test_wrong_argument_counts_are_refused():
     with pytest.raises(ValueError, match="expected 2 arrays and 5 scalars"):
-        BoundLaunch(_launcher([]), (1, 1, 1), (1, 1, 1), [1], (1, 2, 3, 0.5, 2.0), 0)
+        BoundLaunch(_launcher([]), 0xF00D, (1, 1, 1), (1, 1, 1), [1], (1, 2, 3, 0.5, 2.0), 0)
 
 
 def test_driver_error_is_reported():
@@ -73,6 +79,6 @@ def test_driver_error_is_reported():
     def describe(err, out):
         ctypes.cast(out, ctypes.POINTER(ctypes.c_char_p))[0] = b"CUDA_ERROR_INVALID_VALUE"
     launcher._describe = describe
-    bound = BoundLaunch(launcher, (1, 1, 1), (1, 1, 1), [1, 1], (1, 2, 3, 0.5, 2.0), 0)
+    bound = BoundLaunch(launcher, 0xF00D, (1, 1, 1), (1, 1, 1), [1, 1], (1, 2, 3, 0.5, 2.0), 0)
     with pytest.raises(RuntimeError, match="cuLaunchKernel failed .1.: b'CUDA_ERROR_INVALID"):
         bound((0, 0), 0)

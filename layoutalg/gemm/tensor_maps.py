@@ -3,11 +3,15 @@
 A Hopper kernel reads each operand's tensor map (128 bytes from cuTensorMapEncodeTiled)
 from global memory. A map lives in a slot: 128 bytes of device memory with a twin of
 pinned host memory that holds its words. Slots come in blocks and are never given back,
-because a graph captured with a map reads its slot at every replay.
+because a graph captured with a map reads its slot at every replay (and the pinned twin,
+which a copy reads, never changes once written).
 
-- Outside a capture, a new map is written with ``cuMemcpyHtoD`` from its pinned twin: done
-  when the call returns, so a kernel on any stream may read it.
-- Inside a capture, ``cuMemAlloc`` and synchronous copies are refused (they would
+- Outside a capture, a new map is written with ``cuMemcpyHtoDAsync`` on the launching
+  stream, and an event recorded after it: the host does not wait. A later launch on the
+  same stream is ordered after the copy; one on another stream waits for the event
+  (``cuStreamWaitEvent``), until the event is seen complete, from when every stream may read
+  the map with no further call (the event goes back to a pool).
+- Inside a capture, ``cuMemAlloc`` and synchronous calls are refused (they would
   invalidate the capture). A new map is written there with ``cuMemcpyHtoDAsync`` on the
   capturing stream: a copy node of the graph, run before the kernel at each replay. The map
   stays *pending* until a use outside a capture writes it too, so that an eager call never
@@ -22,35 +26,51 @@ without a GPU; :func:`device_map` is the kernels' entry, one MapSlots per CUDA c
 from __future__ import annotations
 
 import ctypes
+import threading
+from dataclasses import replace
 from typing import Any, Callable, Dict, Tuple
+
+from .binary import _current_context
+from .launch import current_context
+from .tma import tensor_map
 
 __all__ = ["SLOT_BYTES", "MapSlots", "device_map"]
 
 SLOT_BYTES = 128        # a CUtensorMap, 64-byte aligned (every slot is 128-byte aligned)
 BLOCK_SLOTS = 1024
+_PENDING, _WRITTEN = "pending", "written"      # a map's states besides (stream, event)
 
 
 class MapSlots:
     """The tensor maps of one CUDA context by key, in slots of ``block`` maps.
 
     ``driver`` has ``alloc(nbytes) -> (device address, host address)`` (device memory and a
-    pinned twin), ``put(host, words)`` (the words into host memory), ``write(device, host,
-    nbytes)`` (synchronous), ``write_async(device, host, nbytes, stream)`` and
-    ``capturing(stream) -> bool``."""
+    pinned twin), ``put(host, words)`` (the words into host memory), ``write_async(device,
+    host, nbytes, stream)``, ``capturing(stream) -> bool``, ``event() -> a new event``,
+    ``record(event, stream)``, ``done(event) -> bool`` and ``wait(stream, event)``."""
 
     def __init__(self, driver: Any, block: int = BLOCK_SLOTS):
         self.driver, self.block = driver, block
         self.free = []                          # (device, host) addresses of unused slots
-        self.maps: Dict[Any, list] = {}         # key -> [device, host, pending]
+        self.events = []                        # events no map waits on
+        self.maps: Dict[Any, list] = {}         # key -> [device, host, state]
+        self.lock = threading.Lock()
 
     def address(self, key: Any, words: Callable[[], Any], stream: int) -> Tuple[int, bool]:
         """``(device address, ready)`` of the map under ``key``, made by ``words()`` when
-        new, for a launch on ``stream``. ``ready`` False: the map is written for this launch
-        only (a copy node of the capture on ``stream``); ask again for a later launch."""
+        new, for a launch on ``stream``, which it is written for (or ordered after). ``ready``
+        False: ask again for a later launch (the write may not be complete, or is a copy
+        node of the capture on ``stream``); True: complete, any stream may read it."""
         got = self.maps.get(key)
-        if got is not None and not got[2]:
-            return got[0], True                 # written: no question to the driver
-        capturing = self.driver.capturing(stream)
+        if got is not None and got[2] is _WRITTEN:
+            return got[0], True                 # no question to the driver
+        with self.lock:
+            return self._address(key, words, stream)
+
+    def _address(self, key, words, stream):
+        drv = self.driver
+        capturing = drv.capturing(stream)
+        got = self.maps.get(key)
         if got is None:
             if len(self.free) < self.block // 4 and not capturing:
                 self._grow()
@@ -60,15 +80,26 @@ class MapSlots:
                     f"and all {len(self.maps)} slots are taken; slots are added "
                     "outside a capture only: run such calls once before capturing")
             device, host = self.free.pop()
-            self.driver.put(host, words())
-            got = self.maps[key] = [device, host, True]
-        if got[2]:
-            if capturing:
-                self.driver.write_async(got[0], got[1], SLOT_BYTES, stream)
-                return got[0], False
-            self.driver.write(got[0], got[1], SLOT_BYTES)
-            got[2] = False
-        return got[0], True
+            drv.put(host, words())
+            got = self.maps[key] = [device, host, _PENDING]
+        device, host, state = got
+        if state is _WRITTEN:
+            return device, True
+        if capturing or state is _PENDING:
+            drv.write_async(device, host, SLOT_BYTES, stream)
+            if capturing:                       # a copy node; eager calls write it again
+                return device, False
+            event = self.events.pop() if self.events else drv.event()
+            drv.record(event, stream)
+            got[2] = (stream, event)
+            return device, False
+        event = state[1]
+        if drv.done(event):
+            got[2] = _WRITTEN
+            self.events.append(event)
+            return device, True
+        drv.wait(stream, event)                 # (a no-op on the stream that wrote it)
+        return device, False
 
     def _grow(self):
         device, host = self.driver.alloc(SLOT_BYTES * self.block)
@@ -91,12 +122,26 @@ class _Driver:
     def put(self, host, words):
         ctypes.memmove(host, words.ctypes.data, SLOT_BYTES)
 
-    def write(self, device, host, nbytes):
-        self.check(self.drv.cuMemcpyHtoD(device, host, nbytes), "cuMemcpyHtoD(tensor map)")
-
     def write_async(self, device, host, nbytes, stream):
         self.check(self.drv.cuMemcpyHtoDAsync(device, host, nbytes, stream),
                    "cuMemcpyHtoDAsync(tensor map)")
+
+    def event(self):
+        flags = self.drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        return self.check(self.drv.cuEventCreate(flags), "cuEventCreate(tensor map)")
+
+    def record(self, event, stream):
+        self.check(self.drv.cuEventRecord(event, stream), "cuEventRecord(tensor map)")
+
+    def done(self, event):
+        err = self.drv.cuEventQuery(event)[0]
+        if err == self.drv.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        self.check((err,), "cuEventQuery(tensor map)")
+        return True
+
+    def wait(self, stream, event):
+        self.check(self.drv.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent(tensor map)")
 
 
 _slots: Dict[int, MapSlots] = {}     # CUDA context -> its maps
@@ -107,11 +152,7 @@ def device_map(copy: Any, address: int, dims: tuple, strides: tuple, value_type:
     """``(device address, ready)`` of the tensor map of ``copy`` (a gemm.tma copy) over the
     global matrix at ``address`` with ``dims`` and byte ``strides``, for a launch on
     ``stream`` of the current context (see :meth:`MapSlots.address`)."""
-    from dataclasses import replace
-
-    from .binary import _current_context
-    from .tma import tensor_map
-    ctx = int(_current_context())
+    ctx = current_context() or int(_current_context())      # none yet: device 0's primary
     slots = _slots.get(ctx)
     if slots is None:
         slots = _slots[ctx] = MapSlots(_Driver())

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional, Tuple
 
-from layoutalg.gemm import (autotune, hopper, shape_table, simt, skinny, splitk, tensorcore,
-                            transpose)
+from layoutalg.gemm import (autotune, callplan, hopper, shape_table, simt, skinny, splitk,
+                            tensorcore, transpose)
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.binary import sm_count
 from layoutalg.gemm.launch import Launcher
@@ -161,7 +161,7 @@ def set_float32_precision(precision: str) -> str:
         raise ValueError(f"set_float32_precision: precision must be one of {PRECISIONS}")
     precision_of(precision)
     old, _float32_default = _float32_default, precision
-    _plans.clear()                  # the fast path's plans ran calls naming none the old way
+    callplan.clear()                # the fast path's plans ran calls naming none the old way
     return old
 
 
@@ -256,16 +256,10 @@ def _dividing(vec, extent):
     return vec
 
 
-# The torch fast path: a plan (a bound launch) per kind of call, keyed by what decides every
-# check and every launch parameter: each tensor's shape, strides, dtype, device and address
-# modulo 16 (the copy widths). A call that matches a plan skips the checks it already passed.
-_plans = {}
-_torch_tensor = None      # torch.Tensor, once a first call has brought torch tensors
-_torch_stream = None      # torch's current raw stream of a device, then too
-
-
-def _torch_key(x, ptr):
-    return x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15
+# The fast path: the kept plans of earlier calls by their signature (gemm.callplan), forgotten
+# when the autotune cache's file changes (a tuned config may now choose another kernel).
+_plans = callplan.PLANS
+callplan.watch(lambda: autotune._signature(autotune.cache_path()))
 
 
 def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -317,20 +311,37 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
 
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
-    if (type(A) is _torch_tensor and type(B) is _torch_tensor and type(out) is _torch_tensor
-            and not allow_tf32 and out_dtype is None):
-        ptrs = A.data_ptr(), B.data_ptr(), out.data_ptr()
-        key = ((kernel, precision), _torch_key(A, ptrs[0]), _torch_key(B, ptrs[1]),
-               _torch_key(out, ptrs[2]))
-        try:
-            plan = _plans.get(key)
-        except TypeError:           # an unhashable kernel: _matmul says what is wrong
-            plan = None
-        if plan is not None:
-            plan(ptrs, _torch_stream(key[1][3]) if stream is None
-                 else stream_handle(stream, None), alpha, beta)
-            return out
-    return _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision)
+    sig = callplan.signature(A, B, out, (kernel, allow_tf32, out_dtype, precision))
+    if sig is not None:
+        plan = callplan.lookup(sig[0])
+        if (plan is not None and type(alpha) in _REAL and type(beta) in _REAL
+                and (beta == 0 or out is not None)):
+            return plan(sig[1], out, stream, alpha, beta)
+    args = (A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision)
+    device, guard = _device_guard(A)
+    if guard is not None:
+        with guard:
+            result, launch = _matmul(*args)
+    else:
+        result, launch = _matmul(*args)
+    if sig is not None and launch is not None:
+        callplan.keep(sig[0], callplan.plan_for(launch, A, out, result, device,
+                                                guard is not None))
+    return result
+
+
+_REAL = (float, int)        # alpha and beta the fast path passes on unchecked
+
+
+def _device_guard(A):
+    """``(A's device, a context manager making it current or None)`` for torch tensors on a
+    device that is not torch's current one (the kernels run in the arrays' device's context);
+    ``(None, None)`` for other kinds, whose arrays live on the current device."""
+    if not type(A).__module__.startswith("torch") or not getattr(A, "is_cuda", False):
+        return None, None
+    import torch
+    device = A.get_device()
+    return device, (None if device == torch.cuda.current_device() else torch.cuda.device(device))
 
 
 def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
@@ -474,15 +485,16 @@ _MAX_BATCH = MAX_GRID_YZ        # products per launch (a larger batch is launche
 
 def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None,
             precision=None):
-    """matmul with every check. On a GPU, for torch tensors, the launch it made is kept under
-    the fast path's key (so a later call of the same kind keeps this call's kernel and
-    config, the tuned one included)."""
+    """matmul with every check: ``(out, plan)``, where on a GPU ``plan(addresses, stream,
+    alpha, beta)`` launches the same kernels again on arrays of the same signature (the fast
+    path keeps it, so a later call keeps this call's kernel and config, the tuned one
+    included); None where nothing is kept (the simulator, empty products, batches launched
+    in parts)."""
     _family(kernel)                 # a bad kernel is reported before the operands' faults
     check_stream(stream)
     sim = simulator_active()
     a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
     (m, k), n = a.shape, b.shape[1]
-    kind = (kernel, precision)      # the fast path's key: the call's own words
     if kernel is None and a.dtype == "float32":     # float32's default, for a float32 out
         writes = out_dtype or ("float32" if out is None else operand(
             out, "out", sim, allow_empty=True, batched=len(shape) == 3).dtype)
@@ -492,29 +504,23 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     od = _result_dtype(family, a.dtype, out, out_dtype, sim)
     if 0 in shape or k == 0:
         return _empty_result(A, a, out, shape, od or operand(
-            out, "out", sim, allow_empty=True, batched=len(shape) == 3).dtype, beta, k, sim)
+            out, "out", sim, allow_empty=True, batched=len(shape) == 3).dtype, beta, k,
+            sim), None
     nb = shape[0] if len(shape) == 3 else 1
     if nb > _MAX_BATCH:
         return _in_parts(A, B, out, a, b, shape, od, (alpha, beta, kernel, allow_tf32,
-                                                     out_dtype, stream, precision))
+                                                     out_dtype, stream, precision)), None
     # few rows: a pass over B on the CUDA cores (gemm.skinny), where the SIMT rules on the
     # out's type hold too (a float32 product gives a float32 out)
     if (kernel is None and skinny.fits(a.dtype, m, n, k, nb, "n" if b.unit_mode == 1 else "k")
             and (family == "tensorcore" or _out_dtype(out, od, sim) == "float32")):
-        result, plan = skinny.launch_matmul(A, B, out, alpha, beta, None, od, "matmul", stream)
-        if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-            _keep_plan(kind, (a, b, operand(out, "out", sim)), plan)
-        return result
+        return skinny.launch_matmul(A, B, out, alpha, beta, None, od, "matmul", stream)
     if family == "tensorcore":
         done = (_tf32x3(A, B, out, alpha, beta, choice, a, b, od, stream)
                 if precision == "tf32x3" else
                 _tensorcore(A, B, out, alpha, beta, choice, a, b, od, stream))
         if done is not None:
-            result, plan = done
-            if out is not None and plan is not None and not allow_tf32 and out_dtype is None:
-                _keep_plan(kind, (a, b, operand(out, "out", sim, batched=True)),
-                           plan)
-            return result
+            return done
         family, kernel = "simt", None       # tf32x3 the Hopper kernel can't run: exact SIMT
     if od not in (None, "float32"):
         raise TypeError(f"matmul: float32 operands on the SIMT kernels give a float32 out, "
@@ -547,9 +553,7 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     else:
         plan = _split_k(launch, cfg, tiles, buffers, (m, n, k) + strides, (a, b, c), nb,
                         split, kps, handle, alpha, beta)
-    if not sim:
-        _keep_plan(kind, (a, b, c), plan)
-    return out
+    return out, plan
 
 
 def simt_split(blocks, k_tiles, slots):
@@ -586,21 +590,3 @@ def _in_parts(A, B, out, a, b, shape, out_dtype, rest):
         part = slice(s, s + _MAX_BATCH)
         _matmul(A[part] if a.batch > 1 else A, B[part] if b.batch > 1 else B, out[part], *rest)
     return out
-
-
-def _keep_plan(kind, ops, plan):
-    """Keep ``plan`` for the torch fast path when A, B and out are torch tensors, under
-    ``kind`` (the call's kernel and precision) and the operands' keys."""
-    global _torch_tensor, _torch_stream
-    a = ops[0]
-    if not all(op.kind == "torch" for op in ops) or type(a.obj).__module__ != "torch":
-        return
-    import torch
-    stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if stream_of is None:           # the fast path needs torch's raw stream handle
-        return
-    _torch_tensor, _torch_stream = type(a.obj), stream_of
-    key = (kind,) + tuple(_torch_key(op.obj, op.ptr) for op in ops)
-    if len(_plans) >= Launcher.MAX_BOUND:
-        _plans.clear()
-    _plans[key] = plan

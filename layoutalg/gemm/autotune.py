@@ -42,6 +42,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional, Sequence
 
+from layoutalg.gemm import callplan
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.operands import current_stream, operand
 from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
@@ -377,6 +378,7 @@ def record(key, winner, timings=(), failed=(), path=None):
                       "kept", AutotuneCacheWarning, stacklevel=2)
         return
     _memory[path] = _signature(path), entries
+    callplan.clear()                # calls planned before may now choose the tuned config
 
 
 # --- tuning ------------------------------------------------------------------------------------

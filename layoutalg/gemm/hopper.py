@@ -354,37 +354,39 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
                 seen[key] = got
         return got
 
+    # what the plan needs of the call (the call itself holds the caller's arrays)
     mm, nn, ldc, nb, sc = call.shape
-    size = call.split * nb * mm * call.ldw        # the split-K workspace's floats
-    device, kind = call.c.device, call.c.kind
+    split, ldw, grid, scalars = call.split, call.ldw, call.grid, call.scalars
+    size = split * nb * mm * ldw                  # the split-K workspace's floats
+    device, kind, span = call.c.device, call.c.kind, call.c.span
 
     def first(x, y, c, stream, alpha, beta, u):
         """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
         first call."""
         m = [(ptr, 16) for ptr in maps(x, y, c, stream)]
-        out = (c, call.c.span)
+        out = (c, span)
         w, owner = out, None
-        if call.split > 1:
+        if split > 1:
             ptr, owner = splitk.workspace(4 * size, stream, device, kind)
             w = (ptr, size)
-        kernel = _launcher(u)(call.grid, (u.config.threads, 1, 1), stream, [*m, out, w],
-                              call.scalars[:-2] + (alpha, beta), u.shared_bytes)
+        kernel = _launcher(u)(grid, (u.config.threads, 1, 1), stream, [*m, out, w],
+                              scalars[:-2] + (alpha, beta), u.shared_bytes)
         reduce = None
-        if call.split > 1:
+        if split > 1:
             steps = (1, ldc) if u.c_columns else (ldc, 1)
-            reduce = splitk.reduce_splits(u.out_dtype, w, out, mm, nn, call.ldw, nb,
-                                          call.split, *steps, sc, alpha, beta, stream)
+            reduce = splitk.reduce_splits(u.out_dtype, w, out, mm, nn, ldw, nb, split,
+                                          *steps, sc, alpha, beta, stream)
         del owner                   # the launches are enqueued
         return kernel, reduce
 
-    bound = {}                      # variant -> its (kernel, reduce), bound by a first call
+    bound = {}                      # beta != 0 -> the variant's (kernel, reduce), bound once
     with_beta = _with_beta(v) if v.tma_store else v     # the variant of calls with beta != 0
 
     def run(x, y, c, stream, alpha, beta):
-        u = with_beta if beta != 0 else v
-        got = bound.get(u)
+        reads_c = beta != 0
+        got = bound.get(reads_c)
         if got is None:
-            bound[u] = first(x, y, c, stream, alpha, beta, u)
+            bound[reads_c] = first(x, y, c, stream, alpha, beta, with_beta if reads_c else v)
             return
         kernel, reduce = got
         if reduce is None:
@@ -398,12 +400,13 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     x, y = (op.ptr for op in call.ops)
     run(x, y, call.c.ptr, stream_handle(stream, call.stream_of, caller), float(alpha),
         float(beta))
-    swapped = call.swapped
+    swapped, result = call.swapped, call.out
+    del call
 
     def plan(addresses, stream, alpha, beta):
         a, b, c = addresses
         run(*((b, a) if swapped else (a, b)), c, stream, alpha, beta)
-    return call.out, plan
+    return result, plan
 
 
 def _with_beta(v):

@@ -43,7 +43,7 @@ def _dtype_name(dtype):
 @torch.library.custom_op("layoutalg::matmul", mutates_args=(), device_types="cuda")
 def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
             ) -> torch.Tensor:
-    return gemm.matmul(_unit_stride(a), _unit_stride(b), out_dtype=_dtype_name(out_dtype))
+    return _direct(a, b, out_dtype)
 
 
 @_matmul.register_fake
@@ -82,9 +82,9 @@ def _grad(x, y, like):
     if x.dim() == 3 or y.dim() == 3:
         products = x.shape[0] if x.dim() == 3 else y.shape[0]
         if like.dim() == 2 or (like.shape[0] == 1 and products > 1):
-            g = _matmul(x, y, out_dtype=torch.float32).sum(0, keepdim=like.dim() == 3)
+            g = matmul(x, y, out_dtype=torch.float32).sum(0, keepdim=like.dim() == 3)
             return g.to(like.dtype)
-    return _matmul(x, y, out_dtype=like.dtype)
+    return matmul(x, y, out_dtype=like.dtype)
 
 
 def _backward(ctx, grad):
@@ -98,8 +98,49 @@ def _backward(ctx, grad):
 
 
 _matmul.register_autograd(_backward, setup_context=_setup_context)
+_op = torch.ops.layoutalg.matmul.default
+
+
+def _direct(a, b, out_dtype):
+    return gemm.matmul(_unit_stride(a), _unit_stride(b), out_dtype=_dtype_name(out_dtype))
+
+
+class _Eager(torch.autograd.Function):
+    """The operator's autograd for eager calls, without the dispatcher's round trips: the
+    same forward and backward (the backward's products through :func:`matmul`). The
+    forward takes ``ctx`` itself: a separate ``setup_context`` makes ``apply`` bind the
+    arguments through ``inspect`` on every call."""
+
+    @staticmethod
+    def forward(ctx, a, b, out_dtype):
+        ctx.save_for_backward(a, b)
+        return _direct(a, b, out_dtype)
+
+    backward = staticmethod(_backward)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+_transforms = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+def _eager(a, b):
+    """Whether a call may skip the dispatcher: plain CUDA tensors, outside torch.compile's
+    tracing, with no torch function or dispatch mode and no functorch transform active
+    (they all see the operator itself)."""
+    return (type(a) in _PLAIN and type(b) in _PLAIN and a.is_cuda and b.is_cuda
+            and not torch.compiler.is_compiling() and not _function_modes()
+            and not _dispatch_modes() and not _transforms())
 
 
 def matmul(a, b, out_dtype=None):
-    """``a @ b`` through ``torch.ops.layoutalg.matmul`` (see the module)."""
-    return torch.ops.layoutalg.matmul(a, b, out_dtype)
+    """``a @ b`` as ``torch.ops.layoutalg.matmul`` computes it (see the module). An eager
+    call on plain CUDA tensors runs the kernels directly (with the operator's autograd when
+    a gradient is needed); under ``torch.compile``, torch modes and functorch transforms,
+    and for other tensors, the call goes through the operator."""
+    if _eager(a, b):
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return _Eager.apply(a, b, out_dtype)
+        return _direct(a, b, out_dtype)
+    return _op(a, b, out_dtype)

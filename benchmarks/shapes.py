@@ -26,8 +26,11 @@ fp32: 1e-5 |A| @ |B|). Times are medians of CUDA-event timings of a CUDA graph o
 that is thrown away (the first timing of a row ran slow, whichever column it was): the
 GPU's time alone
 (``--no-graphs``: the calls queued from Python, where the host's work per call shows);
-each call's host time is measured apart. Prints a table per dtype with the ratio per shape
-and the geometric mean, last.
+each call's host time is measured apart. The headline columns, first in each row: eager
+calls in the form users write, ``gemm.matmul(a, b)`` without an out beside
+``torch.matmul(a, b)``, ``--calls`` calls queued from Python between two CUDA events (the
+host's work per call shows where it exceeds the GPU's). Prints a table per dtype with the
+ratios per shape and their geometric means, last.
 
 ``--tune`` (bf16) also tunes each shape after its untuned timings (``gemm.autotune.tune``,
 its cache ``$GEMM_AUTOTUNE_CACHE``) and times the winner, then the rules and cuBLAS again
@@ -242,9 +245,14 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None
             t.update({name: timing(fn, sets, reps, calls) for name, fn in after.items()})
             tuned = dict(tuned=autotune.config_label(cfg), tuned_config=dataclasses.asdict(cfg))
         host = {f"{name}_host_us": host_us(fns[name], sets[0]) for name in ("ours", "cuBLAS")}
+        # the headline: eager calls in the form users write, no out, queued from Python
+        eager = {"torch_eager": lambda x, y, o: torch.matmul(x, y),
+                 "ours_eager": lambda x, y, o: gemm.matmul(x, y, **prec)}
+        t.update({name: median_us(fn, sets, reps, calls) for name, fn in eager.items()})
         flops = 2 * m * n * k
         row = dict(dtype=dtype_name, kind=kind, m=m, n=n, k=k, error=err, **extra, **tuned,
                    **{f"{name}_us": v for name, v in t.items()}, **host,
+                   eager_ratio=t["torch_eager"] / t["ours_eager"],
                    ratio=t["cuBLAS"] / t["ours"], tflops=flops / t["ours"] / 1e6)
         rows.append(row)
         log(json.dumps(row))
@@ -264,21 +272,29 @@ def table(rows):
              if any(f"{n}_us" in r for r in rows)]
     tuned = "tuned_us" in rows[0]
     ce = "cuBLAS_error" in rows[0]
-    lines = ["| shape (M x N x K) | " + " | ".join(f"{n} us" for n in names)
+    lines = ["| shape (M x N x K) | eager us ours / torch.matmul | eager ratio | "
+             + " | ".join(f"{n} us" for n in names)
              + " | ours TFLOP/s | ours / cuBLAS | " + ("tuned / cuBLAS | tuned config | "
                                                         if tuned else "")
              + "host us ours / cuBLAS | error |" + (" cuBLAS error |" if ce else ""),
-             "|---|" + "---|" * (len(names) + 4 + 2 * tuned + ce)]
+             "|---|" + "---|" * (len(names) + 6 + 2 * tuned + ce)]
     for r in rows:
         lines.append(f"| {r['kind']} {r['m']}x{r['n']}x{r['k']} | "
+                     f"{r['ours_eager_us']:.1f} / {r['torch_eager_us']:.1f} | "
+                     f"{r['eager_ratio']:.2f}x | "
                      + " | ".join(f"{r[n + '_us']:.1f}" if n + "_us" in r else "-"
                                   for n in names)
                      + f" | {r['tflops']:.1f} | {r['ratio']:.2f}x | "
                      + (f"{tuned_ratio(r):.2f}x | {r['tuned']} | " if tuned else "")
                      + f"{r['ours_host_us']:.0f} / {r['cuBLAS_host_us']:.0f} | {r['error']:.3f} |"
                      + (f" {r['cuBLAS_error']:.3f} |" if ce else ""))
+    worst = min(rows, key=lambda r: r["eager_ratio"])
+    lines.append(f"\ngeometric mean, eager calls without out, ours / torch.matmul: "
+                 f"{geomean(r['eager_ratio'] for r in rows):.3f}x over {len(rows)} shapes; "
+                 f"lowest {worst['eager_ratio']:.2f}x at {worst['m']}x{worst['n']}x{worst['k']}")
     worst = min(rows, key=lambda r: r["ratio"])
-    lines.append(f"\ngeometric mean ours / cuBLAS: {geomean(r['ratio'] for r in rows):.3f}x "
+    lines.append("geometric mean ours / cuBLAS (the columns' timing, with out): "
+                 f"{geomean(r['ratio'] for r in rows):.3f}x "
                  f"over {len(rows)} shapes; lowest {worst['ratio']:.2f}x at "
                  f"{worst['m']}x{worst['n']}x{worst['k']}")
     if "ieee_us" in rows[0]:

@@ -568,7 +568,7 @@ def _quotient(a, b):
     """``a // b`` where b divides a, as simple as sympy makes it (``(4n+4)/(2n+2)`` is 2)."""
     q = a // b
     if _is_sympy(q) and not q.is_Integer:
-        import sympy
+        import sympy  # symbolic values only: import layoutalg does without sympy
         exact = sympy.cancel(a / b)
         if exact.is_integer:
             return exact

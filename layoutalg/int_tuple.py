@@ -134,7 +134,7 @@ def _fact(x, attr):
     is ``2*n*(2*m - 1)``, known >= 0)."""
     flag = getattr(x, attr)
     if flag is None:
-        import sympy
+        import sympy  # symbolic values only: import layoutalg does without sympy
         flag = getattr(sympy.factor(x), attr)
     return flag
 
@@ -161,7 +161,7 @@ def divides(a, b, what="layout algebra"):
         return r == 0
     flag = r.is_zero
     if flag is None:
-        import sympy
+        import sympy  # symbolic values only: import layoutalg does without sympy
         flag = sympy.cancel(b / a).is_integer
     return _decide(flag, f"{fmt(a)} divides {fmt(b)}", what)
 

@@ -16,6 +16,7 @@ from .int_tuple import (
     _weakly_congruent, check_int_tuple, fill_none, fmt, has_none, is_int, is_positive_extent,
     leaves, less,
 )
+from .viz import repr_svg
 
 if TYPE_CHECKING:
     from .types import AnyLayout, Coord, Int, IntTuple
@@ -91,6 +92,13 @@ def _check_coordinate(c, L, what=None):
         raise LayoutError(f"{what + ': ' if what else ''}coordinate {fmt(c)} of {L}: {why}")
 
 
+class _Composed:
+    """The base of :class:`layoutalg.swizzle.ComposedLayout`, which is built on Layout (so this
+    module cannot import it): :func:`_as_layout` accepts a composed layout by this class."""
+
+    __slots__ = ()
+
+
 def _as_layout(x, what, shapes=True, composed=False):
     """The layout argument ``x`` of the public function ``what``, checked once at its entry:
     a Layout as it is, a ComposedLayout too where ``composed``, and where ``shapes`` (CuTe
@@ -107,10 +115,8 @@ def _as_layout(x, what, shapes=True, composed=False):
                 return Layout(x)
             except LayoutError as e:
                 raise LayoutError(f"{what}: {e}") from None
-    if composed:
-        from .swizzle import ComposedLayout
-        if isinstance(x, ComposedLayout):
-            return x
+    if composed and isinstance(x, _Composed):
+        return x
     raise TypeError(f"{what}: expected a layout{' or a shape' if shapes else ''}, not {x!r}")
 
 
@@ -227,7 +233,6 @@ class Layout:
 
     def _repr_svg_(self):
         """The picture a notebook shows (see layoutalg.viz); print_layout is the text form."""
-        from .viz import repr_svg
         return repr_svg(self)
 
 

@@ -16,7 +16,8 @@ It is its own inverse. ``ComposedLayout(outer, offset, inner)`` is the function
 
 from .errors import LayoutError
 from .int_tuple import has_none, is_int
-from .layout import Layout, slice_and_offset
+from .layout import Layout, _Composed, slice_and_offset
+from .viz import repr_svg
 
 __all__ = ["Swizzle", "ComposedLayout"]
 
@@ -74,7 +75,7 @@ class Swizzle:
         return f"Swizzle({self.bits}, {self.base}, {self.shift})"
 
 
-class ComposedLayout:
+class ComposedLayout(_Composed):
     """``outer o offset o inner``: a layout (or swizzle) applied after an offset and a layout.
 
     Has the shape, size and modes of ``inner``; the algebra's operations that act on the
@@ -144,5 +145,4 @@ class ComposedLayout:
 
     def _repr_svg_(self):
         """The picture a notebook shows (see layoutalg.viz)."""
-        from .viz import repr_svg
         return repr_svg(self)

@@ -57,7 +57,7 @@ __all__ = [
 
 
 def _sympy():
-    import sympy
+    import sympy    # on first use: import layoutalg does without sympy
     return sympy
 
 

@@ -49,6 +49,7 @@ from .tensor import (
     ArithTuple, ArrayEngine, SwizzledEngine, Tensor, _check_tensor, _thread_index,
     make_fragment_like, make_tensor,
 )
+from .viz import repr_svg
 
 if TYPE_CHECKING:
     from .types import Int, IntTuple, Tiler
@@ -138,6 +139,16 @@ class TiledCopy:
         thrval2mn = coalesce(_zip2(trg_tv), (1, (1, 1)))
         return composition(Z, (thrval2mn, None))
 
+    def get_layoutS_TV(self):
+        """(thread index, value) -> index of the source's ``tile_size`` tile (CuTe's
+        ``get_layoutS_TV``)."""
+        return self.tidfrg(Layout(self.tiler), "S")[0]
+
+    def get_layoutD_TV(self):
+        """(thread index, value) -> index of the destination's ``tile_size`` tile (CuTe's
+        ``get_layoutD_TV``)."""
+        return self.tidfrg(Layout(self.tiler), "D")[0]
+
     def retile(self, layout):
         """A thread's register layout ``(V, rest...)`` (values in this copy's TV value order,
         e.g. an MMA fragment for make_tiled_copy_A) as ``((atom values, repeats), rest...)``
@@ -177,7 +188,6 @@ class TiledCopy:
 
     def _repr_svg_(self):
         """The picture a notebook shows (see layoutalg.viz)."""
-        from .viz import repr_svg
         return repr_svg(self)
 
     def tv_grid(self):
@@ -470,7 +480,6 @@ class TiledMMA:
 
     def _repr_svg_(self):
         """The picture a notebook shows (see layoutalg.viz)."""
-        from .viz import repr_svg
         return repr_svg(self)
 
 

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from .errors import LayoutError
 from .int_tuple import is_int, product
-from .layout import Layout
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:       # this module draws any layout-like object: it imports no layout class
+    from .layout import Layout
     from .types import AnyLayout
 
 __all__ = [
@@ -464,19 +464,14 @@ def svg_tv_layout(tiled: Any, *, palette: Sequence[str] = PALETTE_8,
     """
     if hasattr(tiled, "get_layoutA_TV") and hasattr(tiled, "tile_size"):
         return _svg_tiled_mma(tiled, palette, title)
-    if hasattr(tiled, "tidfrg") and hasattr(tiled, "tile_size"):
+    if hasattr(tiled, "get_layoutS_TV") and hasattr(tiled, "tile_size"):
         return _svg_tiled_copy(tiled, palette, title)
     raise TypeError(f"svg_tv_layout needs a TiledCopy or a TiledMMA, not {type(tiled).__name__}")
 
 
-def _copy_tv(tiled, side):
-    """(thread, value) -> tile index of a tiled copy's source ("S") or destination ("D")."""
-    return tiled.tidfrg(Layout(tuple(tiled.tile_size)), side)[0]
-
-
 def _svg_tiled_copy(tiled, palette, title):
     tile = tuple(tiled.tile_size)
-    src, dst = _copy_tv(tiled, "S"), _copy_tv(tiled, "D")
+    src, dst = tiled.get_layoutS_TV(), tiled.get_layoutD_TV()
     cw = _tv_label_sizes([src, dst])
     if title is None:
         atom = getattr(tiled, "atom", None)

@@ -106,7 +106,7 @@ def test_a_plan_makes_the_out_and_finds_the_stream(kind):
     def launch(addresses, stream, alpha, beta):
         launches.append((addresses, stream, alpha, beta))
 
-    a, b = Arr((8, 4), (4, 1)), Arr((4, 6), (1, 4), ptr=0x2000)
+    a = Arr((8, 4), (4, 1))
     first = Arr((8, 6), (6, 1), ptr=0x4000)
     plan = callplan.plan_for(launch, a, None, first, device=0)
     out = plan((0x1000, 0x2000, 0), None, None, 1.0, 0.0)

@@ -28,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LayoutError
+from ..int_tuple import check_int_tuple
 from ..layout import Layout
+from .copy import _check_atom_layouts
 
 __all__ = [
     "MMAAtom", "UniversalFMA", "SM80_16x8x16_F32BF16BF16F32_TN", "SM80_16x8x16_F32F16F16F32_TN",
@@ -104,9 +107,6 @@ class MMAAtom:
 
     def __init__(self, name, ptx, instruction, shape_mnk, thr_id, layout_A, layout_B,
                  layout_C, a_type, b_type, c_type, d_type):
-        from ..errors import LayoutError
-        from ..int_tuple import check_int_tuple
-        from .copy import _check_atom_layouts
         _check_atom_layouts(name, "MMAAtom", thr_id=thr_id, layout_A=layout_A,
                             layout_B=layout_B, layout_C=layout_C)
         if not isinstance(shape_mnk, (tuple, list)) or len(shape_mnk) != 3:
@@ -287,7 +287,6 @@ def _gmma_c(n):
 
 
 def _sm90(name, k, n, a, b, a_major, b_major):
-    from ..errors import LayoutError
     if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
         raise LayoutError(f"{name}: N must be a multiple of 8 in 8..256, got {n!r}")
     for what, major in (("A", a_major), ("B", b_major)):

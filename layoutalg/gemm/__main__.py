@@ -77,6 +77,7 @@ def main(argv=None):
         sys.exit(subprocess.run([sys.executable, "-m", "layoutalg.gemm", *(argv or sys.argv[1:])],
                                 env=env).returncode)
 
+    # the kernels are imported only now, once numba's target (GPU or simulator) is settled
     from layoutalg.gemm import report
     if args.command == "precompile":
         from layoutalg.gemm.precompile import precompile

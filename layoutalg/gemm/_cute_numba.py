@@ -26,10 +26,11 @@ from numba.cuda.typing import signature
 from numba.cuda import cgutils
 
 from layoutalg import Layout
+from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.tensor import ArithTuple, ScaledBasis
 from layoutalg.tiled import TiledCopy, TiledMMA
-from layoutalg.gemm import cute
+from layoutalg.gemm import _cute_python as cute    # the objects gemm.cute re-exports
 from layoutalg.gemm.arch._lowering import I32, SHARED, item_pointer
 
 __all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType"]
@@ -66,7 +67,7 @@ class LayoutType(types.Callable):
 # --- run-time leaves: symbols d0, d1, .. in a layout ---------------------------------------
 
 def _symbol(name, positive=False):
-    import sympy
+    import sympy    # once a kernel types a run-time layout: importing gemm.cute does without
     return sympy.Symbol(name, integer=True, **({"positive": True} if positive else
                                                 {"nonnegative": True}))
 
@@ -490,7 +491,6 @@ def _derive(op, tensor_ty, arg_types):
     """(TensorType of ``op(tensor, *args)``, its offset expression (a tuple of them for an
     identity tensor), the argument leaves, the parent's offset symbols): computed once per
     kind of call, for typing and for lowering."""
-    from layoutalg.errors import LayoutError
     name = getattr(op, '__name__', op)
     offsets = tuple(_symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
     engine = ArithTuple(offsets) if tensor_ty.coords else offsets[0]
@@ -513,7 +513,7 @@ def _derive(op, tensor_ty, arg_types):
 def _ceil_quotient(expr):
     """(x, c) where ``expr`` is ``-floor(-x / c)`` (ceil(x / c), as layoutalg writes it for
     a run-time extent divided by a constant), else None."""
-    import sympy
+    import sympy    # (see _symbol)
     if not (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1
             and isinstance(expr.args[1], sympy.floor)):
         return None
@@ -524,7 +524,7 @@ def _ceil_quotient(expr):
 def _lower_sympy(builder, expr, values):
     """uint32 IR of a non-negative integer sympy expression (sums, products, floor of a
     quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
-    import sympy
+    import sympy    # (see _symbol)
     if expr.is_Integer:
         if expr < 0:        # uint32 sums marked no-wrap: a negative term would be poison
             raise NotImplementedError(f"cannot lower the offset term {expr}: negative")

@@ -4,21 +4,24 @@ copy_if, fill, axpby, gemm (FMAs, mma.sync) and elem_less, unrolled at compile t
 types are in :mod:`gemm._cute_numba`."""
 
 from llvmlite import ir
-from numba.cuda import types
-from numba.cuda import cgutils
+from numba.cuda import cgutils, nvvm, types
+from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
 from numba.cuda.core.errors import TypingError
 from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg import Layout
+from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
-from layoutalg.gemm import cute
+from layoutalg.gemm import _cute_python as cute    # the objects gemm.cute re-exports
 from layoutalg.gemm._cute_numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
                                         _fields, _identity_constant, _in_space, _struct,
                                         _tensor_value, _to_u32)
-from layoutalg.gemm.arch._lowering import GLOBAL, SHARED, asm
+from layoutalg.gemm.arch import ptx
+from layoutalg.gemm.arch._lowering import GLOBAL, SHARED, asm, unpack
+from layoutalg.gemm.arch.ptx_convert import emit_cvt_rna_tf32
 
 __all__ = []
 
@@ -53,7 +56,6 @@ def _leaf_values(context, builder, args, leaves):
 
 def _layout_from(arg_types):
     """(the layout of make_layout(shape[, stride]) for these argument types, its leaves)."""
-    from layoutalg.errors import LayoutError
     leaves = []
     parts = [_layout_arg(t, (k,), leaves) for k, t in enumerate(arg_types)
              if t is not None and not isinstance(t, (types.NoneType, types.Omitted))]
@@ -141,8 +143,6 @@ def _new_tensor(context, builder, tensor, shared):
     """A new array of ``cosize(layout)`` elements, as numba allocates ``cuda.shared.array``
     (a uniquely named shared global, 16-byte aligned for cp.async and ldmatrix) or
     ``cuda.local.array``, as a tensor at offset 0."""
-    from numba.cuda import nvvm
-    from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
     where = ((_get_unique_smem_id("_cudapy_smem"), nvvm.ADDRSPACE_SHARED) if shared
              else ("_cudapy_lmem", nvvm.ADDRSPACE_LOCAL))
     array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
@@ -220,7 +220,6 @@ def _array_start(context, builder, ty, tensor):
 def _cp_async(context, builder, kind, nbytes, d, g, src_bytes=None):
     """One ``kind`` ("cp.async.ca" or "cp.async.cg") of ``nbytes`` from global ``g`` to
     shared ``d``; with ``src_bytes``, only those are read (the rest zeros)."""
-    from layoutalg.gemm.arch import ptx
     g64 = builder.ptrtoint(_in_space(builder, g, GLOBAL), ir.IntType(64))
     d32 = builder.ptrtoint(_in_space(builder, d, SHARED), I32)
     zfill = src_bytes is not None
@@ -246,8 +245,6 @@ def _tiled_copy(context, builder, sig, args):
 def _ldmatrix(context, builder, tiled, src, dst, src_value, dst_value):
     """One ldmatrix per group: the thread's row address in, its registers split into the
     16-bit values of the destination (value 2j + h: register j, half h)."""
-    from layoutalg.gemm.arch import ptx
-    from layoutalg.gemm.arch._lowering import unpack
     n, per_src, per_dst, _ = cute.ldmatrix_shape(tiled, src.layout, dst.layout)
     num = tiled.atom.num
     text, constraints, ret = ptx.ldmatrix_asm(num, tiled.atom.trans)
@@ -360,9 +357,6 @@ def _check_mma_types(atom, op, C, A, B):
 def _tiled_gemm(context, builder, sig, args):
     """gemm(tiled_mma, C, A, B): one mma.sync per (m, n, k), C kept in registers over k;
     UniversalFMA's FMAs."""
-    from layoutalg.gemm.arch import ptx
-    from layoutalg.gemm.arch._lowering import unpack
-    from layoutalg.gemm.arch.ptx_convert import emit_cvt_rna_tf32
     atom = sig.args[0].value.atom
     C, A, B = sig.args[1:]
     if atom.name.startswith("UniversalFMA"):

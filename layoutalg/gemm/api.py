@@ -339,7 +339,7 @@ def _device_guard(A):
     ``(None, None)`` for other kinds, whose arrays live on the current device."""
     if not type(A).__module__.startswith("torch") or not getattr(A, "is_cuda", False):
         return None, None
-    import torch
+    import torch            # a torch tensor's call: torch is optional
     device = A.get_device()
     return device, (None if device == torch.cuda.current_device() else torch.cuda.device(device))
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -42,10 +43,15 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional, Sequence
 
-from layoutalg.gemm import callplan
+from layoutalg.gemm import callplan, hopper, tensorcore as tc
 from layoutalg.gemm._env import simulator_active
-from layoutalg.gemm.operands import current_stream, operand
 from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+from layoutalg.gemm.binary import _check, _driver, device_properties, sm_count
+from layoutalg.gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
+from layoutalg.gemm.operands import current_stream, operand
+
+# numba, torch, CuPy and tqdm are imported inside the functions that use them: gemm.matmul
+# reads the cache (tuned_config) in processes that load none of them.
 
 __all__ = ["candidates", "hopper_candidates", "split_candidates", "compile_any", "tune",
            "problem_key", "bucket", "tuned_config", "lookup", "record", "load_cache",
@@ -96,7 +102,6 @@ class AutotuneCacheWarning(UserWarning):
 
 def hopper_candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT):
     """The HopperConfigs :func:`tune` tries on a 9.x GPU (see ``_HOPPER``)."""
-    from layoutalg.gemm.hopper import HopperConfig
     out = []
     for bm, bn, stages, consumers, delay, group, schedule in _HOPPER:
         cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers,
@@ -115,7 +120,6 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
     rows the narrow ones too: they need a row-major A, and a call that has none skips them),
     with and without split-K. They share one compiled kernel per tile shape (the ranges are
     a run-time argument)."""
-    from layoutalg.gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
     out = []
     for bm, bn, stages, consumers in _SPLIT_TILES:
         cfg = HopperConfig(bM=bm, bN=bn, stages=stages, consumers=consumers, dtype=dtype)
@@ -138,11 +142,10 @@ def split_candidates(dtype, m, n, k, sms, smem_limit=SMEM_LIMIT):
 
 def compile_any(variant):
     """Compile a tensor-core or Hopper variant (the compile function of spawned workers)."""
-    from layoutalg.gemm import hopper, tensorcore
     if isinstance(variant, hopper.HopperVariant):
         hopper.compile_variant(variant)
     else:
-        tensorcore.compile_variant(variant)
+        tc.compile_variant(variant)
 
 
 def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT, cc=(0, 0)):
@@ -150,7 +153,6 @@ def candidates(dtype="bfloat16", smem_limit=SMEM_LIMIT, cc=(0, 0)):
     see the comment on the search space above), leaving out those that are invalid for the
     dtype (their construction raises ValueError) or need more than ``smem_limit`` bytes of
     shared memory, then on compute capability ``cc`` 9.x the :func:`hopper_candidates`."""
-    from layoutalg.gemm import tensorcore as tc
     if dtype not in tc.DTYPES:
         raise ValueError(f"candidates: dtype must be one of {tc.DTYPES}, got {dtype!r}")
     if not isinstance(smem_limit, int) or isinstance(smem_limit, bool) or smem_limit <= 0:
@@ -193,7 +195,6 @@ def _device_info(index):
     """(name, compute capability, opt-in shared bytes per block) of CUDA device ``index``."""
     if simulator_active():
         return "numba CUDA simulator", (0, 0), SMEM_LIMIT
-    from layoutalg.gemm.binary import device_properties
     return device_properties(index)
 
 
@@ -316,7 +317,6 @@ def load_cache(path: Optional[str] = None) -> dict:
 def config_from_dict(d):
     """The TensorCoreConfig or HopperConfig (it has ``consumers``) stored as ``d`` (lists back
     to tuples); None if it is not one this version can build."""
-    from layoutalg.gemm import hopper, tensorcore as tc
     kind = hopper.HopperConfig if "consumers" in d else tc.TensorCoreConfig
     try:
         return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
@@ -404,7 +404,6 @@ def _compile_all(variants, workers=None, progress=True, compile_fn=None):
     variants = list(variants)
     if not variants:
         return {}
-    import multiprocessing as mp
     workers = workers or min(len(variants), os.cpu_count() or 1)
     failed = {}
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
@@ -424,8 +423,7 @@ def _measure(A, B, out, cfg, out_dtype, reps, warmup):
     call's plan (as gemm.matmul repeats a call), so the argument checks of a call are not
     timed: on small problems they would outweigh the kernel."""
     from numba import cuda
-    from layoutalg.gemm import hopper, tensorcore
-    kernel = hopper if isinstance(cfg, hopper.HopperConfig) else tensorcore
+    kernel = hopper if isinstance(cfg, hopper.HopperConfig) else tc
     out, plan = kernel.launch_matmul(A, B, out, 1.0, 0.0, cfg, out_dtype, "tune")
     ops = [operand(x, name, False, "tune") for x, name in ((A, "A"), (B, "B"), (out, "out"))]
     sets, copies = _input_sets(ops[:2])
@@ -458,7 +456,6 @@ def _input_sets(ops):
     split-K configs that ran slower than the rules on fresh data). Larger operands: one
     set."""
     from numba import cuda
-    from layoutalg.gemm.binary import _check, _driver
     sizes = [op.span * op.itemsize for op in ops]
     if sum(sizes) > COPY_LIMIT:
         return [tuple(op.ptr for op in ops)], []
@@ -541,8 +538,6 @@ def tune(A: Any, B: Any, out: Any = None, *, out_dtype: Optional[str] = None,
     None) fixes the output's type and major; the timed calls write a scratch array, never
     ``out``. ``progress``: tqdm progress bars on stderr. Needs a GPU.
     """
-    from layoutalg.gemm import hopper, tensorcore as tc
-    from layoutalg.gemm.binary import sm_count
     if simulator_active():
         raise RuntimeError("tune: needs a CUDA GPU; the numba CUDA simulator has nothing to "
                            "time")

@@ -24,7 +24,7 @@ __all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "devic
 
 
 def _driver():
-    from cuda.bindings import driver
+    from cuda.bindings import driver    # on first use: importing this module does without
     return driver
 
 

@@ -103,17 +103,17 @@ def learn_kind(x: Any) -> None:
         return
     mod = t.__module__
     if mod.startswith("torch"):
-        import torch
+        import torch                # the array's library: imported for its arrays only
         if not hasattr(torch._C, "_cuda_getCurrentRawStream"):
             return
         kind = _torch_kind(torch)
         for known in (torch.Tensor, torch.nn.Parameter):
             _KINDS[known] = kind
     elif mod.startswith("cupy"):
-        import cupy
+        import cupy                 # (as torch above)
         _KINDS[t] = _cupy_kind(cupy)
     elif mod.startswith("numba") and hasattr(x, "device_ctypes_pointer"):
-        from numba import cuda
+        from numba import cuda      # (as torch above)
         _KINDS[t] = _numba_kind(cuda)
 
 

@@ -47,7 +47,7 @@ def code(expr):
     >>> code(4 * (t % 32) + 128 * (t // 32))
     '(U(4)*(t % U(32)) + U(128)*(t // U(32)))'
     """
-    import sympy
+    import sympy        # (see sym)
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         if expr < 0:

@@ -33,6 +33,7 @@ from layoutalg.gemm.cute import (axpby, copy, copy_if, elem_less, fill, gemm, ge
                                  make_layout, make_shared_tensor, make_tensor, partition_A,
                                  partition_B, partition_C, partition_D, partition_S, size,
                                  static, static_range, unroll, unrolled)
+from layoutalg.gemm.simt_config import copy_vector
 
 __all__ = ["kernel_function", "tiled_copy"]
 
@@ -58,7 +59,6 @@ def kernel_function(cfg, a_unit, b_unit, vec_a, vec_b):
     N) and the copy vectors their addresses allow (values per cp.async, narrowed by
     ``gemm.simt.copy_vector`` to what the tile takes), as a Python function for
     ``cuda.jit(gemm.simt.SIGNATURE)``."""
-    from layoutalg.gemm.simt import copy_vector
     make = _prefetch if cfg.pipeline == "prefetch" else _double_buffer
     return make(cfg, a_unit, b_unit, copy_vector(cfg, a_unit, cfg.bM, vec_a),
                 copy_vector(cfg, b_unit, cfg.bN, vec_b))

@@ -32,7 +32,7 @@ from typing import Any, Optional, Tuple
 import sympy
 
 from layoutalg.gemm._env import simulator_active
-from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
+from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, allow_dynamic_shared
 from layoutalg.gemm.codegen import Source, load_module, sym
 from layoutalg.gemm.launch import Launcher
 from layoutalg.gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
@@ -176,7 +176,6 @@ def _launcher(cfg, units, vectors):
     kernel = add_kernel(cfg, units, vectors)
     nbytes = cfg.shared_bytes if cfg.dynamic else 0
     if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
-        from layoutalg.gemm.arch.smem import allow_dynamic_shared
         kernel.compile(ADD_SIGNATURE)
         allow_dynamic_shared(kernel, nbytes, ADD_SIGNATURE)
     return Launcher(kernel, 3, 4, _SCALARS), nbytes
@@ -198,7 +197,7 @@ def _default_blocks(cfg, tiles):
     with the 1 KiB the hardware reserves per block) times the SMs; each walks its share."""
     if simulator_active():
         return min(tiles, 2)
-    from numba import cuda
+    from numba import cuda      # on a GPU only: importing this module does without numba
     dev = cuda.get_current_device()
     per_sm = min(dev.MAX_THREADS_PER_MULTIPROCESSOR // cfg.threads,
                  dev.MAX_BLOCKS_PER_MULTIPROCESSOR,

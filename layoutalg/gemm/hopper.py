@@ -37,6 +37,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Optional
 
+import numpy as np
+
 from . import splitk
 from ._env import simulator_active
 from .arch.smem import DYNAMIC_SHARED_LIMIT
@@ -45,6 +47,7 @@ from .codegen import kernel_module, module_name
 from .hopper_config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                             SCHEDULES, SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig,
                             HopperVariant)
+from .hopper_gen import hopper_plan, hopper_source
 from .hopper_rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS,
                            SWAP_ROWS, default_config, default_split, swapped_config,
                            swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
@@ -107,7 +110,6 @@ def hopper_function(variant):
     sim = simulator_active()
 
     def source():
-        from layoutalg.gemm.hopper_gen import hopper_source
         return hopper_source(variant, sim)
     return kernel_module("hopper", (variant, sim), source).kernel
 
@@ -116,7 +118,7 @@ def hopper_function(variant):
 def hopper_kernel(variant):
     """The variant's numba ``cuda.jit`` kernel (launch bounds: its threads and blocks per
     SM; none in the simulator)."""
-    from numba import cuda
+    from numba import cuda      # only to compile: a loaded kernel does without numba
     cfg = variant.config
     if simulator_active():
         return cuda.jit(variant.signature)(hopper_function(variant))
@@ -129,7 +131,7 @@ def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="floa
     the default for ``dtype``; its split_k > 1: the split-K kernel), ``dtype`` "bfloat16",
     "float16" or "tfloat32", the majors of X and Y ("K" or "MN"), ``out_dtype`` "float32",
     "bfloat16" or "float16"."""
-    from numba import cuda
+    from numba import cuda      # (as in hopper_kernel)
     v = _variant(config, dtype, a_major, b_major, out_dtype)
     text, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
                                launch_bounds=(v.config.threads, v.config.blocks_per_sm))
@@ -251,7 +253,6 @@ class _Call:
                                          split > 1, cols, tma)
         if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
             self.variant = v = replace(v, tma_store=False)
-        from .hopper_gen import hopper_plan
         plan = hopper_plan(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32"}
         # per operand: (copy, dims, byte strides, value type); the maps are made per address.
@@ -419,9 +420,7 @@ def _simulate(call, alpha, beta):
     """Run a checked call in numba's simulator: its tensor maps made by
     ``gemm.arch.sim_sm90.sim_tensor_map`` over the operands' host bytes, the kernel's
     dynamic shared memory as on the GPU, then (split-K) the reduction."""
-    import numpy as np
-
-    from .arch.sim_sm90 import sim_tensor_map
+    from .arch.sim_sm90 import sim_tensor_map     # the simulator's twins: only in the simulator
     v = call.variant
     if beta != 0 and v.tma_store:
         v = _with_beta(v)
@@ -433,7 +432,7 @@ def _simulate(call, alpha, beta):
     maps += maps[:3 - len(maps)]
     # C as the simulator's device array over the out's memory: a numpy argument would be
     # copied in and back, undoing the TMA stores (which write the out's memory directly)
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray    # (as sim_tensor_map)
     c = FakeCUDAArray(kernel_buffer(call.c, np.float32 if v.out_dtype == "float32"
                                     else np.uint16))
     mm, nn, ldc, nb, sc = call.shape

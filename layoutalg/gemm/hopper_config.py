@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import splitk
 from .arch.smem import DYNAMIC_SHARED_LIMIT
-from .tensorcore import DTYPES, MAJORS, OUT_DTYPES
+from .tensorcore_config import DTYPES, MAJORS, OUT_DTYPES, check_variant
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES"]
@@ -203,13 +203,7 @@ class HopperVariant:
     tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
 
     def __post_init__(self):
-        if not isinstance(self.config, HopperConfig):
-            raise TypeError(f"HopperVariant: config must be a HopperConfig, got {self.config!r}")
-        for name in ("a_major", "b_major"):
-            if getattr(self, name) not in MAJORS:
-                raise ValueError(f"HopperVariant: {name} must be one of {MAJORS}")
-        if self.out_dtype not in OUT_DTYPES:
-            raise ValueError(f"HopperVariant: out_dtype must be one of {OUT_DTYPES}")
+        check_variant(self, "HopperVariant", HopperConfig)
         if self.c_columns and self.vec_c:
             raise ValueError("HopperVariant: a C stored column by column takes no paired stores")
         if self.tma_store and (self.split_k or self.c_columns

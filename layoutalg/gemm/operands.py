@@ -16,6 +16,9 @@ import numpy as np
 
 from layoutalg.gemm._env import simulator_active
 
+# numba, torch and CuPy are imported inside the functions that use them, for the arrays of
+# each: a process needs only the libraries of the arrays it passes.
+
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
            "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
            "MAX_GRID_YZ"]

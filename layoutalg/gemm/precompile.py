@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence
 
+import numpy as np
+
+from layoutalg.gemm import api, autotune, hopper, simt, tensorcore as tc
 from layoutalg.gemm._env import simulator_active
 from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
 
@@ -27,7 +30,6 @@ __all__ = ["variants", "tensorcore_variants", "hopper_variants", "hopper_x3_vari
 
 def variants(names: Optional[Sequence[str]] = None) -> list:
     """(kernel name, A unit mode, B unit mode, A vector, B vector) for every distinct kernel."""
-    from layoutalg.gemm import api, simt
     out = set()
     for name in names or api.KERNELS:
         cfg = api.KERNELS[name]
@@ -52,9 +54,7 @@ def tensorcore_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     usually are). [] in the simulator: nothing to compile."""
     if simulator_active():
         return []
-    import numpy as np
-    from numba import cuda
-    from layoutalg.gemm import tensorcore as tc
+    from numba import cuda      # on a GPU only: importing this module does without numba
     out = []
     for dtype in dtypes or tc.DTYPES:
         if dtype not in _ELEMENT:
@@ -81,7 +81,6 @@ def hopper_variants(dtypes: Optional[Sequence[str]] = None) -> list:
     registers for beta != 0); [] elsewhere and in the simulator."""
     if simulator_active():
         return []
-    from layoutalg.gemm import hopper
     if not hopper.hopper_supported():
         return []
     out = []
@@ -118,7 +117,6 @@ def hopper_x3_variants() -> list:
     staging fits; [] elsewhere and in the simulator."""
     if simulator_active():
         return []
-    from layoutalg.gemm import hopper
     if not hopper.hopper_supported():
         return []
     base = hopper.HopperConfig(dtype="tfloat32")
@@ -139,10 +137,8 @@ def hopper_x3_variants() -> list:
 def _compile(job):
     kind, variant = job
     if kind in ("tensorcore", "hopper"):
-        from layoutalg.gemm import hopper, tensorcore
-        (hopper if kind == "hopper" else tensorcore).compile_variant(variant)
+        (hopper if kind == "hopper" else tc).compile_variant(variant)
         return job
-    from layoutalg.gemm import api, simt
     name, a_unit, b_unit, va, vb = variant
     make = simt.simt_kernel if simulator_active() else simt.simt_binary
     make(api.KERNELS[name], a_unit, b_unit, va, vb)
@@ -158,8 +154,7 @@ def precompile(names: Optional[Sequence[str]] = None, workers: Optional[int] = N
     if tensorcore:
         todo += [("tensorcore", v) for v in tensorcore_variants()]
         todo += [("hopper", v) for v in hopper_variants() + hopper_x3_variants()]
-    from layoutalg.gemm.autotune import _compile_all
-    failed = _compile_all(todo, workers, progress, compile_fn=_compile)
+    failed = autotune._compile_all(todo, workers, progress, compile_fn=_compile)
     if failed:
         raise RuntimeError(f"precompile: {len(failed)} of {len(todo)} variants failed; first: "
                            f"{next(iter(failed.items()))}")

@@ -10,12 +10,18 @@ run, and every element is compared with ``|C - ref| <= tol * (|A| @ |B|)``.
 
 import json
 import math
+import time
 
 import numpy as np
 from tqdm import tqdm
 
 from layoutalg.gemm import api, autotune
 from layoutalg.gemm._env import simulator_active
+from layoutalg.gemm.hopper import HopperConfig, hopper_supported
+from layoutalg.gemm.tensorcore import TensorCoreConfig
+
+# numba, torch and matplotlib are imported inside the functions that use them: importing
+# this module loads none of them (torch and matplotlib are optional).
 
 __all__ = ["run", "bench", "tune", "check", "check64", "Backend", "overhead", "per_call_us",
            "bfloat16_bits", "tensorcore_tol", "TENSORCORE_DTYPES"]
@@ -244,7 +250,6 @@ def _tensorcore_operands(backend, m, n, k, dtype):
 
 
 def _hopper_device():
-    from layoutalg.gemm.hopper import hopper_supported
     from numba import cuda
     return hopper_supported(cuda.get_current_device().id)
 
@@ -253,8 +258,6 @@ def _tensorcore_choices(backend, A, B, C, dtype):
     """[(matmul keywords, label)] of the tensor-core calls to show: matmul's own choice (the
     tuned config, else the device's default: the Hopper kernel on 9.x) and, on a 9.x GPU,
     the SM80 mma.sync kernel beside it; bf16 bits (no torch) need explicit configs."""
-    from layoutalg.gemm.hopper import HopperConfig
-    from layoutalg.gemm.tensorcore import TensorCoreConfig
     sm80 = TensorCoreConfig(dtype=dtype)
     hopper = not simulator_active() and _hopper_device()
     default = HopperConfig(dtype=dtype) if hopper else sm80
@@ -392,7 +395,6 @@ def tune(sizes, dtype="bfloat16", a_major="K", b_major="K", out_dtype="float32",
 def per_call_us(fn, calls=2000, warmup=50):
     """Wall-clock microseconds per call of ``fn`` over ``calls`` calls (torch synchronized
     before and after, so queued GPU work is counted once at the end)."""
-    import time
     import torch
     for _ in range(warmup):
         fn()

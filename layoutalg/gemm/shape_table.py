@@ -49,7 +49,11 @@ import functools
 import json
 import math
 import os
+from dataclasses import replace
 from typing import Any
+
+from layoutalg.gemm import hopper
+from layoutalg.gemm.autotune import config_from_dict
 
 __all__ = ["lookup", "near", "entries", "swap_faster", "TABLE_PATH", "DTYPES"]
 
@@ -66,7 +70,6 @@ def _load(path):
 @functools.lru_cache(maxsize=None)
 def entries(path: str = TABLE_PATH) -> tuple:
     """(SM count, ((m, n, k, config), ...)) of the table at ``path``."""
-    from layoutalg.gemm.autotune import config_from_dict
     table = _load(path)
     rows = tuple((e["m"], e["n"], e["k"], config_from_dict(e["config"]))
                  for e in table["entries"])
@@ -88,15 +91,12 @@ def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH,
     table's by more than 1/8; entries marked swap_faster left out where the rules swap A and B,
     and None where they swap onto narrow tiles (``narrow``: A is row-major; see the module's
     doc)."""
-    from dataclasses import replace
-
-    from layoutalg.gemm.hopper import swaps, swaps_narrow
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
-    if swaps_narrow(m, n, sms, narrow):
+    if hopper.swaps_narrow(m, n, sms, narrow):
         return None
-    skip = swap_faster(path) if swaps(m, n, sms, narrow) else ()
+    skip = swap_faster(path) if hopper.swaps(m, n, sms, narrow) else ()
     best, config = None, None
     for rm, rn, rk, cfg in rows:
         if (rm, rn, rk) in skip:

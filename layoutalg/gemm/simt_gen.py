@@ -29,7 +29,7 @@ from .arch.tile_plan import ADD
 from .codegen import Source, align_arg, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
-from .simt import copy_vector
+from .simt_config import copy_vector
 
 __all__ = ["simt_source"]
 

@@ -324,7 +324,7 @@ def skinny_kernel(cfg: SkinnyConfig, b_unit: str) -> Any:
     """The variant's numba kernel (in the simulator) or its compiled :class:`gemm.binary.Binary`
     (read from disk when an earlier process compiled it). ``split_k`` is a run-time choice:
     it does not change what is compiled."""
-    from numba import cuda
+    from numba import cuda      # only to compile: a loaded kernel does without numba
     cfg = replace(cfg, split_k=None)
     if simulator_active():
         return cuda.jit(_signature(cfg))(skinny_function(cfg, b_unit))

@@ -23,6 +23,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Tuple
 
+import numpy as np
+
+from . import binary
 from ._env import simulator_active
 from .codegen import load_module
 from .launch import Launcher
@@ -160,7 +163,7 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     stream and grown, after the stream's work is done, when too small; RuntimeError where
     it must grow inside a CUDA graph capture."""
     if kind == "torch":
-        import torch
+        import torch            # for torch's operands only: torch is optional
         t = torch.empty(-(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
         if stream != torch._C._cuda_getCurrentRawStream(device):
             t.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
@@ -169,19 +172,18 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tup
     got = _spaces.get(key)
     if got is not None and got[1] >= nbytes:
         return got[0], None
-    from .binary import _check, _current_context, _driver, stream_capturing
-    _current_context()
-    drv = _driver()
-    if stream_capturing(stream):
+    binary._current_context()
+    drv, check = binary._driver(), binary._check
+    if binary.stream_capturing(stream):
         raise RuntimeError(                 # allocating would invalidate the capture
             f"gemm: a split-K call captured in a CUDA graph needs {nbytes} bytes of "
             "workspace, more than its stream has; workspace is allocated outside a capture "
             "only: run the call once on that stream before capturing")
     if got is not None:
-        _check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-        _check(drv.cuMemFree(got[0]), "cuMemFree(split-K workspace)")
+        check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        check(drv.cuMemFree(got[0]), "cuMemFree(split-K workspace)")
     size = max(nbytes, 1 << 20)
-    ptr = int(_check(drv.cuMemAlloc(size), "cuMemAlloc(split-K workspace)"))
+    ptr = int(check(drv.cuMemAlloc(size), "cuMemAlloc(split-K workspace)"))
     _spaces[key] = (ptr, size)
     return ptr, None
 
@@ -208,7 +210,6 @@ def partials_buffer(size: int, stream: int, c: Any) -> Tuple[Any, Any]:
     numpy array in the simulator, else :func:`workspace` (keep ``owner`` until the launches
     are enqueued)."""
     if c.kind == "sim":
-        import numpy as np
         return np.zeros(size, np.float32), None
     ptr, owner = workspace(4 * size, stream, c.device, c.kind)
     return (ptr, size), owner

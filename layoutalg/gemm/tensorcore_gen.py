@@ -70,7 +70,7 @@ from .codegen import Source, batch_offset, code, sym
 from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
                         global_tensor, split_offsets)
 from .pipeline import emit_ring, ring_schedule
-from .tensorcore import _MMA, _PAD_C, Variant, copy_grid, variant_of
+from .tensorcore_config import _MMA, _PAD_C, Variant, copy_grid, variant_of
 
 __all__ = ["smem_layout", "ring_events", "tensorcore_source", "bank_conflicts", "kernel_plan"]
 

@@ -101,7 +101,7 @@ def tensor_map(address, copy, value_type):
     its byte stride too): its boxes hold one matrix's tile.
     ValueError for an unknown type or parameters the driver's rules refuse
     (:func:`check_encodable`); RuntimeError with the driver's error when it refuses them."""
-    from cuda.bindings import driver as drv
+    from cuda.bindings import driver as drv     # not at import: the rules need no driver
     if value_type not in _DATA:
         raise ValueError(f"tensor_map: value_type must be one of {sorted(_DATA)}, "
                          f"got {value_type!r}")

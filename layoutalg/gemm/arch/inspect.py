@@ -81,7 +81,7 @@ def compile_ptx(kernel, signature, cc=(8, 0), **options):
     functions the kernel calls must be intrinsics or ``inline="always"`` to compile without a
     GPU.
     """
-    from numba import cuda
+    from numba import cuda      # not at import: listing the tools needs no numba
 
     arch_name(cc)
     pyfunc = getattr(kernel, "py_func", kernel)

@@ -66,6 +66,8 @@ import weakref
 
 import numpy as np
 
+from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
+                            SM90_64xNx16_F32F16F16_SS)
 from layoutalg.gemm.arch.sim import WARP, block_thread
 from layoutalg.gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
 from layoutalg.gemm.tma import check_encodable
@@ -424,8 +426,6 @@ def _values(raw, addr, op, esize):
 
 @functools.lru_cache(maxsize=None)
 def _c_layout(op, n):
-    from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
-                                SM90_64xNx16_F32F16F16_SS)
     atom = {"bf16": SM90_64xNx16_F32BF16BF16_SS, "f16": SM90_64xNx16_F32F16F16_SS,
             "tf32": SM90_64xNx8_F32TF32TF32_SS}[op](n)
     off = np.array([[atom.layout_C(t, v) for v in range(n // 2)] for t in range(128)])

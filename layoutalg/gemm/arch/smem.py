@@ -22,6 +22,9 @@ costs a dictionary lookup. In the CUDA simulator it only checks its arguments.
 
 from layoutalg.gemm._env import simulator_active
 
+# numba is imported inside the functions that use it: the kernel builders read the limits
+# below in processes that load no numba.
+
 __all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "STATIC_SHARED_LIMIT",
            "DYNAMIC_SHARED_LIMIT"]
 

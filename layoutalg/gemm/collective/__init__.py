@@ -30,7 +30,12 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
+from layoutalg import gemm
+from .peer import PeerRing
 from .plan import REUSE_RULE, SCHEDULES, RingStep, ring_plan
+
+# torch is imported inside the functions that use it: importing this module (the docs, the
+# schedule in .plan) needs no torch.
 
 __all__ = ["all_gather_matmul", "ring_plan", "ring_path", "RingStep", "REUSE_RULE",
            "SCHEDULES", "release"]
@@ -192,7 +197,6 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
             raise ValueError("all_gather_matmul: the peer path needs CUDA tensors")
         key = (g, rank, m, k, a.dtype, str(a.device), schedule)
         if key not in _rings:
-            from .peer import PeerRing
             _rings[key] = PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule)
         _rings[key].run(a, b_shard, out, m, multiply)
     else:
@@ -217,7 +221,6 @@ def _agree(g, rank, size, a):
 
 
 def _multiply_gpu(src, b, out_rows):
-    from layoutalg import gemm
     gemm.matmul(src, b, out_rows)
 
 

@@ -12,8 +12,12 @@ so the copy of step i+1 overlaps the matmul of step i.
 NVLink multicast is never used (no ``cuMulticastCreate``).
 """
 
+import logging
+
 from ..binary import _check, _driver
 from .plan import ring_plan
+
+# torch is imported inside the methods that use it: importing this module needs no torch.
 
 __all__ = ["PeerRing", "copy_async", "write_value", "wait_value", "clear"]
 
@@ -192,7 +196,6 @@ class PeerRing:
         except Exception as e:      # noqa: BLE001  (enqueue every call instead, and say why)
             self.graph_error = f"{type(e).__name__}: {e}"
             self.comm = torch.cuda.Stream(self.device)
-            import logging
             logging.getLogger("layoutalg.gemm.collective").warning(
                 "all_gather_matmul: no CUDA graph (%s); every call is enqueued",
                 self.graph_error)

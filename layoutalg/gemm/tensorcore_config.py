@@ -1,0 +1,201 @@
+"""The tensor-core GEMM's configuration: :class:`TensorCoreConfig` (one kernel's tiles, warps,
+ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), with
+the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore_gen` (the
+generator) read. :mod:`gemm.hopper_config` shares the operand and output types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .arch.smem import DYNAMIC_SHARED_LIMIT
+
+__all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "copy_grid",
+           "variant_of"]
+
+DTYPES = ("bfloat16", "float16", "tfloat32")
+OUT_DTYPES = ("float32", "bfloat16", "float16")
+MAJORS = ("K", "MN")
+# dtype -> (gemm.arch mma, k of the atom, bytes per element in memory)
+_MMA = {"bfloat16": ("mma_m16n8k16_f32_bf16", 16, 2),
+        "float16": ("mma_m16n8k16_f32_f16", 16, 2),
+        "tfloat32": ("mma_m16n8k8_f32_tf32", 8, 4)}
+_PAD_C = 8          # f32 elements of padding per row of the staged C tile (the epilogue)
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def copy_grid(cfg, bmn, major, vec):
+    """(shape, stride) of the thread layout of the global -> shared copy of a (bmn, bK) tile:
+    threads along the contiguous axis first, ``vec`` elements each. ValueError when the
+    config's threads do not tile it."""
+    n = cfg.threads
+    if major == "K":
+        chunks = cfg.bK // vec
+        tk = min(chunks, n)
+        tm = n // tk
+        if bmn % tm:
+            raise ValueError(f"TensorCoreConfig: bM and bN must be multiples of {tm} (the rows "
+                             f"{n} threads copy per pass)")
+        return (tm, tk), (tk, 1)
+    chunks = bmn // vec
+    tm = min(chunks, n)
+    tk = n // tm
+    if cfg.bK % tk:
+        raise ValueError(f"TensorCoreConfig: bK must be a multiple of {tk} (the k-rows {n} "
+                         "threads copy per pass of an MN-major tile)")
+    return (tm, tk), (1, tm)
+
+
+@dataclass(frozen=True)
+class TensorCoreConfig:
+    """One tensor-core kernel: block tile (bM, bN, bK; bK None: 128-byte K rows, 64 elements
+    of bf16/f16, 32 of tf32), warp layout (wm, wn), cp.async ring
+    ``stages`` (2..6) and ``delay_release`` (a stage is refilled only ``delay_release`` k-tiles
+    after it was read; 0..stages-2), operand ``dtype`` ("bfloat16", "float16", or "tfloat32"
+    for float32 operands; raw 16-bit arrays are read as ``dtype``), ``min_blocks`` (launch
+    bounds: blocks per SM the registers must allow), ``group_m`` (the launch order: blocks
+    that start together sweep ``group_m`` block rows of C, then move one block column on, so
+    that they share their A and B tiles in L2; a value at least the number of block rows is
+    plain column-by-column order).
+
+    The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, was the
+    fastest config timed at 4096^3 and 8192^3 bf16 on an H100 (benchmarks/RESULTS.md: 4
+    stages were as fast, and need a third more shared memory).
+
+    >>> cfg = TensorCoreConfig()
+    >>> cfg.bK, cfg.threads, cfg.shared_bytes
+    (64, 256, 147456)
+    >>> TensorCoreConfig(dtype="tfloat32").bK
+    32
+    """
+
+    bM: int = 256
+    bN: int = 128
+    bK: int = None
+    warps: tuple = (4, 2)
+    stages: int = 3
+    dtype: str = "bfloat16"
+    min_blocks: int = 1
+    delay_release: int = 0
+    group_m: int = 8
+
+    def __post_init__(self):
+        if self.dtype in DTYPES and self.bK is None:
+            object.__setattr__(self, "bK", 128 // self.element_bytes)
+        for name in ("bM", "bN", "bK", "stages", "min_blocks", "group_m"):
+            v = getattr(self, name)
+            if not (_is_int(v) and v >= 1):
+                raise ValueError(f"TensorCoreConfig: {name} must be a positive int, got {v!r}")
+        w = self.warps
+        if not (isinstance(w, tuple) and len(w) == 2 and all(_is_int(x) and x >= 1 for x in w)):
+            raise ValueError(f"TensorCoreConfig: warps must be a pair of positive ints, got {w!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"TensorCoreConfig: dtype must be one of {DTYPES}, got "
+                             f"{self.dtype!r}")
+        if self.group_m > 65535:        # group_m * grid columns must fit in 32 bits
+            raise ValueError(f"TensorCoreConfig: group_m must be at most 65535, got "
+                             f"{self.group_m}")
+        if not 2 <= self.stages <= 6:
+            raise ValueError(f"TensorCoreConfig: stages must be in 2..6, got {self.stages}")
+        d = self.delay_release
+        if not (_is_int(d) and 0 <= d <= self.stages - 2):
+            raise ValueError(f"TensorCoreConfig: delay_release must be an int in 0..stages-2 "
+                             f"(stages={self.stages}: a copy must be in flight), got {d!r}")
+        eb = self.element_bytes
+        if self.bK * eb not in (64, 128):
+            raise ValueError(f"TensorCoreConfig: bK must be {64 // eb} or {128 // eb} for "
+                             f"{self.dtype} (64- or 128-byte K rows: an even number of k-blocks "
+                             f"and whole 16-byte swizzle chunks), got {self.bK}")
+        wm, wn = w
+        if self.bM % (16 * wm) or self.bN % (16 * wn):
+            raise ValueError(f"TensorCoreConfig: bM={self.bM} must be a multiple of 16*wm="
+                             f"{16 * wm} and bN={self.bN} of 16*wn={16 * wn} (m16n8 atoms, "
+                             "ldmatrix x4 covering two n8 blocks)")
+        if self.threads > 1024:
+            raise ValueError(f"TensorCoreConfig: {self.threads} threads exceed 1024")
+        if self.shared_bytes > DYNAMIC_SHARED_LIMIT:
+            raise ValueError(f"TensorCoreConfig: {self.shared_bytes} bytes of shared memory "
+                             f"(stages x (bM + bN) x bK x {eb} bytes) exceed the "
+                             f"{DYNAMIC_SHARED_LIMIT} a block can have on any GPU (sm_90)")
+        for bmn in (self.bM, self.bN):
+            for major in MAJORS:
+                for vec in [v for v in (1, 2, 4, 8) if v * eb <= 16]:   # every copy width
+                    copy_grid(self, bmn, major, vec)        # must fit (ValueError)
+
+    @property
+    def threads(self):
+        return 32 * self.warps[0] * self.warps[1]
+
+    @property
+    def element_bytes(self):
+        return _MMA[self.dtype][2]
+
+    @property
+    def ring_bytes(self):
+        return self.element_bytes * self.stages * (self.bM + self.bN) * self.bK
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile."""
+        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Everything one compiled kernel depends on: the config, the majors of the kernel's
+    operands X (MM, K) and Y (NN, K), the output type, the elements per global -> shared copy
+    of X and Y (``16 / element bytes`` at most; 1: plain copies of 16-bit data) and whether C
+    takes 16-byte stores."""
+
+    config: TensorCoreConfig = TensorCoreConfig()
+    a_major: str = "K"
+    b_major: str = "K"
+    out_dtype: str = "float32"
+    vec_a: int = 8
+    vec_b: int = 8
+    vec_c: bool = True
+
+    def __post_init__(self):
+        check_variant(self, "Variant", TensorCoreConfig)
+        top = 16 // self.config.element_bytes
+        if self.vec_a == 8 and top == 4:        # the default, for a tf32 config
+            object.__setattr__(self, "vec_a", 4)
+        if self.vec_b == 8 and top == 4:
+            object.__setattr__(self, "vec_b", 4)
+        for name in ("vec_a", "vec_b"):
+            v = getattr(self, name)
+            if v not in (1, 2, 4, 8) or v > top:
+                raise ValueError(f"Variant: {name} must be 1, 2, 4 or 8 and at most {top} for "
+                                 f"{self.config.dtype}, got {v!r}")
+
+    @property
+    def signature(self):
+        ab = "float32" if self.config.dtype == "tfloat32" else "uint16"
+        c = "float32" if self.out_dtype == "float32" else "uint16"
+        return (f"void({ab}[::1], {ab}[::1], {c}[::1], " + ", ".join(["uint32"] * 9)
+                + ", float32, float32)")
+
+
+def check_variant(variant, what, config_type):
+    """The checks a kernel variant (:class:`Variant`, ``gemm.hopper_config.HopperVariant``)
+    shares: its config is a ``config_type``, the majors of X and Y and the output type are
+    known; TypeError or ValueError naming ``what`` otherwise."""
+    if not isinstance(variant.config, config_type):
+        raise TypeError(f"{what}: config must be a {config_type.__name__}, got "
+                        f"{variant.config!r}")
+    for name in ("a_major", "b_major"):
+        if getattr(variant, name) not in MAJORS:
+            raise ValueError(f"{what}: {name} must be one of {MAJORS}")
+    if variant.out_dtype not in OUT_DTYPES:
+        raise ValueError(f"{what}: out_dtype must be one of {OUT_DTYPES}")
+
+
+def variant_of(v):
+    """``v`` as a Variant (a TensorCoreConfig means ``Variant(config)``)."""
+    if isinstance(v, TensorCoreConfig):
+        return Variant(v)
+    if not isinstance(v, Variant):
+        raise TypeError(f"expected a Variant or a TensorCoreConfig, got {v!r}")
+    return v

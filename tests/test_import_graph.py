@@ -1,0 +1,239 @@
+"""The package's import graph, read from the source with ``ast``: no import cycles, ``import
+layoutalg`` stays light, and every module of ``layoutalg.gemm`` imports on its own.
+
+Imports inside functions count: a cycle through one is still a cycle in the design (the
+lazy import only hides it until the function runs). The layering the check keeps, lower
+layers never importing higher ones: the algebra (``layoutalg``) -> ``gemm.arch`` (PTX
+intrinsics and their simulator twins) -> the in-kernel vocabulary (``gemm._cute_python``,
+``_cute_numba``, ``_cute_numba_ops``, ``cute``) -> the kernel builders (``simt``,
+``tensorcore``, ``hopper`` ...; each with a ``*_config`` module below its generator) -> the
+call path (``api``, ``callplan``, ``autotune``).
+
+Only imports under ``if TYPE_CHECKING:`` are left out of the graph: they never run (type
+checkers alone read them; ``layoutalg.types`` and the modules annotated with its aliases
+import each other that way).
+
+``python tests/test_import_graph.py`` prints the cycles.
+"""
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("layoutalg", "gemm")
+# The top-level ``gemm`` is ``layoutalg.gemm`` under its old name: gemm/__init__.py answers
+# ``gemm.x`` with the module ``layoutalg.gemm.x`` through importlib, not an import statement.
+# So ``gemm.x`` is read as ``layoutalg.gemm.x``, and ``gemm`` imports ``layoutalg.gemm``.
+ALIASES = {"gemm.": "layoutalg.gemm."}
+EXTRA_EDGES = {("gemm", "layoutalg.gemm"): "gemm/__init__.py: importlib.import_module(_REAL)"}
+
+# Imports (importer, imported) left out of the cycle check, each with its reason. None is
+# left; the list may only shrink: an exemption the source no longer has fails the test.
+EXEMPT = {}
+
+
+def modules(root=ROOT, packages=PACKAGES):
+    """{dotted name: path} of every module of ``packages`` under ``root``."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test):
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(node, in_function=False):
+    """(import statement, in_function) for every import in ``node`` that can run."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            for statement in child.orelse:
+                yield from _imports(ast.Module(body=[statement], type_ignores=[]), in_function)
+        else:
+            yield from _imports(child, in_function or isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
+def import_graph(root=ROOT, packages=PACKAGES, aliases=ALIASES, extra=EXTRA_EDGES):
+    """{(importer, imported): [(path:line, in_function), ...]} between the modules of
+    ``packages``. ``import a.b`` imports ``a.b``; ``from a import b`` imports the module
+    ``a.b`` where there is one, else ``a``; relative imports are resolved."""
+    found = modules(root, packages)
+
+    def known(name):
+        for alias, real in aliases.items():
+            if name.startswith(alias):
+                name = real + name[len(alias):]
+        return name if name in found else None
+
+    edges = {}
+    for name, path in found.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [known(alias.name) for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[:len(parts) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                targets = [known(f"{base}.{alias.name}") or known(base) for alias in node.names]
+            where = (f"{path.relative_to(root)}:{node.lineno}", in_function)
+            for target in targets:
+                if target is not None and target != name:
+                    places = edges.setdefault((name, target), [])
+                    if where not in places:
+                        places.append(where)
+    for edge, where in extra.items():
+        edges.setdefault(edge, []).append((where, False))
+    return edges
+
+
+def cycles(edges):
+    """[(component, cycle)]: each strongly connected component of more than one module
+    (Tarjan's algorithm) and a shortest cycle through its first module."""
+    succ = {}
+    for a, b in edges:
+        succ.setdefault(a, set()).add(b)
+        succ.setdefault(b, set())
+    index, low, stack, components = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(succ[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(succ):
+        if v not in index:
+            visit(v)
+    found = []
+    for component in components:
+        inside, start = set(component), component[0]
+        paths, queue, cycle = {start: [start]}, [start], None
+        while cycle is None:                        # breadth first, back to start
+            v = queue.pop(0)
+            for w in sorted(succ[v] & inside):
+                if w == start:
+                    cycle = paths[v] + [start]
+                    break
+                if w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+        found.append((component, cycle))
+    return found
+
+
+def describe(edges, component, cycle):
+    """A cycle and every import between the modules of its component, with their lines."""
+    def line(a, b):
+        where = ", ".join(f"{w}{' (in a function)' if f else ''}" for w, f in edges[a, b])
+        return f"    {a} -> {b}   [{where}]"
+    inside = set(component)
+    return "\n".join([f"cycle among {len(component)} modules: {' -> '.join(cycle)}",
+                      "  its imports:"]
+                     + [line(a, b) for a, b in sorted(edges) if a in inside and b in inside])
+
+
+def test_no_import_cycles():
+    edges = import_graph()
+    assert len(edges) > 250                         # the graph is read
+    assert any(f for places in edges.values() for _, f in places)   # function-level ones too
+    for edge in EXEMPT:
+        assert edge in edges, f"the exemption {edge} is no longer needed: remove it from EXEMPT"
+    edges = {e: w for e, w in edges.items() if e not in EXEMPT}
+    found = cycles(edges)
+    report = "\n".join(describe(edges, c, cycle) for c, cycle in found)
+    assert not found, "import cycles in the package:\n" + report
+
+
+def test_the_graph_reader(tmp_path):
+    """Relative, absolute, function-level and TYPE_CHECKING imports, ``from pkg import
+    module`` and a cycle through a function, on a package written here."""
+    files = {
+        "pkg/__init__.py": "from .a import f\n",
+        "pkg/a.py": "from . import b\n\ndef f():\n    from .sub import c\n",
+        "pkg/b.py": ("from typing import TYPE_CHECKING\nimport pkg.sub\nimport os\n"
+                     "if TYPE_CHECKING:\n    from .a import f\n"),
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/c.py": "from ..b import x\nfrom pkg import a, sub\n",
+        "old/__init__.py": "from old.sub import c\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edges = import_graph(tmp_path, ("pkg", "old"), {"old.": "pkg."}, {})
+    assert {e: [f for _, f in w] for e, w in edges.items()} == {
+        ("pkg", "pkg.a"): [False], ("pkg.a", "pkg.b"): [False], ("pkg.a", "pkg.sub.c"): [True],
+        ("pkg.b", "pkg.sub"): [False], ("pkg.sub.c", "pkg.b"): [False],
+        ("pkg.sub.c", "pkg.a"): [False], ("pkg.sub.c", "pkg.sub"): [False],
+        ("old", "pkg.sub.c"): [False]}
+    found = cycles(edges)
+    assert found == [(["pkg.a", "pkg.sub.c"], ["pkg.a", "pkg.sub.c", "pkg.a"])]
+    assert "pkg/a.py:4 (in a function)" in describe(edges, *found[0])
+
+
+def test_the_alias_reads_as_the_package():
+    edges = import_graph()
+    assert ("gemm", "layoutalg.gemm") in edges
+    assert not any(a.startswith("gemm.") or b.startswith("gemm.") for a, b in edges)
+
+
+def _run(code):
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=path))
+
+
+def test_import_layoutalg_is_light():
+    done = _run("import sys, layoutalg; "
+                "print(sorted(m for m in ('layoutalg.gemm', 'gemm', 'numba', 'sympy') "
+                "if m in sys.modules))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+# Modules that need a package the tests may not have: skipped where it is missing
+# (gemm.collective imports torch only when it is called).
+NEEDS = {"layoutalg.gemm.torch": "torch"}
+
+
+def test_each_gemm_module_imports_on_its_own():
+    """Each module first, in a fresh interpreter (a few at a time): a cycle shows as an
+    ImportError that depends on which of its modules is imported first."""
+    names = [n for n in sorted(modules()) if n.startswith("layoutalg.gemm")
+             and not n.endswith("__main__")
+             and (n not in NEEDS or importlib.util.find_spec(NEEDS[n]))]
+    assert len(names) > 40
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
+        done = list(pool.map(lambda n: (n, _run(f"import {n}")), names))
+    failed = {n: d.stderr.strip().splitlines()[-1:] for n, d in done if d.returncode}
+    assert not failed, failed
+
+
+if __name__ == "__main__":
+    graph = import_graph()
+    print("\n".join(describe(graph, c, cycle) for c, cycle in cycles(graph)) or "no cycles")

@@ -123,3 +123,15 @@ def test_module_names_follow_the_variant_key():
     assert a != codegen.module_name("simt", ("cfg", 1, 1))
     assert a.startswith("_layoutalg_simt_")
     assert len(codegen.generator_version()) == 16
+
+
+def test_generated_kernels_depend_on_the_algebra_too():
+    """The cache key hashes the algebra's files as well as gemm's (it once walked a folder
+    that does not exist, so an edit of the algebra kept stale kernels)."""
+    import os
+
+    import layoutalg
+    root = os.path.dirname(os.path.abspath(layoutalg.__file__))
+    files = {os.path.relpath(p, root) for p in codegen.source_files()}
+    assert {"layout.py", "swizzle.py", "tiled.py", os.path.join("gemm", "api.py"),
+            os.path.join("gemm", "arch", "ptx.py")} <= files

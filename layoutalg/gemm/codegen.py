@@ -171,19 +171,26 @@ def module_name(prefix, key):
     return f"_layoutalg_{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
 
+def source_files():
+    """The Python files of the layoutalg package, gemm included (what generated kernels
+    depend on), in a fixed order."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = []
+    for folder, dirs, files in os.walk(package):
+        dirs.sort()
+        found += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
 @lru_cache(maxsize=None)
 def generator_version():
-    """A hash of the source files of the gemm and layoutalg packages (what generated kernels
-    depend on), computed once per process (~50 small files)."""
+    """A hash of :func:`source_files` (their paths within the package and contents),
+    computed once per process."""
     digest = hashlib.sha256()
-    here = os.path.dirname(os.path.abspath(__file__))
-    for package in (here, os.path.join(os.path.dirname(here), "layoutalg")):
-        for folder, dirs, files in sorted(os.walk(package)):
-            dirs.sort()
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    with open(os.path.join(folder, f), "rb") as fh:
-                        digest.update(f.encode() + b"\0" + fh.read())
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in source_files():
+        with open(path, "rb") as fh:
+            digest.update(os.path.relpath(path, root).encode() + b"\0" + fh.read())
     return digest.hexdigest()[:16]
 
 

@@ -21,7 +21,7 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-from layoutalg import gemm  # noqa: E402
+import gemm  # noqa: E402
 from benchmarks.shapes import median_us  # noqa: E402
 
 # (name, A shape, B shape (as (.., K, N)))

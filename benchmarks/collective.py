@@ -31,9 +31,9 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import collective  # noqa: E402
-from layoutalg.gemm.collective import peer  # noqa: E402
+import gemm  # noqa: E402
+from gemm import collective  # noqa: E402
+from gemm.collective import peer  # noqa: E402
 
 PEAK = {torch.float16: 989e12, torch.bfloat16: 989e12}
 SHAPES = [(1024, 4096, 1024), (1024, 4096, 4096), (4096, 8192, 8192)]

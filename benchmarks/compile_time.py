@@ -119,10 +119,10 @@ def _instrument():
         "numba.cuda.codegen": lambda m: phases.wrap(m.CUDACodeLibrary, "get_cubin", "ptxas"),
         "numba.cuda.cudadrv.driver": lambda m: phases.wrap(m.Context, "create_module_image",
                                                            "module_load"),
-        "layoutalg.gemm.codegen": on_gemm_codegen,
-        "layoutalg.gemm.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
-        "layoutalg.gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
-        "layoutalg.gemm.tensorcore": lambda m: phases.wrap(m, "tensorcore_source", "source"),
+        "gemm.codegen": on_gemm_codegen,
+        "gemm.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
+        "gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
+        "gemm.tensorcore": lambda m: phases.wrap(m, "tensorcore_source", "source"),
     }
     for name in [n for n in callbacks if n in sys.modules]:
         callbacks.pop(name)(sys.modules[name])
@@ -133,7 +133,7 @@ def _instrument():
 def _calls(kernel, n):
     """(first call, second call of another variant, reference of the first) for ``kernel``."""
     import torch
-    from layoutalg import gemm
+    import gemm
     torch.manual_seed(0)
     if kernel == "simt":
         a = torch.randn(n, n, device="cuda")
@@ -173,8 +173,8 @@ def _child_gpu(kernel, n, phases, imports):
 
 def _child_cpu(kernel, phases, imports):
     from numba import cuda
-    from layoutalg.gemm import api, simt, tensorcore
-    from layoutalg.gemm.arch.inspect import find_ptxas
+    from gemm import api, simt, tensorcore
+    from gemm.arch.inspect import find_ptxas
     phases.reset()
     t0 = time.perf_counter()
     if kernel == "simt":
@@ -206,7 +206,7 @@ def _child(kernel, gpu, n):
         import torch                            # the user's own import, not timed
         torch.zeros(1, device="cuda")
         t_start = time.perf_counter()
-    import layoutalg.gemm.api  # noqa: F401  (what the first matmul loads)
+    import gemm.api  # noqa: F401  (what the first matmul loads)
     imports = time.perf_counter() - t_start
     result = _child_gpu(kernel, n, phases, imports) if gpu else \
         _child_cpu(kernel, phases, imports)
@@ -220,8 +220,8 @@ def _typical_session():
     returns the number of distinct kernels they compile."""
     import numpy as np
     from numba import cuda
-    from layoutalg.gemm import codegen, launch
-    from layoutalg import gemm
+    from gemm import codegen, launch
+    import gemm
     sources = set()
     if hasattr(codegen, "_import"):         # every generated module is imported through it
         original = codegen._import
@@ -238,7 +238,7 @@ def _typical_session():
             return original(source, prefix)
         codegen.load_module = counting
         for mod in ("simt", "tensorcore"):
-            module = sys.modules.get(f"layoutalg.gemm.{mod}")
+            module = sys.modules.get(f"gemm.{mod}")
             if module is not None and hasattr(module, "load_module"):
                 module.load_module = counting
     launch.Launcher.__call__ = lambda self, *a, **k: None        # compile, do not run
@@ -247,7 +247,7 @@ def _typical_session():
         x = cuda.to_device(np.zeros(shape[::-1] if transpose else shape, dtype))
         return x.T if transpose else x
     f32, bf16 = np.float32, np.uint16
-    from layoutalg.gemm.tensorcore import TensorCoreConfig
+    from gemm.tensorcore import TensorCoreConfig
     bf = TensorCoreConfig(dtype="bfloat16")
     calls = [
         (dev((512, 512), f32), dev((512, 512), f32), {}),                       # fp32 A @ B
@@ -267,7 +267,7 @@ def _count_all():
     """Distinct kernels ``gemm.matmul`` can compile: SIMT variants of the named kernels and
     tensor-core variants of each dtype's default config (majors, output types, copy widths)."""
     import itertools
-    from layoutalg.gemm import precompile, tensorcore as tc
+    from gemm import precompile, tensorcore as tc
     simt_n = len(precompile.variants())
     tc_n = 0
     for dtype in tc.DTYPES:
@@ -336,8 +336,8 @@ def main(argv=None):
             base_env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pyc)
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
             _run_child(None, base_env, tree, code="import sympy, numba.cuda, layoutalg.tiled, "
-                       "layoutalg.gemm.api, layoutalg.gemm.simt_gen, "
-                       "layoutalg.gemm.tensorcore_gen" + (", torch" if gpu else ""))
+                       "gemm.api, gemm.simt_gen, "
+                       "gemm.tensorcore_gen" + (", torch" if gpu else ""))
         results["bytecode_cached"] = not args.no_bytecode
         for kernel in args.kernels:
             with tempfile.TemporaryDirectory() as tmp:

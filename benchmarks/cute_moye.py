@@ -31,7 +31,7 @@ import torch  # noqa: E402
 from numba import cuda  # noqa: E402
 
 import cute_kernels  # noqa: E402
-from layoutalg import gemm  # noqa: E402
+import gemm  # noqa: E402
 
 
 def events_us(fn, reps):
@@ -126,7 +126,7 @@ def main():
 def _matmul_registers():
     """{name: registers} of the gemm.matmul kernels in the variant this benchmark runs (A's
     unit stride along M, B's along N), compiled again here."""
-    from layoutalg.gemm import api, simt
+    from gemm import api, simt
     out = {}
     for name in MATMUL:
         cfg = api.KERNELS[name]

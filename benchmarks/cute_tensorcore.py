@@ -27,8 +27,8 @@ import torch  # noqa: E402
 from numba import cuda  # noqa: E402
 
 import cute_kernels  # noqa: E402
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm.tensorcore import TensorCoreConfig  # noqa: E402
+import gemm  # noqa: E402
+from gemm.tensorcore import TensorCoreConfig  # noqa: E402
 from cute_moye import events_us, first_call_s, registers  # noqa: E402
 
 SM80 = TensorCoreConfig(bM=128, bN=128, bK=32, warps=(2, 2), stages=2, dtype="bfloat16")

@@ -72,7 +72,7 @@ INNER = {4096: 10, 8192: 4}     # launches per timed batch
 
 def _compile(config):
     t0 = time.time()
-    from layoutalg.gemm.elementwise import ADD_SIGNATURE, AddConfig, add_kernel
+    from gemm.elementwise import ADD_SIGNATURE, AddConfig, add_kernel
     block, stages, delay, threads = config
     add_kernel(AddConfig(block, stages, delay, threads)).compile(ADD_SIGNATURE)
     return config, time.time() - t0
@@ -105,7 +105,7 @@ def time_batches(fn, inner, reps):
 def bench_size(n, reps, failed):
     """Table rows (n, kernel, shared and grid, seconds, bytes/s, x copy, exact) for n x n."""
     import torch
-    from layoutalg.gemm.elementwise import AddConfig, _default_blocks, prepare_add
+    from gemm.elementwise import AddConfig, _default_blocks, prepare_add
     gen = torch.Generator(device="cuda").manual_seed(n)
     x = torch.randn(n, n, device="cuda", generator=gen)
     y = torch.randn(n, n, device="cuda", generator=gen)

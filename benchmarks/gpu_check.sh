@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_check.sh OUTDIR [precompile main bench variants overhead tests tc_tests
 #                                        sanitize elementwise notebooks tensorcore tile_tests
 #                                        compile_time main_cold]
-# compile_time and main_cold (python -m layoutalg.gemm with empty caches, timed end to end) run the
+# compile_time and main_cold (python -m gemm with empty caches, timed end to end) run the
 # checkout at $TREE (default: this one), so an older checkout can be timed in the same session.
 # tc_tests and sanitize compile their tensor-core variants into numba's cache first (all cores);
 # tensorcore reuses what tc_tests compiled and checks every timed result against float64.
@@ -28,9 +28,9 @@ run() {   # run NAME LIMIT_S COMMAND...: output to OUTDIR/NAME.log, rc and secon
 }
 for step in $steps; do
   case $step in
-    precompile) run precompile 200 python3 -m layoutalg.gemm precompile ;;
-    main) run main 120 python3 -m layoutalg.gemm ;;
-    bench) run bench 120 python3 -m layoutalg.gemm bench --sizes 4096 8192 --overhead \
+    precompile) run precompile 200 python3 -m gemm precompile ;;
+    main) run main 120 python3 -m gemm ;;
+    bench) run bench 120 python3 -m gemm bench --sizes 4096 8192 --overhead \
              --json "$out/bench.json" --plot "$out/bench.png" ;;
     variants) run variants 300 python3 benchmarks/simt_variants.py 4096 8192 ;;
     overhead) run overhead 120 python3 benchmarks/overhead.py ;;
@@ -51,7 +51,7 @@ for step in $steps; do
     main_cold) fresh=$(mktemp -d)
       run main_cold 500 env -C "${TREE:-.}" LAYOUTALG_CACHE="$fresh/layoutalg" \
         NUMBA_CACHE_DIR="$fresh/numba" GEMM_AUTOTUNE_CACHE="$fresh/autotune.json" \
-        PYTHONPATH="$(realpath "${TREE:-.}"):${PYTHONPATH:-}" python3 -m layoutalg.gemm ;;
+        PYTHONPATH="$(realpath "${TREE:-.}"):${PYTHONPATH:-}" python3 -m gemm ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -55,7 +55,7 @@ def split_spec(spec):
 
 
 def parse_config(spec, dtype):
-    from layoutalg.gemm.hopper import HopperConfig
+    from gemm.hopper import HopperConfig
     spec, _ = split_spec(spec)
     if spec == "auto":
         return None             # what a call without a config runs (split-K by shape)
@@ -206,7 +206,7 @@ def operands(case, seed=0):
 def check(case, seed=0):
     """Run one case; (ok, error ratio, guard intact)."""
     import torch
-    from layoutalg.gemm.hopper import hopper_matmul
+    from gemm.hopper import hopper_matmul
     a, b, flat, out, c0 = operands(case, seed)
     cfg = parse_config(case["spec"], case["dtype"])
     x3 = split_spec(case["spec"])[1]
@@ -226,7 +226,7 @@ def compile_all(variants, workers, log):
     """Compile the variants in parallel child processes (their cubin files come back)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-    from layoutalg.gemm.hopper import compile_variant
+    from gemm.hopper import compile_variant
     t0 = time.perf_counter()
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
@@ -236,7 +236,7 @@ def compile_all(variants, workers, log):
 
 
 def variants_of(case_list, specs=(), sections=(), seed=0):
-    from layoutalg.gemm.hopper import HopperVariant, plan_call
+    from gemm.hopper import HopperVariant, plan_call
     out = set()
     for case in case_list:
         a, b, _, o, _ = operands(case, seed)
@@ -285,7 +285,7 @@ def event_times(fn, reps, warmup=3):
 
 def time_section(section, n, specs, reps, log):
     import torch
-    from layoutalg.gemm.hopper import hopper_matmul
+    from gemm.hopper import hopper_matmul
     from benchmarks.triton_baseline import triton_matmul
     dtype, b_major, out_dtype = SECTIONS[section]
     t, ot = torch_dtype(dtype), torch_dtype(out_dtype)

@@ -20,8 +20,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from layoutalg.gemm import api, tensor_maps
-from layoutalg.gemm import torch as gt
+from gemm import api, tensor_maps
+from gemm import torch as gt
 
 
 def block(mm):

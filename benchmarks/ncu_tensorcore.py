@@ -20,7 +20,7 @@ def main(spec, n):
     import math
 
     import torch
-    from layoutalg.gemm.tensorcore import tensorcore_matmul
+    from gemm.tensorcore import tensorcore_matmul
     from tensorcore_check import (make_config, parse_config, ratio, reference, timing_inputs,
                                   tolerances)
     cfg = make_config(parse_config(spec))

@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from layoutalg import gemm
-from layoutalg.gemm import api
-from layoutalg.gemm import torch as gt
+import gemm
+from gemm import api
+from gemm import torch as gt
 
 BF16, F32 = torch.bfloat16, torch.float32
 
@@ -172,7 +172,7 @@ def parts(calls, reps):
     import ctypes
     from dataclasses import replace
 
-    from layoutalg.gemm import callplan, hopper, launch, tensor_maps, tma
+    from gemm import callplan, hopper, launch, tensor_maps, tma
     a, w = _mats(64, 64, 64, BF16)
     wt = w.T
     gemm.matmul(a, wt, kernel="hopper")

@@ -39,14 +39,14 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.collective import slowest_us  # noqa: E402
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm.collective import peer  # noqa: E402
-from layoutalg.gemm.collective.peer import copy_async, wait_value, write_value  # noqa: E402
+import gemm  # noqa: E402
+from gemm.collective import peer  # noqa: E402
+from gemm.collective.peer import copy_async, wait_value, write_value  # noqa: E402
 
 
 def _sm_copy_kernel():
     from numba import cuda
-    from layoutalg.gemm.arch.ptx import ld_v4_b32, st_v4_b32
+    from gemm.arch.ptx import ld_v4_b32, st_v4_b32
 
     @cuda.jit
     def copy16(dst, src, n):

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse(text):
-    from layoutalg.gemm.tensorcore import TensorCoreConfig, Variant
+    from gemm.tensorcore import TensorCoreConfig, Variant
     parts = text.split(":")
     bm, bn, bk = (int(x) for x in parts[0].split("x"))
     wm, wn = (int(x) for x in parts[1].split("x"))
@@ -47,9 +47,9 @@ def loop_mix(sass):
 
 
 def main(out, configs):
-    from layoutalg.gemm.tensorcore import tensorcore_kernel
+    from gemm.tensorcore import tensorcore_kernel
     os.makedirs(out, exist_ok=True)
-    from layoutalg.gemm.autotune import _compile_all
+    from gemm.autotune import _compile_all
     failed = _compile_all([parse(text) for text in configs])
     if failed:
         raise RuntimeError(f"compile failed: {failed}")

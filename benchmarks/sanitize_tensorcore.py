@@ -90,7 +90,7 @@ def operands(case, rng):
 
 def run_all(todo, seed, log):
     """Run and check every case; returns the number of wrong results."""
-    from layoutalg.gemm.tensorcore import tensorcore_matmul
+    from gemm.tensorcore import tensorcore_matmul
     rng = np.random.default_rng(seed)
     wrong = 0
     for case in todo:
@@ -153,7 +153,7 @@ def main(argv=None):
         log("compute-sanitizer not found (PATH, /usr/local/cuda/bin)")
         return 1
     t0 = time.time()
-    from layoutalg.gemm.tensorcore import plan_call
+    from gemm.tensorcore import plan_call
     rng = np.random.default_rng(args.seed)
     variants = [plan_call(*operands(c, rng)[1], config=tc.make_config(c.config)) for c in todo]
     tc.compile_all(variants, log=log)

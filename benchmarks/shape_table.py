@@ -1,4 +1,4 @@
-"""Write gemm's shipped table (``layoutalg/gemm/shape_table.json``, see gemm.shape_table)
+"""Write gemm's shipped table (``gemm/shape_table.json``, see gemm.shape_table)
 from the JSON of tuned suite runs. No GPU needed.
 
     python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08]
@@ -32,7 +32,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(ROOT, "layoutalg", "gemm", "shape_table.json")
+DEFAULT_OUT = os.path.join(ROOT, "gemm", "shape_table.json")
 SMS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H200": 132}
 
 

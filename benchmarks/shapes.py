@@ -53,9 +53,9 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import autotune, hopper, shape_table  # noqa: E402
-from layoutalg.gemm.binary import sm_count  # noqa: E402
+import gemm  # noqa: E402
+from gemm import autotune, hopper, shape_table  # noqa: E402
+from gemm.binary import sm_count  # noqa: E402
 
 LLM_M = (1, 16, 64, 128, 512, 2048, 8192)
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))

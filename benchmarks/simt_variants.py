@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import torch
 
-from layoutalg import gemm
-from layoutalg.gemm.simt import SimtConfig
-from layoutalg.gemm.report import Backend, check
+import gemm
+from gemm.simt import SimtConfig
+from gemm.report import Backend, check
 
 VARIANTS = {
     "prefetch (seed)": SimtConfig(pipeline="prefetch"),

@@ -24,8 +24,8 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 from benchmarks.shapes import LLM_NK, graph_us  # noqa: E402
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import hopper, skinny  # noqa: E402
+import gemm  # noqa: E402
+from gemm import hopper, skinny  # noqa: E402
 
 TYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 NAMES = {"bf16": "bfloat16", "fp32": "float32"}

@@ -136,7 +136,7 @@ def make_config(pairs):
     for the default."""
     if not pairs:
         return None
-    from layoutalg.gemm.tensorcore import TensorCoreConfig
+    from gemm.tensorcore import TensorCoreConfig
     return TensorCoreConfig(**dict(pairs))
 
 
@@ -361,7 +361,7 @@ def _new_out_dtype(case):
 
 def plan(case, ops):
     """The kernel variant the case's call needs."""
-    from layoutalg.gemm.tensorcore import plan_call
+    from gemm.tensorcore import plan_call
     A, B, out = ops.args
     return plan_call(A, B, out, config=make_config(case.config),
                      out_dtype=None if case.out_given else _new_out_dtype(case))
@@ -369,7 +369,7 @@ def plan(case, ops):
 
 def run(case, ops):
     """The case's call; returns what tensorcore_matmul returned."""
-    from layoutalg.gemm.tensorcore import tensorcore_matmul
+    from gemm.tensorcore import tensorcore_matmul
     A, B, out = ops.args
     kw = dict(alpha=case.alpha, beta=case.beta, config=make_config(case.config))
     if case.out_given:
@@ -441,7 +441,7 @@ def plan_all(cases, log=print):
 def compile_all(variants, workers=None, log=print):
     """Compile ``variants`` into the kernel cache (gemm.binary) in parallel spawned processes (the
     autotuner's pool); returns {variant: error text} for those that failed (each is logged)."""
-    from layoutalg.gemm.autotune import _compile_all
+    from gemm.autotune import _compile_all
     t0 = time.time()
     failed = _compile_all(dict.fromkeys(variants), workers)
     for v, err in failed.items():
@@ -529,7 +529,7 @@ def _timing_row(section, n, config, fields, out_dtype, ms, err, log):
 def time_section(section, sizes, specs, log=print):
     """Timing rows of one input dtype: cuBLAS and every config SPEC at every size."""
     import torch
-    from layoutalg.gemm.tensorcore import tensorcore_matmul
+    from gemm.tensorcore import tensorcore_matmul
     dtype = SECTIONS[section]
     rows = []
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -671,7 +671,7 @@ def main(argv=None):
     t_start = time.time()
     import numba_cuda
     import torch
-    from layoutalg.gemm.tensorcore import plan_call
+    from gemm.tensorcore import plan_call
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     log = lambda *a: print(*a, flush=True)  # noqa: E731

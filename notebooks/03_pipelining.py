@@ -26,13 +26,13 @@
 #
 # **GPU or simulator.** numba chooses its CUDA simulator once, when `numba.cuda` is first
 # imported, from `NUMBA_ENABLE_CUDASIM`. So the first cell decides, before anything imports
-# numba: it asks a child process whether a GPU is usable (as `python -m layoutalg.gemm` does) and, if
+# numba: it asks a child process whether a GPU is usable (as `python -m gemm` does) and, if
 # not, sets `NUMBA_ENABLE_CUDASIM=1`. On a GPU the kernels run at 2048^3 and are timed; in
 # the simulator they run at a small size with partial tiles (a 32x32x8 tile on 8x8 threads,
 # every thread a Python thread) and are only checked, not timed.
 
 # %%
-from layoutalg.gemm._env import use_simulator_without_gpu     # imports no numba
+from gemm._env import use_simulator_without_gpu     # imports no numba
 
 SIMULATOR = use_simulator_without_gpu()     # before anything imports numba
 print("numba's CUDA simulator (small sizes, no timings)" if SIMULATOR
@@ -42,9 +42,9 @@ print("numba's CUDA simulator (small sizes, no timings)" if SIMULATOR
 import numpy as np
 from numba import cuda
 
-from layoutalg import gemm
-from layoutalg.gemm.pipeline import BlockSpec, emit_pipeline
-from layoutalg.gemm.simt import SimtConfig, simt_source
+import gemm
+from gemm.pipeline import BlockSpec, emit_pipeline
+from gemm.simt import SimtConfig, simt_source
 from layoutalg.viz import svg_timeline
 
 # %% [markdown]

@@ -32,7 +32,7 @@
 # the generated kernel of the same pipeline.
 
 # %%
-from layoutalg.gemm._env import use_simulator_without_gpu     # imports no numba
+from gemm._env import use_simulator_without_gpu     # imports no numba
 
 SIMULATOR = use_simulator_without_gpu()     # before anything imports numba
 print("numba's CUDA simulator (a small problem, checked)" if SIMULATOR
@@ -45,7 +45,7 @@ from numba import cuda, float32
 from layoutalg import Layout, make_tiled_copy, make_tiled_mma
 from layoutalg.atom.copy import UniversalCopy
 from layoutalg.atom.mma import UniversalFMA
-from layoutalg.gemm.cute import (copy, fill, gemm, get_slice, local_tile, make_fragment_like,
+from gemm.cute import (copy, fill, gemm, get_slice, local_tile, make_fragment_like,
                                   make_shared_tensor, make_tensor, partition_A, partition_B,
                                   partition_C, partition_D, partition_S, static)
 from layoutalg.viz import svg_layout, svg_tv_layout
@@ -185,7 +185,7 @@ assert err < 1e-5
 
 # %%
 if not SIMULATOR:
-    from layoutalg.gemm import matmul
+    from gemm import matmul
 
     def ms(fn, reps=20):
         fn()
@@ -226,10 +226,10 @@ else:
 # `elem_less(crd, (M, N))` says which are inside. `copy_if` and `axpby(alpha, x, beta, y,
 # coords, bound)` take such predicates. The kernel below scales a matrix of any size by
 # tiles; `gemm.matmul(kernel="cute_prefetch")` and `"cute_double_buffer"` are the seed's two
-# pipelines written this way (`layoutalg/gemm/cute_kernels.py`).
+# pipelines written this way (`gemm/cute_kernels.py`).
 
 # %%
-from layoutalg.gemm.cute import (elem_less, local_partition, make_identity_tensor,  # noqa: E402
+from gemm.cute import (elem_less, local_partition, make_identity_tensor,  # noqa: E402
                                   make_layout, size)
 
 ONE = static(1)

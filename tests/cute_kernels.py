@@ -6,7 +6,7 @@ import numpy as np
 from numba import cuda, float32
 
 from layoutalg import Layout
-from layoutalg.gemm.cute import (cosize, local_partition, local_tile, make_tensor, size,
+from gemm.cute import (cosize, local_partition, local_tile, make_tensor, size,
                                   static)
 
 ROW = Layout((4, 8), (8, 1))                  # 4 x 8, row-major
@@ -134,9 +134,9 @@ def run_tiled_copy(seed):
 
 from layoutalg import make_tiled_copy, make_tiled_mma  # noqa: E402
 from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS, UniversalCopy  # noqa: E402
-from layoutalg.gemm.arch import cp_async_wait_all  # noqa: E402
+from gemm.arch import cp_async_wait_all  # noqa: E402
 from layoutalg.atom.mma import UniversalFMA  # noqa: E402
-from layoutalg.gemm.cute import (copy, fill, gemm, get_slice, make_fragment_like,  # noqa: E402
+from gemm.cute import (copy, fill, gemm, get_slice, make_fragment_like,  # noqa: E402
                                  make_shared_tensor, partition_A, partition_B, partition_C,
                                  partition_D, partition_S)
 
@@ -244,7 +244,7 @@ def _run_moye(make, seed, M, N, K, config):
 
 # --- MoYe's second pipeline (the seed's double-buffered kernel), line for line -------------
 
-from layoutalg.gemm.cute import static_range, unroll, unrolled  # noqa: E402
+from gemm.cute import static_range, unroll, unrolled  # noqa: E402
 # Two shared buffers (bM, bK, 2) padded to bM + 2 (8-byte cp.async of two floats, as the
 # seed's Float64 copies), register fragments double-buffered over k_block.
 
@@ -355,7 +355,7 @@ def run_moye_double_buffer(seed, M, N, K, **config):
 
 # --- run-time shapes: make_layout, identity tensors, copy_if ------------------------------
 
-from layoutalg.gemm.cute import (axpby, copy_if, elem_less,  # noqa: E402
+from gemm.cute import (axpby, copy_if, elem_less,  # noqa: E402
                                  make_identity_tensor, make_layout)
 from numba import int32  # noqa: E402
 
@@ -443,7 +443,7 @@ def _as_bits(x, kind):
     if kind == "f16":
         h = x.astype(np.float16)
         return h.view(np.uint16), h.astype(np.float64)
-    from layoutalg.gemm.report import bfloat16_bits
+    from gemm.report import bfloat16_bits
     return bfloat16_bits(x)
 
 
@@ -474,7 +474,7 @@ def run_mma_tile(seed, kind="tf32"):
 
 from layoutalg.atom.copy import SM75_U32x2_LDSM_N, SM75_U32x4_LDSM_N  # noqa: E402
 from layoutalg.tiled import make_tiled_copy_A, make_tiled_copy_B  # noqa: E402
-from layoutalg.gemm.cute import retile_D  # noqa: E402
+from gemm.cute import retile_D  # noqa: E402
 
 SA_ROWS = Layout((TM, TK), (TK + 8, 1))       # K-contiguous rows, 16-byte aligned, padded
 SB_ROWS = Layout((TN, TK), (TK + 8, 1))
@@ -520,7 +520,7 @@ def run_ldmatrix_tile(seed, kind="bf16"):
 # --- an SM80 tensor-core GEMM in the vocabulary: cp.async, ldmatrix, mma.sync ---------------
 
 from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEGLOBAL  # noqa: E402
-from layoutalg.gemm.arch import cp_async_commit  # noqa: E402
+from gemm.arch import cp_async_commit  # noqa: E402
 
 
 def sm80_gemm(kind="bf16", tile=(128, 128, 32), warps=(2, 2), group_m=1):

@@ -16,9 +16,9 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
 
 from numba import cuda  # noqa: E402
 
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm.simt import SimtConfig  # noqa: E402
-from layoutalg.gemm.tensorcore import TensorCoreConfig  # noqa: E402
+import gemm  # noqa: E402
+from gemm.simt import SimtConfig  # noqa: E402
+from gemm.tensorcore import TensorCoreConfig  # noqa: E402
 from simcase import outcomes  # noqa: E402
 
 
@@ -95,8 +95,8 @@ def batch_case(kernel, dtype, a_batch, b_batch, m, n, k, a_col=False, b_col=Fals
 def batches():
     """Batched and broadcast products on the SIMT and the tensor-core kernels, a batch
     launched in parts included: {case: error / tolerance}."""
-    from layoutalg.gemm import api
-    from layoutalg.gemm.tensorcore import TensorCoreConfig
+    from gemm import api
+    from gemm.tensorcore import TensorCoreConfig
     simt = small("double_buffer", vector_mn=4, pad=4)
     tc = TensorCoreConfig(bM=32, bN=32, bK=32, warps=(1, 1), stages=3, dtype="float16")
     got = {}
@@ -126,7 +126,7 @@ def split_reductions():
     """gemm.splitk.reduce_splits in the simulator: random f32 partials (S, NB, M, ldw) into
     a strided out of each type with alpha and beta, against numpy float64: {case: error /
     tolerance}."""
-    from layoutalg.gemm.splitk import reduce_splits
+    from gemm.splitk import reduce_splits
     got = {}
     rng = np.random.default_rng(7)
     for name, out_dtype, s, nb, m, n, beta in (("f32 3 ranges", "float32", 3, 2, 5, 7, 0.5),

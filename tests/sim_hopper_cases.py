@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
+from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from sim_tensorcore_cases import error_ratio, out_start, to_operand  # noqa: E402
 from simcase import outcomes, switch_threads_often  # noqa: E402
 

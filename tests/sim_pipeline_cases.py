@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from numba import cuda  # noqa: E402
 from numba.cuda.simulator import kernel as sim_kernel  # noqa: E402
 
-import layoutalg.gemm.arch as arch  # noqa: E402
+import gemm.arch as arch  # noqa: E402
 from simcase import outcomes  # noqa: E402
 
 # (shape, x order, y order, out order, in place) of the cases; blocks of (4, 16), 16 threads
@@ -112,7 +112,7 @@ def run_case(add_matrices, shape, xo, yo, oo, in_place, seed, **kw):
 def strict(stages, delay, shared):
     model = StrictCopies()
     model.install()
-    from layoutalg.gemm.elementwise import add_matrices
+    from gemm.elementwise import add_matrices
     results = {}
     for k, (shape, xo, yo, oo, in_place) in enumerate(SHAPES):
         name = f"{shape[0]}x{shape[1]} {xo}{yo}{oo}{' in place' if in_place else ''}"
@@ -131,7 +131,7 @@ def strict(stages, delay, shared):
 def stock():
     """The stock twins (copies at once): default block and threads, and a small block in
     dynamic shared memory, a few shapes."""
-    from layoutalg.gemm.elementwise import add_matrices
+    from gemm.elementwise import add_matrices
     rng = np.random.default_rng(5)
     results = {}
     for shape in ((20, 300), (8, 128), (3, 5)):
@@ -145,7 +145,7 @@ def stock():
 
 def errors():
     """{case: [exception type, message]} for inputs add_matrices must refuse."""
-    from layoutalg.gemm.elementwise import add_matrices
+    from gemm.elementwise import add_matrices
     d = cuda.to_device
     f32 = np.ones((4, 6), np.float32)
     cases = {

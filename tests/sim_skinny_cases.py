@@ -17,7 +17,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.skinny import SkinnyConfig, launch_matmul  # noqa: E402
+from gemm.skinny import SkinnyConfig, launch_matmul  # noqa: E402
 from sim_tensorcore_cases import OUT_ROUNDING, bf16_bits, from_bf16  # noqa: E402
 from simcase import outcomes  # noqa: E402
 

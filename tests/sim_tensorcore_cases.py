@@ -18,7 +18,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.tensorcore import TensorCoreConfig, tensorcore_matmul  # noqa: E402
+from gemm.tensorcore import TensorCoreConfig, tensorcore_matmul  # noqa: E402
 from simcase import outcomes  # noqa: E402
 
 

@@ -6,7 +6,7 @@ here to PTX, so this file cannot rot unnoticed."""
 import numpy as np
 import pytest
 
-from layoutalg.gemm._env import simulator_active
+from gemm._env import simulator_active
 
 if simulator_active():
     pytest.skip("needs the real numba.cuda", allow_module_level=True)
@@ -14,8 +14,8 @@ if simulator_active():
 from numba import cuda  # noqa: E402
 from numba.cuda import types  # noqa: E402
 
-from layoutalg.gemm.arch import ptx as P  # noqa: E402
-from layoutalg.gemm.arch.smem import allow_dynamic_shared  # noqa: E402
+from gemm.arch import ptx as P  # noqa: E402
+from gemm.arch.smem import allow_dynamic_shared  # noqa: E402
 from test_sim_twins import (  # noqa: E402
     CP_ASYNC, MMA, conversions_verify, cp_async_expected, k_convert, ldmatrix_case, mma_case,
     random_normals, vector_access_verify,

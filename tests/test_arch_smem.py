@@ -6,7 +6,7 @@ import types as pytypes
 
 import pytest
 
-from layoutalg.gemm._env import simulator_active
+from gemm._env import simulator_active
 
 if simulator_active():
     pytest.skip("needs the real numba.cuda driver bindings", allow_module_level=True)
@@ -14,7 +14,7 @@ if simulator_active():
 from numba import cuda  # noqa: E402
 from numba.cuda.cudadrv import driver as numba_driver  # noqa: E402
 
-from layoutalg.gemm.arch import smem  # noqa: E402
+from gemm.arch import smem  # noqa: E402
 
 ATTR = numba_driver.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 

@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
-from layoutalg.gemm import autotune
-from layoutalg.gemm import tensorcore as tc
-from layoutalg.gemm.api import KERNELS, route
-from layoutalg.gemm.simt import SimtConfig
-from layoutalg.gemm.tensorcore import TensorCoreConfig
+from gemm import autotune
+from gemm import tensorcore as tc
+from gemm.api import KERNELS, route
+from gemm.simt import SimtConfig
+from gemm.tensorcore import TensorCoreConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -392,8 +392,8 @@ def _simulated_cases():
     import numpy as np
     from numba import cuda
 
-    from layoutalg import gemm
-    from layoutalg.gemm.report import bfloat16_bits
+    import gemm
+    from gemm.report import bfloat16_bits
     from simcase import outcomes
     d = cuda.to_device
     rng = np.random.default_rng(0)
@@ -493,7 +493,7 @@ def _simulated_cases():
 
     # precompile's tensor-core variants, planned on the simulator's arrays: every type and
     # pair of majors, with full-width copies.
-    import layoutalg.gemm.precompile as pre
+    import gemm.precompile as pre
     pre.simulator_active = lambda: False
     results["precompile variants"] = sorted(
         [v.config.dtype, v.a_major, v.b_major, v.vec_a * v.config.element_bytes]

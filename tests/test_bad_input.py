@@ -1,6 +1,8 @@
 """Input the algebra used to accept silently (issue 15): each now raises an error that names
 what is wrong, and the accepted forms still work."""
 
+import textwrap
+
 import pytest
 
 import layoutalg
@@ -79,18 +81,17 @@ def test_version_and_typing_marker():
     assert os.path.exists(os.path.join(os.path.dirname(layoutalg.__file__), "py.typed"))
 
 
-@pytest.mark.parametrize("name", ["layoutalg.gemm", "gemm"])
-def test_gemm_without_numba_says_which_extra(monkeypatch, name):
+def test_gemm_without_numba_says_which_extra(monkeypatch):
     import importlib
     import sys
     import importlib.util as util
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec",
                         lambda name, *a: None if name == "numba_cuda" else real(name, *a))
-    saved = {n: sys.modules.pop(n, None) for n in ("gemm", "layoutalg.gemm")}
+    saved = {n: sys.modules.pop(n, None) for n in ("gemm",)}
     try:
         with pytest.raises(ImportError, match=r"layoutalg\[gemm\]"):
-            importlib.import_module(name)
+            importlib.import_module("gemm")
     finally:
         for n, module in saved.items():
             sys.modules.pop(n, None)
@@ -98,29 +99,67 @@ def test_gemm_without_numba_says_which_extra(monkeypatch, name):
                 sys.modules[n] = module
 
 
-def test_the_old_name_gemm_is_the_same_package():
-    """``import gemm`` (the kernels' name before layoutalg.gemm) gives the same modules, so a
-    class reached either way is one class, and ``python -m gemm`` runs the same CLI."""
+def _python(*args):
+    """Run ``python *args`` in a fresh interpreter: (returncode, stdout, stderr)."""
     import subprocess
     import sys
-    import gemm
-    import gemm.hopper
-    from gemm.api import matmul
-    import layoutalg.gemm as lg
-    import layoutalg.gemm.hopper as lh
-    assert gemm is lg and gemm.hopper is lh and matmul is lg.api.matmul
-    assert lh.__spec__.name == "layoutalg.gemm.hopper"      # its own spec, not the alias's
-    from gemm.hopper import HopperConfig
-    assert HopperConfig is lh.HopperConfig
-    out = subprocess.run([sys.executable, "-m", "gemm", "--help"], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0 and "python -m layoutalg.gemm tune" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_gemm_without_numba_in_a_fresh_interpreter():
+    """numba blocked (``sys.modules['numba'] = None``, as where numba-cuda is not installed):
+    ``import gemm`` raises the ImportError naming the extra; ``import layoutalg`` works and
+    loads no gemm."""
+    rc, out, err = _python("-c", textwrap.dedent("""
+        import sys
+        sys.modules['numba'] = None
+        import layoutalg
+        assert 'gemm' not in sys.modules and 'layoutalg.gemm' not in sys.modules
+        try:
+            import gemm
+        except ImportError as e:
+            print('ImportError:', e)
+        """))
+    assert rc == 0, err
+    assert out.startswith("ImportError:") and "layoutalg[gemm]" in out, out
+
+
+def test_layoutalg_gemm_is_a_deprecated_re_export():
+    """``layoutalg.gemm`` (the kernels' former name) warns and re-exports gemm's names and
+    submodules as attributes; it is not an import hook: ``import layoutalg.gemm.hopper`` is
+    not answered. ``python -m gemm`` runs the CLI."""
+    rc, out, err = _python("-c", textwrap.dedent("""
+        import importlib, sys, warnings
+        import gemm, gemm.hopper
+        assert 'layoutalg.gemm' not in sys.modules
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            from layoutalg import gemm as lg
+        assert [x.category for x in w] == [DeprecationWarning], w
+        assert 'import gemm' in str(w[0].message)
+        assert lg.__name__ == 'layoutalg.gemm' and lg is not gemm
+        assert lg.matmul is gemm.matmul and lg.SimtConfig is gemm.SimtConfig
+        assert lg.hopper is gemm.hopper
+        assert lg.hopper.HopperConfig is gemm.hopper.HopperConfig
+        from layoutalg.gemm import hopper, KERNELS
+        assert hopper is gemm.hopper and KERNELS is gemm.KERNELS
+        assert set(gemm.__all__) <= set(dir(lg))
+        try:
+            importlib.import_module('layoutalg.gemm.hopper')
+            print('layoutalg.gemm.hopper imported')
+        except ModuleNotFoundError:
+            print('ok')
+        """))
+    assert rc == 0 and out.strip() == "ok", (out, err)
+    rc, out, err = _python("-m", "gemm", "--help")
+    assert rc == 0 and "python -m gemm tune" in out, err
 
 
 def test_cli_help_is_plain_text_with_examples(capsys):
-    from layoutalg.gemm.__main__ import main
+    from gemm.__main__ import main
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0
-    assert "``" not in out and "examples:" in out and "python -m layoutalg.gemm tune" in out
+    assert "``" not in out and "examples:" in out and "python -m gemm tune" in out

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from layoutalg.gemm import binary, codegen
+from gemm import binary, codegen
 
 
 @pytest.fixture
@@ -126,12 +126,13 @@ def test_module_names_follow_the_variant_key():
 
 
 def test_generated_kernels_depend_on_the_algebra_too():
-    """The cache key hashes the algebra's files as well as gemm's (it once walked a folder
-    that does not exist, so an edit of the algebra kept stale kernels)."""
+    """The cache key hashes the algebra's files (the layoutalg package) as well as gemm's
+    (it once walked a folder that does not exist, so an edit of the algebra kept stale
+    kernels)."""
     import os
 
     import layoutalg
-    root = os.path.dirname(os.path.abspath(layoutalg.__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(layoutalg.__file__)))
     files = {os.path.relpath(p, root) for p in codegen.source_files()}
-    assert {"layout.py", "swizzle.py", "tiled.py", os.path.join("gemm", "api.py"),
-            os.path.join("gemm", "arch", "ptx.py")} <= files
+    assert {os.path.join("layoutalg", f) for f in ("layout.py", "swizzle.py", "tiled.py")} <= files
+    assert {os.path.join("gemm", "api.py"), os.path.join("gemm", "arch", "ptx.py")} <= files

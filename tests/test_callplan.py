@@ -4,7 +4,7 @@ call that gave none."""
 
 import pytest
 
-from layoutalg.gemm import callplan
+from gemm import callplan
 
 
 class Arr:

@@ -18,8 +18,8 @@ from gpucase import require_gpu  # noqa: E402
 require_gpu()
 
 torch = pytest.importorskip("torch")
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import api, callplan  # noqa: E402
+import gemm  # noqa: E402
+from gemm import api, callplan  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32

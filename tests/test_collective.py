@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from layoutalg.gemm.collective import SCHEDULES, peer, ring_plan
+from gemm.collective import SCHEDULES, peer, ring_plan
 
 HERE = os.path.dirname(__file__)
 

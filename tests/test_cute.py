@@ -66,7 +66,7 @@ def _ptx(fn, sig):
 def numba_cute():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         pytest.skip("compiles PTX: the simulator is on")
-    from layoutalg.gemm import cute
+    from gemm import cute
     return cute
 
 
@@ -84,7 +84,7 @@ def test_offsets_fold_to_constants(numba_cute):
 
 def test_kernel_ptx_has_no_local_memory_or_division(numba_cute):
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     ptx = _ptx(cute_kernels.transpose, "void(float32[::1], float32[::1], uint32[::1], uint32)")
     assert local_memory_ops(ptx) == []
     # the layout ODD has extents 3 and 5: its offsets divide by reciprocal multiplies
@@ -94,7 +94,7 @@ def test_kernel_ptx_has_no_local_memory_or_division(numba_cute):
 
 def test_tiles_and_partitions_unroll_to_constant_offsets(numba_cute):
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     ptx = _ptx(cute_kernels.tiled_copy, "void(float32[::1], float32[::1])")
     assert local_memory_ops(ptx) == []
     assert "div" not in ptx and "rem" not in ptx
@@ -106,7 +106,7 @@ def test_moye_kernel_compiles_to_registers(numba_cute):
     """The seed's first kernel in its configuration (128 x 128 x 8 tiles, 256 threads):
     fragments in registers (no local memory, no spills), the FMAs unrolled."""
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
     kernel, grid, threads = cute_kernels.moye_prefetch(256, 256, 64)
     ptx = _ptx(kernel, "void(float32[::1], float32[::1], float32[::1])")
     assert local_memory_ops(ptx) == []
@@ -126,7 +126,7 @@ def test_double_buffer_kernel_unrolls_to_registers(numba_cute):
     cute.unrolled, so the fragments indexed by k_block stay in registers; cp.async of 8
     bytes, 2 per thread per operand at both copy sites."""
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
     kernel, grid, threads = cute_kernels.moye_double_buffer(256, 256, 64)
     ptx = _ptx(kernel, "void(float32[::1], float32[::1], float32[::1])")
     assert local_memory_ops(ptx) == []
@@ -145,8 +145,8 @@ def test_matmul_kernels_of_run_time_shapes_stay_in_registers(numba_cute, pipelin
     tensors, copy_if, axpby), default tiles, A and B column-major with 2-value copies where
     the pipeline's padding allows: no local memory or spills, the FMAs of a k-tile unrolled,
     zero-filling cp.async (src-size operand) at both copy sites, shared loads not generic."""
-    from layoutalg.gemm import api, simt
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm import api, simt
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
     cfg = api.KERNELS[f"cute_{pipeline}"]
     vec = simt.copy_vector(cfg, 0, cfg.bM, 4)
     assert vec == (1 if pipeline == "prefetch" else 2)
@@ -170,7 +170,7 @@ def test_unrolled_writes_out_loops_and_refuses_what_it_cannot(numba_cute):
     tuples, are refused when decorated."""
     import dis
     from numba import cuda, float32
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     unroll, STEPS = numba_cute.unroll, numba_cute.static_range(6)
 
     def loops(fn):
@@ -246,7 +246,7 @@ def test_bad_coordinate_is_a_typing_error(numba_cute):
 def test_symbolic_layout_is_refused():
     import sympy
     from layoutalg import Layout
-    from layoutalg.gemm import cute
+    from gemm import cute
     with pytest.raises(TypeError, match="non-negative integer shapes and strides"):
         cute.cosize(Layout((sympy.Symbol("n", positive=True, integer=True), 2), (1, 4)))
 
@@ -257,7 +257,7 @@ def test_run_time_shapes_compute_with_their_values(numba_cute):
     add and a shift; the identity tensor's coordinates and copy_if's predicates stay in
     registers."""
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     one, tile = numba_cute.static(1), numba_cute.static((4, 8))
 
     def kernel(out, m, k, ld):
@@ -316,7 +316,7 @@ def test_unrolled_folds_the_branches_its_constants_decide(numba_cute):
     folded."""
     import ast
     import textwrap
-    from layoutalg.gemm.cute import _unroll_statements
+    from gemm.cute import _unroll_statements
 
     def written_out(source, constants):
         body = ast.parse(textwrap.dedent(source)).body
@@ -351,7 +351,7 @@ def test_tiled_mma_gemm_issues_mma_sync(numba_cute):
     import cute_kernels
     from layoutalg import Layout, make_tiled_mma
     from layoutalg.atom.mma import SM80_16x8x8_F16F16F16F16_TN
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     from numba import float32
     sig = "void(float32[::1], float32[::1], float32[::1])"
     ptx = _ptx(cute_kernels.mma_tile("tf32"), sig)
@@ -398,7 +398,7 @@ def test_ldmatrix_copy_fills_mma_fragments_from_shared_memory(numba_cute):
     16 x 32: 4 x2), no scalar shared loads, fragments in registers; a source outside shared
     memory or float registers are typing errors naming them."""
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops
+    from gemm.arch.inspect import local_memory_ops
     from numba import float32
     sig = "void(uint16[::1], uint16[::1], float32[::1])"
     ptx = _ptx(cute_kernels.ldmatrix_tile("bf16"), sig)
@@ -434,7 +434,7 @@ def test_sm80_gemm_compiles_to_ldmatrix_and_mma(numba_cute):
     k-blocks of 4 ldmatrix.x4 (A) and 8 .x2 (B) and 32 mma.sync, 16-byte zero-filling
     cp.async at both copy sites, no scalar shared loads, no local memory or spills."""
     import cute_kernels
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
     kernel, threads, grid = cute_kernels.sm80_gemm("bf16")
     ptx = _ptx(kernel, "void(uint16[::1], uint16[::1], float32[::1], uint32, uint32, uint32, "
                        "uint32, uint32, uint32, float32, float32)")

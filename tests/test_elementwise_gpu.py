@@ -19,7 +19,7 @@ require_gpu()
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.elementwise import AddConfig, add_matrices  # noqa: E402
+from gemm.elementwise import AddConfig, add_matrices  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
 CONFIGS = [

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from layoutalg.gemm import _env
+from gemm import _env
 
 
 def _child(code, **env):
@@ -15,7 +15,7 @@ def _child(code, **env):
 
 
 def test_use_simulator_without_gpu_keeps_a_simulator_asked_for():
-    code = ("from layoutalg.gemm._env import use_simulator_without_gpu as u; import os; "
+    code = ("from gemm._env import use_simulator_without_gpu as u; import os; "
             "print(u(), os.environ['NUMBA_ENABLE_CUDASIM'])")
     done = _child(code, NUMBA_ENABLE_CUDASIM="1")
     assert done.returncode == 0 and done.stdout.split() == ["True", "1"], done.stderr

@@ -20,7 +20,7 @@ from gpucase import require_gpu  # noqa: E402
 require_gpu()
 
 torch = pytest.importorskip("torch")
-from layoutalg import gemm  # noqa: E402
+import gemm  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 KERNELS = list(gemm.KERNELS)
@@ -73,7 +73,7 @@ def test_alpha_beta_and_column_major_out(kernel):
 def test_repeated_calls_reuse_one_plan_with_new_data_and_streams():
     """After the first call, calls with tensors of the same kind take the planned launch:
     new addresses, alpha and beta, and the caller's current stream must all reach it."""
-    from layoutalg.gemm import api
+    from gemm import api
     rng = np.random.default_rng(SEED + 3)
     m, n, k = 200, 130, 70
     plans = len(api._plans)
@@ -274,7 +274,7 @@ def test_hopper_call_meeting_new_addresses_in_a_cuda_graph():
     capture (their TMA tensor maps are new: the graph's copy nodes write them), replayed on
     new data; then the same call made eagerly on the capture's tensors (the maps written
     outside the graph too): against float64."""
-    from layoutalg.gemm import hopper
+    from gemm import hopper
     if not hopper.hopper_supported():
         pytest.skip("the Hopper kernel needs compute capability 9.x")
     g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
@@ -305,7 +305,7 @@ def test_few_rows_swap_a_and_b(dtype):
     split-K, alpha/beta, odd shapes, 16-bit and f32 outs, a repeated call on new data; an
     explicit swap_ab config into a column-major out (the other way round): against float64,
     outs NaN-poisoned where beta is 0."""
-    from layoutalg.gemm import hopper
+    from gemm import hopper
     if not hopper.hopper_supported():
         pytest.skip("the Hopper kernel needs compute capability 9.x")
     g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
@@ -362,8 +362,8 @@ def test_shipped_table_configs_route_and_are_right():
     swapped onto narrow tiles (at most 32 rows), it gets no entry, and A is column-major
     (the table's route; a one-row A has none)."""
     from dataclasses import replace
-    from layoutalg.gemm import api, hopper, shape_table
-    from layoutalg.gemm.operands import operand
+    from gemm import api, hopper, shape_table
+    from gemm.operands import operand
     g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
     _, rows = shape_table.entries()
     sms = api.sm_count(torch.cuda.current_device())
@@ -397,7 +397,7 @@ def test_tune_times_copies_of_small_operands_and_leaves_them_and_out_alone(tmp_p
     """The tuner's timed calls take A and B and two copies of them in turn (L2 would hold a
     single small set); the copies are of the operands' bytes, so every candidate still
     computes A @ B; the caller's A, B and out are not written."""
-    from layoutalg.gemm import autotune, hopper
+    from gemm import autotune, hopper
     monkeypatch.setenv("GEMM_AUTOTUNE_CACHE", str(tmp_path / "cache.json"))
     rng = np.random.default_rng(SEED)
     A = torch.from_numpy(rng.standard_normal((64, 512), dtype=np.float32)).cuda().bfloat16()

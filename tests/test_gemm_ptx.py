@@ -8,9 +8,9 @@ import pytest
 if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
     pytest.skip("PTX is compiled outside the simulator", allow_module_level=True)
 
-from layoutalg.gemm import api  # noqa: E402
-from layoutalg.gemm.arch.inspect import compile_ptx, local_memory_ops, ptxas_usage  # noqa: E402
-from layoutalg.gemm.simt import SIGNATURE, simt_function  # noqa: E402
+from gemm import api  # noqa: E402
+from gemm.arch.inspect import compile_ptx, local_memory_ops, ptxas_usage  # noqa: E402
+from gemm.simt import SIGNATURE, simt_function  # noqa: E402
 
 # (kernel, A unit mode, B unit mode, cc): row-major A and B (the usual torch/numpy case) for
 # every kernel on sm_80, and the default kernel with column-major A on sm_90.

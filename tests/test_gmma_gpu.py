@@ -9,7 +9,7 @@ instructions."""
 import numpy as np
 import pytest
 
-from layoutalg.gemm._env import simulator_active
+from gemm._env import simulator_active
 
 if simulator_active():
     pytest.skip("imports gemm.arch.sm90 (the PTX intrinsics); the twins are tested in "
@@ -17,7 +17,7 @@ if simulator_active():
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm.arch.sm90 import (  # noqa: E402
+from gemm.arch.sm90 import (  # noqa: E402
     fence_mbarrier_init, fence_proxy_async, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_wait, smem_desc, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_tile, wgmma_wait,
 )
@@ -226,7 +226,7 @@ def test_tma_kernels_compile_to_sm90a(case):
 @pytest.mark.skipif(not _has_hopper(), reason="needs a GPU of compute capability 9.x")
 @pytest.mark.parametrize("case", TMA_CASES, ids=str)
 def test_tma_then_wgmma_matches_float64(case):
-    from layoutalg.gemm.tma import tensor_map
+    from gemm.tma import tensor_map
     op, m, n, K, _, (bmaj, _) = case
     rng = np.random.default_rng(sum(map(ord, str(case))))
     kernel, ta, tb, (ba, bb), da, db = tma_plan(case)

@@ -10,7 +10,7 @@ import numpy as np
 
 import pytest
 
-from layoutalg.gemm.hopper import HopperConfig, HopperVariant, kernel_config
+from gemm.hopper import HopperConfig, HopperVariant, kernel_config
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
@@ -62,7 +62,7 @@ def ptx_d_fragment(thread, i):
 
 @pytest.mark.parametrize("bm, bn", [(128, 128), (64, 256), (64, 64)])
 def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
-    from layoutalg.gemm.hopper_gen import hopper_plan
+    from gemm.hopper_gen import hopper_plan
     p = hopper_plan(HopperVariant(HopperConfig(bM=bm, bN=bn)))
     for t in range(128):
         row0, col0 = p.thread_base[t]
@@ -82,7 +82,7 @@ def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
     ("tfloat32", "K", "K")])
 def test_descriptors_and_boxes(dtype, a_major, b_major):
     from layoutalg.atom.gmma import GmmaDescriptor
-    from layoutalg.gemm.hopper_gen import hopper_plan
+    from gemm.hopper_gen import hopper_plan
     cfg = HopperConfig(dtype=dtype)
     p = hopper_plan(HopperVariant(cfg, a_major, b_major))
     mode = 1 << 62                              # 128-byte swizzle
@@ -101,8 +101,8 @@ def test_descriptors_and_boxes(dtype, a_major, b_major):
                                 dict(consumers=1, delay_release=0),
                                 dict(consumers=1, schedule="plain", delay_release=1)])
 def test_the_kernels_pipeline_schedule_is_right(kw):
-    from layoutalg.gemm.hopper_gen import pipeline_of
-    from layoutalg.gemm.pipeline_sm90 import check_schedule
+    from gemm.hopper_gen import pipeline_of
+    from gemm.pipeline_sm90 import check_schedule
     p = pipeline_of(HopperVariant(HopperConfig(**kw)))
     for tiles, steps in ((1, 1), (3, 5), (4, 2)):
         check_schedule(p.schedule(tiles, steps), p, interleavings=20)
@@ -129,8 +129,8 @@ needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulato
           out_dtype="bfloat16"), 16, 16, None, 0),
 ])
 def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
-    from layoutalg.gemm.hopper import ptx
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.hopper import ptx
     text = ptx(**kw)
     assert ".target sm_90a" in text
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k{k}" in text
@@ -160,7 +160,7 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
 
 @pytest.mark.parametrize("vector", [False, True])
 def test_store_pairs_twin(vector):
-    from layoutalg.gemm.arch.sim_tile import store_pairs_tile       # pure numpy
+    from gemm.arch.sim_tile import store_pairs_tile       # pure numpy
     plan = ((0, 0, 0), (2, 1, 2))
     acc = np.float32([1, 2, 3, 4])
     C = np.full(3 * 4, 10, np.float32)
@@ -173,7 +173,7 @@ def test_store_pairs_twin(vector):
 
 
 def test_store_pairs_twin_by_columns():
-    from layoutalg.gemm.arch.sim_tile import store_pairs_tile
+    from gemm.arch.sim_tile import store_pairs_tile
     C = np.full(4 * 3, 10, np.float32)             # a 3 x 4 matrix stored by columns, ldc 3
     store_pairs_tile("float32", ((0, 0, 0), (2, 1, 2)), columns=True)(
         C, np.float32([1, 2, 3, 4]), 2.0, 0.0, 1, 1, 3, 4, 3)
@@ -185,7 +185,7 @@ def test_store_pairs_twin_by_columns():
 
 
 def test_store_pairs_twin_rounds_to_bfloat16():
-    from layoutalg.gemm.arch.sim_tile import store_pairs_tile
+    from gemm.arch.sim_tile import store_pairs_tile
     C = np.zeros(2, np.uint16)
     store_pairs_tile("bfloat16", ((0, 0, 0),))(C, np.float32([1 + 2 ** -9, -3]), 1.0, 0.0,
                                                0, 0, 1, 2, 2)
@@ -196,7 +196,7 @@ def test_store_pairs_twin_rounds_to_bfloat16():
 
 @needs_ptx
 def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
-    from layoutalg.gemm import hopper, precompile
+    from gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in the default's 4 tiles and the swapped
@@ -224,7 +224,7 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
 
 
 def test_precompile_takes_the_tf32x3_rules_tiles_on_9x(monkeypatch):
-    from layoutalg.gemm import hopper, precompile
+    from gemm import hopper, precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_x3_variants()
     # 2 x 64 x 128 with 4 and 6 slots, 2 x 64 x 64 with 8: unsplit, split, and TMA stores
@@ -269,7 +269,7 @@ def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, 
     """The emitted decode of a persistent grid's work unit (gemm.hopper_gen._coords), run in
     Python: units 0 .. tiles x products x K ranges - 1 map one to one onto (row, column,
     product, K range)."""
-    from layoutalg.gemm.hopper_gen import _coords
+    from gemm.hopper_gen import _coords
     src = _Uint32Source()
     names = _coords(group_m, sk > 1)(src, "u")
     code = compile("\n".join(src), "coords", "exec")
@@ -286,7 +286,7 @@ def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, 
 
 
 def test_default_split_fills_the_sms_only_where_tiles_are_few():
-    from layoutalg.gemm.hopper import MAX_SPLIT_K, MIN_SPLIT_TILES, default_split
+    from gemm.hopper import MAX_SPLIT_K, MIN_SPLIT_TILES, default_split
     assert default_split(132, 1000, 132) == 1 and default_split(45, 1000, 132) == 1
     assert default_split(32, 256, 132) == 4             # 1024 x 1024 x 16384 bf16
     assert default_split(16, 64, 132) == 8              # a decode step: 16 x 4096 x 4096
@@ -296,7 +296,7 @@ def test_default_split_fills_the_sms_only_where_tiles_are_few():
 
 
 def test_few_rows_swap_a_and_b_with_narrow_tiles():
-    from layoutalg.gemm.hopper import swapped_config, swaps
+    from gemm.hopper import swapped_config, swaps
     assert swaps(1, 4096, 132) and swaps(64, 1024, 132) and swaps(16, 16896, 132)
     assert not swaps(65, 4096, 132) and not swaps(64, 1000, 132)
     assert not swaps(1, 16897, 132)                  # more than two waves of 64-row tiles
@@ -313,7 +313,7 @@ def test_few_rows_swap_a_and_b_with_narrow_tiles():
 
 
 def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
-    from layoutalg.gemm.hopper import swapped_config, swapped_tiles, swaps
+    from gemm.hopper import swapped_config, swapped_tiles, swaps
     assert swaps(1, 128256, 132, narrow=True) and not swaps(1, 128256, 132)
     assert not swaps(33, 128256, 132, narrow=True)          # 64-column tiles: two waves
 
@@ -331,7 +331,7 @@ def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
 
 @pytest.mark.parametrize("narrow", [False, True])
 def test_swapped_tiles_take_two_consumers_where_that_fits_one_wave(narrow):
-    from layoutalg.gemm.hopper import swapped_config
+    from gemm.hopper import swapped_config
 
     def consumers(m_kernel, n_kernel):
         cfg = swapped_config("bfloat16", m_kernel, n_kernel, 4096, 1, 132, narrow=narrow)
@@ -344,7 +344,7 @@ def test_swapped_tiles_take_two_consumers_where_that_fits_one_wave(narrow):
 
 
 def test_swap_ab_stores_c_by_columns_without_pairs():
-    from layoutalg.gemm.hopper import _variant
+    from gemm.hopper import _variant
     v = _variant(HopperConfig(bM=64, bN=64, consumers=1, stages=8, swap_ab=True, split_k=2))
     assert v.c_columns and v.split_k and not v.vec_c and v.config.swap_ab is False
     with pytest.raises(ValueError, match="column by column"):
@@ -354,7 +354,7 @@ def test_swap_ab_stores_c_by_columns_without_pairs():
 
 
 def test_default_config_splits_k_or_narrows_tiles_by_shape():
-    from layoutalg.gemm.hopper import default_config
+    from gemm.hopper import default_config
 
     def pick(dtype, m, n, k, nb=1):
         cfg = default_config(dtype, m, n, k, nb, 132)
@@ -378,7 +378,7 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
 
 
 def test_tiles_narrower_than_64_need_a_k_major_y():
-    from layoutalg.gemm.hopper_gen import hopper_plan
+    from gemm.hopper_gen import hopper_plan
     v = HopperVariant(HopperConfig(bN=16, consumers=1), b_major="K")
     assert hopper_plan(v).copy_y.bytes == 16 * 128
     with pytest.raises(ValueError, match="need a K-major Y"):
@@ -389,8 +389,8 @@ def test_tf32x3_configs():
     """x3_config: at most X3_ACCUMULATORS accumulators and room for the buffer of small
     parts; x3_default: the rules' tiles on two consumers, split to fill the SMs; x3_swaps:
     few rows swap at any width."""
-    from layoutalg.gemm.arch.smem import DYNAMIC_SHARED_LIMIT
-    from layoutalg.gemm.hopper import (X3_ACCUMULATORS, default_config, swapped_config,
+    from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+    from gemm.hopper import (X3_ACCUMULATORS, default_config, swapped_config,
                                        x3_config, x3_default, x3_swaps)
     x3 = x3_config(HopperConfig(dtype="tfloat32"))
     assert (x3.bM, x3.bN, x3.stages, x3.tf32x3, x3.split_buffers) == (64, 128, 3, True, 1)
@@ -424,8 +424,8 @@ def test_tf32x3_kernel_ptx():
     """The 3xTF32 kernel: per atom and k-block three wgmma, each slot split by the
     consumers (16-byte shared loads and stores) behind an OR-reducing named barrier, each
     step's products added on the CUDA cores; no local memory, no spills."""
-    from layoutalg.gemm.arch.inspect import local_memory_ops, ptxas_usage
-    from layoutalg.gemm.hopper import ptx, x3_config
+    from gemm.arch.inspect import local_memory_ops, ptxas_usage
+    from gemm.hopper import ptx, x3_config
     cfg = x3_config(HopperConfig(dtype="tfloat32"))             # 2 x 64 x 128, 4 k-blocks
     text = ptx(cfg, dtype="tfloat32")
     assert text.count("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32") == 3 * 4

@@ -22,7 +22,7 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 from benchmarks import hopper_check as hc  # noqa: E402
-from layoutalg.gemm.hopper import hopper_supported  # noqa: E402
+from gemm.hopper import hopper_supported  # noqa: E402
 
 if not hopper_supported(torch.cuda.current_device()):
     pytest.skip("needs a GPU of compute capability 9.x", allow_module_level=True)
@@ -54,8 +54,8 @@ def test_tf32x3_through_matmul(m, n, k, b_kmajor, monkeypatch):
     also replayed from a CUDA graph, and on the exact SIMT kernel below): float32's bound
     against float64, and an inf and a NaN in A and a -inf in B met by whole numbers (small
     parts 0) come out as float64 has them."""
-    from layoutalg import gemm
-    from layoutalg.gemm import api, hopper, skinny
+    import gemm
+    from gemm import api, hopper, skinny
     real, seen = hopper.launch_matmul, []
 
     def spy(A, B, *args, **kw):

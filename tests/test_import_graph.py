@@ -1,5 +1,6 @@
 """The package's import graph, read from the source with ``ast``: no import cycles, ``import
-layoutalg`` stays light, and every module of ``layoutalg.gemm`` imports on its own.
+layoutalg`` stays light, every module of ``gemm`` imports on its own, and nothing imports the
+deprecated re-export ``layoutalg.gemm``.
 
 Imports inside functions count: a cycle through one is still a cycle in the design (the
 lazy import only hides it until the function runs). The layering the check keeps, lower
@@ -25,12 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The distribution's two packages: the algebra and the kernels. ``layoutalg.gemm`` (in
+# layoutalg) is the kernels' former name, a deprecated re-export of ``gemm``.
 PACKAGES = ("layoutalg", "gemm")
-# The top-level ``gemm`` is ``layoutalg.gemm`` under its old name: gemm/__init__.py answers
-# ``gemm.x`` with the module ``layoutalg.gemm.x`` through importlib, not an import statement.
-# So ``gemm.x`` is read as ``layoutalg.gemm.x``, and ``gemm`` imports ``layoutalg.gemm``.
-ALIASES = {"gemm.": "layoutalg.gemm."}
-EXTRA_EDGES = {("gemm", "layoutalg.gemm"): "gemm/__init__.py: importlib.import_module(_REAL)"}
+SHIM = "layoutalg.gemm"
+# Names read as other modules' (``{"old.": "new."}``) and edges the source does not show
+# (``{(importer, imported): where}``): none now that no package aliases another.
+ALIASES = {}
+EXTRA_EDGES = {}
 
 # Imports (importer, imported) left out of the cycle check, each with its reason. None is
 # left; the list may only shrink: an exemption the source no longer has fails the test.
@@ -196,10 +199,15 @@ def test_the_graph_reader(tmp_path):
     assert "pkg/a.py:4 (in a function)" in describe(edges, *found[0])
 
 
-def test_the_alias_reads_as_the_package():
+def test_nothing_imports_the_deprecated_name():
+    """``layoutalg.gemm`` re-exports ``gemm``; no module of either package imports it (so
+    its DeprecationWarning is the user's alone), and the algebra imports no gemm module."""
     edges = import_graph()
-    assert ("gemm", "layoutalg.gemm") in edges
-    assert not any(a.startswith("gemm.") or b.startswith("gemm.") for a, b in edges)
+    assert SHIM in modules() and (SHIM, "gemm") in edges
+    assert not [(a, b) for a, b in edges if b == SHIM], [(a, b) for a, b in edges if b == SHIM]
+    algebra_to_gemm = [(a, b) for a, b in edges if a.partition(".")[0] == "layoutalg"
+                       and a != SHIM and (b == "gemm" or b.startswith("gemm."))]
+    assert not algebra_to_gemm, algebra_to_gemm
 
 
 def _run(code):
@@ -218,18 +226,20 @@ def test_import_layoutalg_is_light():
 
 # Modules that need a package the tests may not have: skipped where it is missing
 # (gemm.collective imports torch only when it is called).
-NEEDS = {"layoutalg.gemm.torch": "torch"}
+NEEDS = {"gemm.torch": "torch"}
 
 
 def test_each_gemm_module_imports_on_its_own():
     """Each module first, in a fresh interpreter (a few at a time): a cycle shows as an
-    ImportError that depends on which of its modules is imported first."""
-    names = [n for n in sorted(modules()) if n.startswith("layoutalg.gemm")
+    ImportError that depends on which of its modules is imported first. None of them
+    imports the deprecated ``layoutalg.gemm``."""
+    names = [n for n in sorted(modules()) if (n == "gemm" or n.startswith("gemm."))
              and not n.endswith("__main__")
              and (n not in NEEDS or importlib.util.find_spec(NEEDS[n]))]
     assert len(names) > 40
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
-        done = list(pool.map(lambda n: (n, _run(f"import {n}")), names))
+        done = list(pool.map(lambda n: (n, _run(
+            f"import sys, {n}; assert {SHIM!r} not in sys.modules, 'imported {SHIM}'")), names))
     failed = {n: d.stderr.strip().splitlines()[-1:] for n, d in done if d.returncode}
     assert not failed, failed
 

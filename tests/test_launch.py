@@ -12,8 +12,8 @@ import struct
 
 import pytest
 
-from layoutalg.gemm import launch
-from layoutalg.gemm.launch import BoundLaunch, Launcher
+from gemm import launch
+from gemm.launch import BoundLaunch, Launcher
 
 SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
 SIZES = [8] * 14 + [4] * 5

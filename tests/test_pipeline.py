@@ -30,9 +30,9 @@ import pytest
 import sympy
 from hypothesis import given, settings, strategies as st
 
-from layoutalg.gemm.codegen import Source, sym
-from layoutalg.gemm.elementwise import AddConfig, add_source
-from layoutalg.gemm.pipeline import (BlockSpec, GlobalMatrix, check_ring, emit_pipeline, emit_ring,
+from gemm.codegen import Source, sym
+from gemm.elementwise import AddConfig, add_source
+from gemm.pipeline import (BlockSpec, GlobalMatrix, check_ring, emit_pipeline, emit_ring,
                                      ring_schedule, _Ring, _emit_ring, _ring_events, _thread_copies)
 from layoutalg import ComposedLayout, Layout, Swizzle
 
@@ -738,8 +738,8 @@ def _compile_ptx(cfg):
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
         pytest.skip("PTX is compiled outside the simulator")
     from numba import cuda
-    from layoutalg.gemm.codegen import load_module
-    from layoutalg.gemm.elementwise import ADD_SIGNATURE
+    from gemm.codegen import load_module
+    from gemm.elementwise import ADD_SIGNATURE
     kernel = load_module(add_source(cfg, jit=False), "add_ptx").kernel
     return cuda.compile_ptx(kernel, ADD_SIGNATURE, cc=(8, 0))[0]
 

@@ -4,10 +4,10 @@ consumer count and step count, and each kind of broken schedule is caught."""
 
 import pytest
 
-from layoutalg.gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
+from gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
                                           check_schedule, emit_pipeline,
                                           emit_pipeline_warp_specialized)
-from layoutalg.gemm.codegen import Source
+from gemm.codegen import Source
 
 SPEC = TmaSpec("m", 4096, ((0, 0, 0),), lambda coords, k: ("k", "m"))
 

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from layoutalg.gemm._env import simulator_active
+from gemm._env import simulator_active
 
 if simulator_active():
     pytest.skip("compiles PTX: needs the real numba.cuda, not the simulator",
@@ -19,8 +19,8 @@ from numba.cuda import types  # noqa: E402
 from numba.core.errors import TypingError as CoreTypingError  # noqa: E402
 from numba.cuda.core.errors import TypingError as CudaTypingError  # noqa: E402
 
-from layoutalg.gemm.arch import inspect as arch_inspect  # noqa: E402
-from layoutalg.gemm.arch import ptx as P  # noqa: E402
+from gemm.arch import inspect as arch_inspect  # noqa: E402
+from gemm.arch import ptx as P  # noqa: E402
 
 CCS = [(8, 0), (9, 0)]
 U16, U32, F32 = types.uint16[::1], types.uint32[::1], types.float32[::1]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from layoutalg.gemm import api, hopper, shape_table, tensorcore
+from gemm import api, hopper, shape_table, tensorcore
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))

@@ -5,7 +5,7 @@ Warp-collective twins (ldmatrix, mma) run in kernels in numba's CUDA simulator, 
 as a script in one subprocess with it set, and the script runs every check and prints a JSON
 report. The fragment layouts of the references are written here as data, as CuTe TV layouts
 (thread, value) -> offset derived from the PTX ISA's fragment tables, and evaluated with
-layoutalg; nothing is taken from layoutalg.gemm.arch.sim. The per-thread twins (cp.async, vector access,
+layoutalg; nothing is taken from gemm.arch.sim. The per-thread twins (cp.async, vector access,
 conversions) are also tested in this process directly, since gemm.arch.sim is plain Python.
 """
 
@@ -24,9 +24,9 @@ if str(ROOT) not in sys.path:   # run as a script by the simulator test
 
 from numba import cuda  # noqa: E402  (module level: the simulator swaps the global `cuda`)
 
-from layoutalg.gemm import arch  # noqa: E402  (the twins in the simulator run, the intrinsics otherwise)
-from layoutalg.gemm._env import simulator_active  # noqa: E402
-from layoutalg.gemm.arch import sim  # noqa: E402
+from gemm import arch  # noqa: E402  (the twins in the simulator run, the intrinsics otherwise)
+from gemm._env import simulator_active  # noqa: E402
+from gemm.arch import sim  # noqa: E402
 from layoutalg import Layout  # noqa: E402
 
 # --- fragment layouts, from the PTX ISA tables ("Matrix Fragments for mma.m16n8k16/m16n8k8",
@@ -492,11 +492,11 @@ def test_packing_twins():
 
 @pytest.mark.skipif(simulator_active(), reason="gemm.arch.ptx needs the real numba.cuda")
 def test_sim_and_ptx_export_the_same_names():
-    from layoutalg.gemm.arch import ptx
+    from gemm.arch import ptx
     assert sim.__all__ == ptx.__all__
     for name in sim.__all__:
         assert hasattr(sim, name) and hasattr(ptx, name), name
-    from layoutalg.gemm.arch import SM90_NAMES, sim_sm90, sm90
+    from gemm.arch import SM90_NAMES, sim_sm90, sm90
     assert set(SM90_NAMES) == set(sm90.__all__)
     for name in SM90_NAMES:
         assert hasattr(sim_sm90, name), name

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from layoutalg.gemm import skinny
-from layoutalg.gemm.skinny import SkinnyConfig
+from gemm import skinny
+from gemm.skinny import SkinnyConfig
 from simcase import simulator_report
 
 CASES = os.path.join(os.path.dirname(__file__), "sim_skinny_cases.py")
@@ -49,7 +49,7 @@ def test_bad_input_gets_a_clear_error():
 
 @pytest.mark.parametrize("dtype,m,b_unit", [("bfloat16", 4, "k")])
 def test_ptx_has_no_local_memory(dtype, m, b_unit):
-    from layoutalg.gemm.arch.inspect import compile_ptx, local_memory_ops
+    from gemm.arch.inspect import compile_ptx, local_memory_ops
     cfg = skinny.default_config(dtype, dtype, m, b_unit)
     ptx = compile_ptx(skinny.skinny_function(cfg, b_unit), skinny._signature(cfg), cc=(9, 0))
     assert local_memory_ops(ptx) == []

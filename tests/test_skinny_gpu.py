@@ -14,8 +14,8 @@ from gpucase import require_gpu  # noqa: E402
 require_gpu()
 
 torch = pytest.importorskip("torch")
-from layoutalg import gemm  # noqa: E402
-from layoutalg.gemm import skinny  # noqa: E402
+import gemm  # noqa: E402
+from gemm import skinny  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
 TYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}

@@ -8,7 +8,7 @@ inside a capture."""
 import numpy as np
 import pytest
 
-from layoutalg.gemm.tensor_maps import SLOT_BYTES, MapSlots
+from gemm.tensor_maps import SLOT_BYTES, MapSlots
 
 
 class FakeDriver:
@@ -130,7 +130,7 @@ def test_split_k_workspace_does_not_grow_inside_a_capture(monkeypatch):
     """gemm.splitk.workspace (CuPy and numba calls) on a stand-in driver: it allocates
     outside a capture and keeps the memory per stream; inside a capture, where it would
     have to allocate, RuntimeError says to run the call before capturing."""
-    from layoutalg.gemm import binary, splitk
+    from gemm import binary, splitk
 
     class Driver:
         def __init__(self):

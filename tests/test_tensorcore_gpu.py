@@ -118,8 +118,8 @@ def test_repeated_matmul_calls_reuse_one_plan(out_major):
     """gemm.matmul keeps the tensor-core launch of a torch call (the column-major out runs
     C^T = B^T A^T, so the plan swaps A and B): later calls of the same kind take it with new
     data, alpha, beta and the caller's current stream."""
-    from layoutalg import gemm
-    from layoutalg.gemm import api
+    import gemm
+    from gemm import api
     g = torch.Generator(device="cuda").manual_seed(SEED)
     m, n, k = 300, 200, 136
 

@@ -13,8 +13,8 @@ import pytest
 if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
     pytest.skip("PTX is compiled outside the simulator", allow_module_level=True)
 
-from layoutalg.gemm.arch.inspect import compile_ptx, local_memory_ops, ptxas_usage  # noqa: E402
-from layoutalg.gemm.tensorcore import TensorCoreConfig, Variant, tensorcore_function  # noqa: E402
+from gemm.arch.inspect import compile_ptx, local_memory_ops, ptxas_usage  # noqa: E402
+from gemm.tensorcore import TensorCoreConfig, Variant, tensorcore_function  # noqa: E402
 
 CFG = TensorCoreConfig(dtype="bfloat16")          # the default kernel
 

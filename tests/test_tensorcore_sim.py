@@ -13,10 +13,10 @@ import types
 import numpy as np
 import pytest
 
-from layoutalg.gemm.codegen import Source, issued, module_tiles
-from layoutalg.gemm.pipeline import check_ring
-from layoutalg.gemm.tensorcore import TensorCoreConfig, Variant
-from layoutalg.gemm.tensorcore_gen import _block_order, bank_conflicts, ring_events, tensorcore_source
+from gemm.codegen import Source, issued, module_tiles
+from gemm.pipeline import check_ring
+from gemm.tensorcore import TensorCoreConfig, Variant
+from gemm.tensorcore_gen import _block_order, bank_conflicts, ring_events, tensorcore_source
 
 HERE = os.path.dirname(__file__)
 

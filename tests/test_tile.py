@@ -25,10 +25,10 @@ if str(ROOT) not in sys.path:   # run as a script by the simulator test
 
 from numba import cuda  # noqa: E402
 
-from layoutalg.gemm import arch  # noqa: E402
-from layoutalg.gemm._env import simulator_active  # noqa: E402
-from layoutalg.gemm.arch import sim_tile  # noqa: E402
-from layoutalg.gemm.arch.tile_plan import ADD, SWIZZLE, XOR  # noqa: E402
+from gemm import arch  # noqa: E402
+from gemm._env import simulator_active  # noqa: E402
+from gemm.arch import sim_tile  # noqa: E402
+from gemm.arch.tile_plan import ADD, SWIZZLE, XOR  # noqa: E402
 
 U = np.uint32
 SWZ = (448, 3)                   # Swizzle<3,3,3> on element offsets: x ^ ((x & 0x1c0) >> 3)
@@ -466,7 +466,7 @@ def test_bad_plans_are_refused(impl, make, message):
     if impl == "ptx":
         if simulator_active():
             pytest.skip("the PTX layer needs the real numba.cuda")
-        from layoutalg.gemm.arch import tile as module
+        from gemm.arch import tile as module
     else:
         module = sim_tile
     with pytest.raises(ValueError, match=re.escape(message)):

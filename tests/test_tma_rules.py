@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:   # run as a script by the simulator tests
     sys.path.insert(0, str(ROOT))
 
-from layoutalg.gemm.tma import check_encodable  # noqa: E402
+from gemm.tma import check_encodable  # noqa: E402
 
 # a legal map: a K-major bf16 operand's tile over a batch of 3 padded matrices
 LEGAL = dict(dims=(70, 50, 3), strides=(160, 8000), box=(64, 128), element_bytes=2,
@@ -78,8 +78,8 @@ def test_each_broken_rule_is_named(change, rule):
 def test_the_simulators_tensor_map_refuses_what_the_driver_would():
     """sim_tensor_map refuses the (1, 1) bf16 map the router once sent (a 2-byte stride), and
     a misaligned base, and takes the same map with a 16-byte stride."""
-    from layoutalg.gemm.arch import sim_sm90 as sm
-    from layoutalg.gemm.hopper_gen import tma_copy
+    from gemm.arch import sim_sm90 as sm
+    from gemm.hopper_gen import tma_copy
     copy = tma_copy("K", 64, 64, 16)
     buf = np.zeros(64, np.uint8)
     skip = -buf.__array_interface__["data"][0] % 16
@@ -94,8 +94,8 @@ def test_the_simulators_tensor_map_refuses_what_the_driver_would():
 
 def test_tensor_map_refuses_before_calling_the_driver(monkeypatch):
     drv = pytest.importorskip("cuda.bindings.driver")
-    from layoutalg.gemm.hopper_gen import tma_copy
-    from layoutalg.gemm.tma import tensor_map
+    from gemm.hopper_gen import tma_copy
+    from gemm.tma import tensor_map
 
     def driver(*args):
         raise AssertionError("the driver was called")
@@ -190,7 +190,7 @@ def test_one_row_and_one_column_products_on_the_gpu(kernel):
     raised from cuTensorMapEncodeTiled) against float64, the out poisoned."""
     _hopper()
     torch = pytest.importorskip("torch")
-    from layoutalg import gemm
+    import gemm
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dt in (torch.bfloat16, torch.float16):
         # the operands of more than one line have 16-byte aligned lines (K or N of 8)
@@ -264,8 +264,8 @@ def _expected_unfit(a, b, eb, dtype):
 def _check_maps(call, eb, ob):
     """Every map of ``call`` within the driver's rules (and the simulator's twin), and
     addressing its operand: a used stride is the operand's."""
-    from layoutalg.gemm.arch.sim_sm90 import sim_tensor_map
-    from layoutalg.gemm.operands import kernel_buffer
+    from gemm.arch.sim_sm90 import sim_tensor_map
+    from gemm.operands import kernel_buffer
     ops = call.ops + (call.c,)
     assert len(call.map_specs) == 2 + call.variant.tma_store
     for (copy, dims, strides, vt), op, size in zip(call.map_specs, ops, (eb, eb, ob)):
@@ -285,8 +285,8 @@ def router_property():
     it makes encodes."""
     from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-    from layoutalg.gemm.hopper import HopperConfig, TmaUnfit, _Call
-    from layoutalg.gemm.operands import operand
+    from gemm.hopper import HopperConfig, TmaUnfit, _Call
+    from gemm.operands import operand
 
     extent = st.one_of(st.just(1), st.integers(1, 9), st.integers(1, 140))
     kinds = {  # name -> (numpy type of A and B, dtype, out types and out_dtype)
@@ -352,8 +352,8 @@ def matmul_runs():
     with NaN) against numpy float64; {name: "ok" or the failure}."""
     from numba import cuda
 
-    from layoutalg import gemm
-    from layoutalg.gemm.hopper import HopperConfig
+    import gemm
+    from gemm.hopper import HopperConfig
     from simcase import switch_threads_often
     switch_threads_often()
     rng = np.random.default_rng(0)

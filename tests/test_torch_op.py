@@ -6,7 +6,7 @@ reason, where torch is not installed."""
 import pytest
 
 torch = pytest.importorskip("torch", reason="gemm.torch needs torch (not installed here)")
-import layoutalg.gemm.torch as gt  # noqa: E402
+import gemm.torch as gt  # noqa: E402
 
 
 def _meta(*shape, dtype=torch.bfloat16):

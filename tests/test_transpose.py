@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from layoutalg.gemm import transpose
+from gemm import transpose
 from simcase import simulator_report
 
 

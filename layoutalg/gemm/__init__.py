@@ -1,29 +1,38 @@
-"""layoutalg.gemm: numba-cuda matrix-multiply kernels driven by layoutalg
-(``from layoutalg import gemm``; the top-level ``gemm`` package is this one under its old
-name).
+"""Deprecated: the kernels are the top-level package :mod:`gemm` (``import gemm``).
 
-The package is layered like CuTe: ``gemm.arch`` wraps single PTX instructions (cp.async,
-ldmatrix, mma.sync, vector loads and stores, conversions) as numba intrinsics, with pure-Python
-twins for numba's CUDA simulator; the kernels above it are generated from layoutalg layouts.
-
-Importing ``layoutalg.gemm`` itself is light: numba is imported only by the submodules that need it.
+``layoutalg.gemm`` re-exports gemm's public names for a while, with a DeprecationWarning on
+import. It is a plain module: ``layoutalg.gemm.matmul`` is ``gemm.matmul``, and
+``layoutalg.gemm.hopper`` (or ``from layoutalg.gemm import hopper``) is the module
+``gemm.hopper``, imported on first use as gemm itself imports its API (so that importing this
+shim loads no numba, as ``import gemm`` loads none); ``import layoutalg.gemm.hopper`` is not
+answered: import ``gemm.hopper``. Nothing in the project imports this module.
 """
 
+import importlib as _importlib
 import importlib.util as _util
+import pkgutil as _pkgutil
+import warnings as _warnings
 
-if _util.find_spec("numba") is None or _util.find_spec("numba_cuda") is None:
-    raise ImportError("layoutalg.gemm (the kernels) needs numba-cuda, sympy and tqdm: "
-                      "pip install 'layoutalg[gemm]'; the algebra alone is layoutalg")
+_warnings.warn("layoutalg.gemm is now the top-level package gemm: import gemm",
+               DeprecationWarning, stacklevel=2)
 
-__all__ = ["matmul", "KERNELS", "SimtConfig", "float32_precision", "set_float32_precision"]
+import gemm as _gemm    # noqa: E402  (after the warning: without numba-cuda it raises)
+
+__all__ = list(_gemm.__all__)
 
 
 def __getattr__(name):
-    # The API is imported on first use, so ``import gemm`` stays cheap.
-    if name in ("matmul", "KERNELS", "float32_precision", "set_float32_precision"):
-        from layoutalg.gemm import api
-        return getattr(api, name)
-    if name == "SimtConfig":
-        from layoutalg.gemm.simt import SimtConfig
-        return SimtConfig
-    raise AttributeError(f"module 'layoutalg.gemm' has no attribute {name!r}")
+    # gemm's names (its API, imported on first use) and its submodules, as gemm's own.
+    if not name.startswith("__"):
+        try:
+            return getattr(_gemm, name)
+        except AttributeError:
+            if _util.find_spec(f"gemm.{name}") is not None:
+                return _importlib.import_module(f"gemm.{name}")
+    raise AttributeError(f"module 'layoutalg.gemm' has no attribute {name!r}; "
+                         f"layoutalg.gemm is now the top-level package gemm: import gemm")
+
+
+def __dir__():
+    return sorted(set(__all__) | {m.name for m in _pkgutil.iter_modules(_gemm.__path__)
+                                  if not m.name.startswith("_")})

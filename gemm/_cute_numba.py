@@ -1,0 +1,686 @@
+"""numba typing and lowering of :mod:`gemm.cute`: LayoutType, TensorType and their operations.
+
+A LayoutType carries its layout. A static layout's data model is an empty struct, so it costs
+nothing at run time, as an argument or a constant. A layout made in a kernel by
+``make_layout`` from run-time integers has symbols ``d0, d1, ..`` for them in its type (its
+shape and stride are sympy expressions of them) and their uint32 values in its data.
+The offset of a coordinate is emitted as uint32 LLVM IR from the shape and stride (CuTe's
+crd2idx); LLVM folds the constants.
+A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
+layout in the type; an identity tensor (``make_identity_tensor``) has no array and a tuple of
+uint32 coordinates for its offset.
+The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
+copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm._cute_numba_ops`.
+"""
+
+import operator
+from functools import lru_cache
+
+from llvmlite import ir
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.core.imputils import lower_constant
+from numba.cuda.extending import (lower_builtin, models, register_model, type_callable,
+                                  typeof_impl)
+from numba.cuda.typing import signature
+from numba.cuda import cgutils
+
+from layoutalg import Layout
+from layoutalg.errors import LayoutError
+from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+from layoutalg.tensor import ArithTuple, ScaledBasis
+from layoutalg.tiled import TiledCopy, TiledMMA
+from gemm import _cute_python as cute    # the objects gemm.cute re-exports
+from gemm.arch._lowering import I32, SHARED, item_pointer
+
+__all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType"]
+
+
+class LayoutType(types.Callable):
+    """The numba type of one layout: static, or with run-time leaves (symbols ``d<i>``,
+    ``dyn`` their names, whose values the layout's data holds); calling it with an index or
+    a coordinate gives the offset (uint32)."""
+
+    def __init__(self, layout):
+        self.layout = _kernel_layout(layout)
+        self.dyn = _dyn_names(self.layout)
+        super().__init__(name=f"Layout[{layout}]")
+
+    @property
+    def key(self):
+        return self.layout
+
+    def get_call_type(self, context, args, kws):
+        if kws:
+            raise TypingError(f"{self.layout}: a layout is called without keywords")
+        crd = args[0] if len(args) == 1 else types.Tuple(args)
+        _check_coordinate(crd, self.layout.shape, self.layout)
+        return signature(types.uint32, *args, recvr=self)
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return type(self)
+
+
+# --- run-time leaves: symbols d0, d1, .. in a layout ---------------------------------------
+
+def _symbol(name, positive=False):
+    import sympy    # once a kernel types a run-time layout: importing gemm.cute does without
+    return sympy.Symbol(name, integer=True, **({"positive": True} if positive else
+                                                {"nonnegative": True}))
+
+
+def _dyn(i):
+    """The symbol of a layout's i-th run-time leaf (an extent or a stride: positive)."""
+    return _symbol(f"d{i}", positive=True)
+
+
+def _leaf_symbols(x):
+    if isinstance(x, ScaledBasis):
+        return set().union(*(_leaf_symbols(c) for _, c in x.terms))
+    return set() if is_int(x) else set(x.free_symbols)
+
+
+def _dyn_names(layout):
+    """The names of the run-time symbols in a layout's shape and stride, in order."""
+    syms = set()
+    for x in flatten((layout.shape, layout.stride)):
+        syms |= _leaf_symbols(x)
+    return tuple(sorted((s.name for s in syms), key=lambda n: int(n[1:])))
+
+
+def _kernel_layout(layout):
+    """``layout`` if every leaf is a non-negative int, a basis stride of an identity layout,
+    or an expression of run-time symbols ``d<i>``; else a TypingError."""
+    for x in flatten((layout.shape, layout.stride)):
+        bad = [s for s in _leaf_symbols(x) if not (s.name[:1] == "d" and s.name[1:].isdigit())]
+        if bad or (is_int(x) and x < 0):
+            raise TypingError(f"a layout in a kernel needs static integers or run-time "
+                              f"integers (make_layout) for its shape and stride, got {layout}")
+    return layout
+
+
+def _fields(context, builder, ty, value):
+    """{field name: IR value} of a struct-model value."""
+    dm = context.data_model_manager[ty]
+    return {name: builder.extract_value(value, dm.get_field_position(name))
+            for name in dm._fields}
+
+
+def _dyn_values(context, builder, ty, value):
+    """{symbol: uint32 IR} of the run-time leaves of a LayoutType or TensorType value."""
+    if not ty.dyn:
+        return {}
+    fields = _fields(context, builder, ty, value)
+    return {_dyn(int(n[1:])): fields[n] for n in ty.dyn}
+
+
+def _struct(context, builder, ty, values):
+    """A struct-model value of ``ty`` from {field name: IR value}."""
+    dm = context.data_model_manager[ty]
+    out = ir.Constant(dm.get_value_type(), ir.Undefined)
+    for name, v in values.items():
+        out = builder.insert_value(out, v, dm.get_field_position(name))
+    return out
+
+
+def _value(builder, x, values):
+    """uint32 IR of a layout leaf or offset: an int, or an expression of run-time symbols."""
+    if is_int(x):
+        return ir.Constant(I32, int(x))
+    return _lower_sympy(builder, x, values)
+
+
+def _check_coordinate(ty, shape, layout):
+    """TypingError unless ``ty`` (an integer, or a tuple congruent to ``shape`` down to
+    integers) is a coordinate of ``shape``."""
+    if isinstance(ty, types.Integer):
+        return
+    if isinstance(ty, types.BaseTuple) and is_tuple(shape) and len(ty) == len(shape):
+        for t, s in zip(ty.types, shape):
+            _check_coordinate(t, s, layout)
+        return
+    raise TypingError(f"{ty} is not a coordinate of the layout {layout}: an integer, or a "
+                      f"tuple of them congruent to its shape")
+
+
+@typeof_impl.register(Layout)
+def _typeof_layout(value, context):
+    try:
+        return LayoutType(cute._static(value))
+    except TypeError:
+        return None             # a symbolic layout is not a kernel constant
+
+
+class _NoData(models.StructModel):
+    """The model of a type whose value is all in the type (a static shape, a TiledCopy or
+    TiledMMA): no run-time data."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [])
+
+
+def _no_data_constant(context, builder, ty, value):
+    return ir.Constant(ir.LiteralStructType([]), [])
+
+
+@register_model(LayoutType)
+class _LayoutModel(models.StructModel):
+    """A layout's run-time leaves, one uint32 each (none for a static layout)."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [(n, types.uint32) for n in fe_type.dyn])
+
+
+lower_constant(LayoutType)(_no_data_constant)       # a global: static
+
+
+def _to_u32(context, builder, ty, value):
+    return context.cast(builder, value, ty, types.uint32)
+
+
+# Offsets are sums and products of non-negative values below an array's size: they do not
+# wrap, and saying so lets LLVM move constant terms into the addresses.
+NUW = ("nuw",)
+
+
+def _crd2idx(context, builder, ty, value, shape, stride, values):
+    """uint32 IR of the offset of coordinate ``value`` (numba type ``ty``) in (shape,
+    stride), run-time leaves bound in ``values``: an integer is an index into the mode,
+    colexicographic over its sub-modes (the last takes the rest), a tuple one coordinate per
+    sub-mode."""
+    if isinstance(ty, types.Integer):
+        index = _to_u32(context, builder, ty, value)
+        if not is_tuple(shape):
+            return builder.mul(index, _value(builder, stride, values), flags=NUW)
+        total = ir.Constant(I32, 0)
+        for k, (s, d) in enumerate(zip(shape, stride)):
+            if k == len(shape) - 1:
+                part = index
+            else:
+                n = _value(builder, product(s), values)
+                part = builder.urem(index, n)
+                index = builder.udiv(index, n)
+            total = builder.add(total, _crd2idx(context, builder, types.uint32, part, s, d,
+                                                values), flags=NUW)
+        return total
+    total = ir.Constant(I32, 0)
+    for k, (t, s, d) in enumerate(zip(ty.types, shape, stride)):
+        part = builder.extract_value(value, k)
+        total = builder.add(total, _crd2idx(context, builder, t, part, s, d, values),
+                            flags=NUW)
+    return total
+
+
+def _offset(context, builder, layout, crd_ty, crd, values=None):
+    return _crd2idx(context, builder, crd_ty, crd, layout.shape, layout.stride, values or {})
+
+
+@lower_builtin(LayoutType, types.Any, types.VarArg(types.Any))
+def _call_layout(context, builder, sig, args):
+    ty = sig.args[0]
+    values = _dyn_values(context, builder, ty, args[0])
+    if len(args) == 2:
+        return _offset(context, builder, ty.layout, sig.args[1], args[1], values)
+    tup = types.Tuple(sig.args[1:])
+    value = context.make_tuple(builder, tup, args[1:])
+    return _offset(context, builder, ty.layout, tup, value, values)
+
+
+def _register_constant(fn, dynamic):
+    """``fn(layout or tensor)`` (size, cosize) in kernels: a constant of a static layout;
+    of a layout with run-time leaves, their expression (``dynamic``) or a TypingError."""
+    @type_callable(fn)
+    def _type(context):
+        def typer(x):
+            if isinstance(x, (LayoutType, TensorType)):
+                if x.dyn and not dynamic:
+                    raise TypingError(f"{fn.__name__} of {x.layout}: it needs a static layout")
+                return types.uint32
+        return typer
+
+    @lower_builtin(fn, types.Any)
+    def _lower(context, builder, sig, args):
+        ty = sig.args[0]
+        if not ty.dyn:
+            return ir.Constant(I32, fn(ty.layout))
+        return _value(builder, product(ty.layout.shape), _dyn_values(context, builder, ty,
+                                                                      args[0]))
+
+
+# --- tensors ----------------------------------------------------------------------------
+
+class TensorType(types.Type):
+    """A tensor: an array (1-D), a uint32 element offset and a layout (static, or with
+    run-time leaves whose values the tensor holds: ``dyn``); ``space`` "shared" for a
+    tensor of :func:`cute.make_shared_tensor` and those derived from it (its loads and
+    stores address shared memory explicitly), else None. An identity tensor
+    (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32 coordinates and
+    its elements are coordinates."""
+
+    def __init__(self, array, layout, space=None, coords=0):
+        self.array, self.layout, self.space, self.coords = array, layout, space, coords
+        self.dyn = _dyn_names(_kernel_layout(layout))
+        what = f"Coords{coords}" if coords else f"{array}"
+        where = f", {space}" if space else ""
+        super().__init__(name=f"Tensor[{what}, {layout}{where}]")
+
+    @property
+    def dtype(self):
+        return types.UniTuple(types.uint32, self.coords) if self.coords else self.array.dtype
+
+    @property
+    def offset_type(self):
+        return types.UniTuple(types.uint32, self.coords) if self.coords else types.uint32
+
+
+@register_model(TensorType)
+class _TensorModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        array = [] if fe_type.coords else [("array", fe_type.array)]
+        super().__init__(dmm, fe_type, array + [("offset", fe_type.offset_type)]
+                         + [(n, types.uint32) for n in fe_type.dyn])
+
+
+def _check_array(array):
+    if not (isinstance(array, types.Array) and (array.ndim == 1 or array.layout == "C")):
+        raise TypingError(f"make_tensor: the engine must be a 1-D or C-contiguous array, got "
+                          f"{array}")
+
+
+@type_callable(cute.make_tensor)
+def _type_make_tensor(context):
+    def typer(array, layout, offset=None):
+        _check_array(array)
+        if isinstance(layout, LayoutType):
+            return TensorType(array, layout.layout)
+    return typer
+
+
+@lower_builtin(cute.make_tensor, types.Array, LayoutType)
+def _make_tensor_at_zero(context, builder, sig, args):
+    return _tensor_value(context, builder, sig.return_type, args[0], ir.Constant(I32, 0),
+                         _fields(context, builder, sig.args[1], args[1]))
+
+
+@lower_builtin(cute.make_tensor, types.Array, LayoutType, types.Integer)
+def _make_tensor_at(context, builder, sig, args):
+    return _tensor_value(context, builder, sig.return_type, args[0],
+                         _to_u32(context, builder, sig.args[2], args[2]),
+                         _fields(context, builder, sig.args[1], args[1]))
+
+
+def _tensor_value(context, builder, tensor, array, offset, dyn=None):
+    """A TensorType value: ``array`` (None for an identity tensor), ``offset`` and the
+    run-time leaves {name: uint32 IR} (``dyn``, a superset of the tensor's own)."""
+    fields = {"offset": offset}
+    if array is not None:
+        fields["array"] = array
+    fields.update({n: dyn[n] for n in tensor.dyn})
+    return _struct(context, builder, tensor, fields)
+
+
+def _element(context, builder, tensor_ty, tensor, crd_ty, crd):
+    """Pointer to the element at coordinate ``crd`` (a numba value of type ``crd_ty``)."""
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    at = _offset(context, builder, tensor_ty.layout, crd_ty, crd, values)
+    return _pointer(context, builder, tensor_ty, tensor, at)
+
+
+def _at(context, builder, tensor_ty, tensor, crd):
+    """Pointer to the element at ``crd`` (Python ints: an index or a coordinate), its offset
+    computed here: a constant, or an expression of the tensor's run-time leaves."""
+    at = tensor_ty.layout(crd)
+    values = _dyn_values(context, builder, tensor_ty, tensor) if not is_int(at) else {}
+    return _pointer(context, builder, tensor_ty, tensor, _value(builder, at, values))
+
+
+def _pointer(context, builder, tensor_ty, tensor, at):
+    """Pointer to the element ``at`` (uint32 IR) past the tensor's offset: in the shared
+    address space for a shared tensor (NVVM cannot always infer it, e.g. through a view
+    reassigned in a loop, and a generic load or store is slower), else generic. The fields
+    are read with extract_value (numba's struct proxies cost milliseconds per element: most
+    of a kernel's compile)."""
+    fields = context.data_model_manager[tensor_ty]
+    array = builder.extract_value(tensor, fields.get_field_position("array"))
+    offset = builder.extract_value(tensor, fields.get_field_position("offset"))
+    if tensor_ty.array.layout in "CF":
+        # two steps: the tensor's element, then the offset from it, so that a tensor's
+        # elements share one base address and a constant offset folds into the load
+        i64 = ir.IntType(64)
+        data = builder.extract_value(
+            array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
+        base = builder.gep(data, [builder.zext(offset, i64)], inbounds=True)
+        ptr = builder.gep(base, [builder.zext(at, i64)], inbounds=True)
+    else:
+        index = builder.add(offset, at, flags=NUW)
+        ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
+    return _in_space(builder, ptr, SHARED) if tensor_ty.space == "shared" else ptr
+
+
+def _in_space(builder, ptr, space):
+    """``ptr`` as a pointer of address space ``space`` (cast only where it is another)."""
+    if ptr.type.addrspace == space:
+        return ptr
+    return builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(space))
+
+
+@type_callable(operator.getitem)
+def _type_getitem(context):
+    def typer(tensor, crd):
+        if isinstance(tensor, TensorType):
+            if _has_none(crd):
+                return _derive(_slice, tensor, (crd,))[0]
+            _check_coordinate(crd, tensor.layout.shape, tensor.layout)
+            return tensor.dtype
+    return typer
+
+
+@type_callable(operator.setitem)
+def _type_setitem(context):
+    def typer(tensor, crd, value):
+        if isinstance(tensor, TensorType):
+            if tensor.coords:
+                raise TypingError(f"{tensor} is an identity tensor: its elements are read only")
+            _check_coordinate(crd, tensor.layout.shape, tensor.layout)
+            return types.none
+    return typer
+
+
+@lower_builtin(operator.getitem, TensorType, types.Any)
+def _getitem(context, builder, sig, args):
+    if _has_none(sig.args[1]):
+        return _lower_derived(_slice, context, builder, sig, args)
+    if sig.args[0].coords:
+        return _coordinate(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+    ptr = _element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+    return builder.load(ptr)
+
+
+@lower_builtin(operator.setitem, TensorType, types.Any, types.Any)
+def _setitem(context, builder, sig, args):
+    ptr = _element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+    value = context.cast(builder, args[2], sig.args[2], sig.args[0].dtype)
+    builder.store(value, ptr)
+    return context.get_dummy_value()
+
+
+# --- identity tensors: coordinates for predicates ----------------------------------------
+
+@lru_cache(maxsize=None)
+def _component(layout, j):
+    """The layout of coordinate j of an identity layout: its strides' E(j) coefficients."""
+    def coefficient(d):
+        return d.coefficient(j) if isinstance(d, ScaledBasis) else 0
+
+    def strides(d):
+        return tuple(strides(x) for x in d) if is_tuple(d) else coefficient(d)
+    return Layout(layout.shape, strides(layout.stride))
+
+
+def _coordinate(context, builder, tensor_ty, tensor, crd_ty, crd):
+    """The coordinate (UniTuple of uint32) at ``crd`` of an identity tensor."""
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    origin = _fields(context, builder, tensor_ty, tensor)["offset"]
+    out = []
+    for j in range(tensor_ty.coords):
+        at = _offset(context, builder, _component(tensor_ty.layout, j), crd_ty, crd, values)
+        out.append(builder.add(builder.extract_value(origin, j), at, flags=NUW))
+    return context.make_tuple(builder, tensor_ty.dtype, out)
+
+
+def _identity_constant(context, builder, tensor_ty, tensor, crd):
+    """The coordinate at ``crd`` (Python ints) of an identity tensor: uint32 IR values."""
+    values = _dyn_values(context, builder, tensor_ty, tensor)
+    origin = _fields(context, builder, tensor_ty, tensor)["offset"]
+    return [builder.add(builder.extract_value(origin, j),
+                        _value(builder, _component(tensor_ty.layout, j)(crd), values),
+                        flags=NUW) for j in range(tensor_ty.coords)]
+
+
+# --- tensors derived by the algebra: slices, tiles, partitions ------------------------
+#
+# A derived tensor's layout is in its type and its offset an expression of run-time
+# integers (the parent's offset and run-time leaves, block and thread indices). Both come
+# from layoutalg's own functions, run at typing time on a tensor whose engine is a sympy
+# symbol (a tuple of them for an identity tensor) and with a symbol for every run-time
+# integer argument; the offset expression is then lowered to uint32 IR with those symbols
+# bound to the argument values.
+
+def _has_none(ty):
+    if isinstance(ty, types.NoneType):
+        return True
+    return isinstance(ty, types.BaseTuple) and any(_has_none(t) for t in ty.types)
+
+
+def _symbolic(ty, path, leaves):
+    """The Python value standing for an argument of numba type ``ty`` at typing time:
+    a symbol per run-time integer (recorded in ``leaves`` with its tuple path), None for
+    None, the constant of a static layout or shape."""
+    if isinstance(ty, types.Integer):
+        sym = _symbol(f"a{len(leaves)}")
+        leaves.append((sym, path, ty))
+        return sym
+    if isinstance(ty, types.NoneType):
+        return None
+    if isinstance(ty, LayoutType):
+        if ty.dyn:
+            raise TypingError(f"{ty.layout}: a layout with run-time leaves cannot be an "
+                              "argument of a tensor operation (only of make_tensor)")
+        return ty.layout
+    if isinstance(ty, StaticType):
+        return ty.value
+    if isinstance(ty, ThrSliceType):
+        sym = _symbol(f"a{len(leaves)}")
+        leaves.append((sym, path, ty))
+        return ty.tiled.get_slice(sym)
+    if isinstance(ty, types.BaseTuple):
+        return tuple(_symbolic(t, path + (k,), leaves) for k, t in enumerate(ty.types))
+    raise TypingError(f"{ty} cannot be an argument of a tensor operation in a kernel: use "
+                      f"integers, None, tuples of them, static layouts or cute.static shapes")
+
+
+def _slice(tensor, crd):
+    return tensor[crd]
+
+
+@lru_cache(maxsize=None)
+def _derive(op, tensor_ty, arg_types):
+    """(TensorType of ``op(tensor, *args)``, its offset expression (a tuple of them for an
+    identity tensor), the argument leaves, the parent's offset symbols): computed once per
+    kind of call, for typing and for lowering."""
+    name = getattr(op, '__name__', op)
+    offsets = tuple(_symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
+    engine = ArithTuple(offsets) if tensor_ty.coords else offsets[0]
+    leaves = []
+    args = [_symbolic(t, (k,), leaves) for k, t in enumerate(arg_types)]
+    leaves = tuple(leaves)
+    try:
+        result = op(cute.Tensor(engine, tensor_ty.layout), *args)
+    except (LayoutError, TypeError, ValueError) as e:
+        raise TypingError(f"{name} of a tensor of layout {tensor_ty.layout}: {e}") from None
+    try:
+        layout = _kernel_layout(result.layout)
+    except TypingError as e:
+        raise TypingError(f"{name}: the result's layout depends on values other than the "
+                          f"tensor's run-time extents and strides: {e}") from None
+    result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords)
+    return result_ty, result.engine, leaves, offsets
+
+
+def _ceil_quotient(expr):
+    """(x, c) where ``expr`` is ``-floor(-x / c)`` (ceil(x / c), as layoutalg writes it for
+    a run-time extent divided by a constant), else None."""
+    import sympy    # (see _symbol)
+    if not (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1
+            and isinstance(expr.args[1], sympy.floor)):
+        return None
+    num, den = expr.args[1].args[0].as_numer_denom()
+    return (-num, den) if den.is_Integer else None
+
+
+def _lower_sympy(builder, expr, values):
+    """uint32 IR of a non-negative integer sympy expression (sums, products, floor of a
+    quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
+    import sympy    # (see _symbol)
+    if expr.is_Integer:
+        if expr < 0:        # uint32 sums marked no-wrap: a negative term would be poison
+            raise NotImplementedError(f"cannot lower the offset term {expr}: negative")
+        return ir.Constant(I32, int(expr))
+    if expr.is_Symbol:
+        return values[expr]
+    ceil = _ceil_quotient(expr)
+    if ceil is not None:
+        x, c = ceil
+        up = builder.add(_lower_sympy(builder, x, values), ir.Constant(I32, int(c) - 1),
+                         flags=NUW)
+        return builder.udiv(up, ir.Constant(I32, int(c)))
+    if expr.is_Add or expr.is_Mul:
+        parts = [_lower_sympy(builder, a, values) for a in expr.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (builder.add if expr.is_Add else builder.mul)(out, p, flags=NUW)
+        return out
+    if isinstance(expr, sympy.floor):
+        num, den = expr.args[0].as_numer_denom()
+        if den.is_Integer:
+            return builder.udiv(_lower_sympy(builder, num, values), ir.Constant(I32, int(den)))
+    if isinstance(expr, sympy.Mod):
+        return builder.urem(_lower_sympy(builder, expr.args[0], values),
+                            _lower_sympy(builder, expr.args[1], values))
+    raise NotImplementedError(f"cannot lower the offset {expr} to integer arithmetic")
+
+
+def _lower_derived(op, context, builder, sig, args):
+    tensor_ty = sig.args[0]
+    result_ty, expr, leaves, offsets = _derive(op, tensor_ty, sig.args[1:])
+    parent = _fields(context, builder, tensor_ty, args[0])
+    values = _dyn_values(context, builder, tensor_ty, args[0])
+    if tensor_ty.coords:
+        values.update((o, builder.extract_value(parent["offset"], j))
+                      for j, o in enumerate(offsets))
+    else:
+        values[offsets[0]] = parent["offset"]
+    for sym, path, ty in leaves:
+        v = args[1 + path[0]]
+        for k in path[1:]:
+            v = builder.extract_value(v, k)
+        if isinstance(ty, ThrSliceType):
+            values[sym] = _fields(context, builder, ty, v)["idx"]
+        else:
+            values[sym] = _to_u32(context, builder, ty, v)
+    if tensor_ty.coords:
+        offset = context.make_tuple(builder, result_ty.offset_type,
+                                    [_value(builder, e, values) for e in expr])
+    else:
+        offset = _value(builder, expr, values)
+    dyn = {n: values[_dyn(int(n[1:]))] for n in tensor_ty.dyn}
+    return _tensor_value(context, builder, result_ty, parent.get("array"), offset, dyn)
+
+
+def _register(fn):
+    """Type and lower ``fn(tensor, a, b)`` (local_tile, local_partition) in kernels."""
+    @type_callable(fn)
+    def _type(context):
+        def typer(tensor, a, b):
+            if isinstance(tensor, TensorType):
+                return _derive(fn, tensor, (a, b))[0]
+        return typer
+
+    @lower_builtin(fn, TensorType, types.Any, types.Any)
+    def _lower(context, builder, sig, args):
+        return _lower_derived(fn, context, builder, sig, args)
+
+
+_register(cute.local_tile)
+_register(cute.local_partition)
+_register_constant(cute.size, dynamic=True)
+_register_constant(cute.cosize, dynamic=False)
+
+
+class StaticType(types.Type):
+    """The numba type of a kernel constant held in the type: a cute.static shape or int, a
+    TiledCopy or a TiledMMA."""
+
+    def __init__(self, value):
+        self.value = value
+        if isinstance(value, (tuple, int)):
+            text = f"Static({value!r})"
+        else:
+            text = f"{type(value).__name__}#{id(value)}"
+        super().__init__(name=text)
+
+    @property
+    def key(self):
+        if isinstance(self.value, (tuple, int)):
+            return type(self.value), self.value
+        return id(self.value)
+
+
+@typeof_impl.register(cute.Static)
+@typeof_impl.register(cute.StaticInt)
+@typeof_impl.register(TiledCopy)
+@typeof_impl.register(TiledMMA)
+def _typeof_static(value, context):
+    return StaticType(value)
+
+
+class ThrSliceType(types.Type):
+    """One thread's view of a static TiledCopy / TiledMMA: the thread index at run time."""
+
+    def __init__(self, tiled):
+        self.tiled = tiled
+        super().__init__(name=f"ThrSlice[{type(tiled).__name__}#{id(tiled)}]")
+
+
+@register_model(ThrSliceType)
+class _ThrSliceModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, [("idx", types.uint32)])
+
+
+@type_callable(cute.get_slice)
+def _type_get_slice(context):
+    def typer(tiled, idx):
+        if (isinstance(tiled, StaticType) and isinstance(tiled.value, (TiledCopy, TiledMMA))
+                and isinstance(idx, types.Integer)):
+            return ThrSliceType(tiled.value)
+    return typer
+
+
+@lower_builtin(cute.get_slice, StaticType, types.Integer)
+def _get_slice(context, builder, sig, args):
+    thr = cgutils.create_struct_proxy(sig.return_type)(context, builder)
+    thr.idx = _to_u32(context, builder, sig.args[1], args[1])
+    return thr._getvalue()
+
+
+def _register_partition(fn, method):
+    """``fn(thr, tensor)``: the ThrCopy / ThrMMA ``method`` of layoutalg, in kernels."""
+    def op(tensor, thr):
+        return getattr(thr, method)(tensor)
+    op.__name__ = method
+
+    @type_callable(fn)
+    def _type(context):
+        def typer(thr, tensor):
+            if isinstance(thr, ThrSliceType) and isinstance(tensor, TensorType):
+                return _derive(op, tensor, (thr,))[0]
+        return typer
+
+    @lower_builtin(fn, ThrSliceType, TensorType)
+    def _lower(context, builder, sig, args):
+        flipped = signature(sig.return_type, sig.args[1], sig.args[0])
+        return _lower_derived(op, context, builder, flipped, (args[1], args[0]))
+
+
+for _name in ("S", "D", "A", "B", "C"):
+    _register_partition(getattr(cute, f"partition_{_name}"), f"partition_{_name}")
+for _name in ("S", "D"):
+    _register_partition(getattr(cute, f"retile_{_name}"), f"retile_{_name}")
+
+
+register_model(StaticType)(_NoData)
+lower_constant(StaticType)(_no_data_constant)

@@ -1,0 +1,404 @@
+"""The objects of :mod:`gemm.cute`'s vocabulary, as Python: what numba types and lowers in a
+kernel, and what runs when a kernel runs as Python.
+
+:mod:`gemm.cute` is the public face (its docstring tells the vocabulary): it re-exports these
+names and imports :mod:`gemm._cute_numba` and :mod:`gemm._cute_numba_ops`, which register
+numba's typing and lowering of these very objects. They are defined here, below all three, so
+that the numba side names what it registers without importing gemm.cute back. Called from
+Python (numba's CUDA simulator runs kernels as Python) each is layoutalg's own operation on a
+:class:`layoutalg.Tensor`; the numba side calls some of them at typing time too (the shapes
+of a copy or an MMA).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+import numpy as np
+
+from layoutalg import Layout
+from layoutalg import tensor as _tensor
+from gemm import arch
+from gemm._env import simulator_active
+from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
+
+__all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
+           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition",
+           "get_slice", "partition_S", "partition_D", "partition_A", "partition_B",
+           "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
+           "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
+           "copy_instructions", "mma_crd"]
+
+
+def _static(layout):
+    """``layout`` if its shapes and strides are all non-negative ints, else a TypeError."""
+    leaves = flatten((layout.shape, layout.stride))
+    if not all(is_int(x) and x >= 0 for x in leaves):
+        raise TypeError(f"a layout in a kernel needs non-negative integer shapes and strides, "
+                        f"got {layout}")
+    return layout
+
+
+def size(x: Any) -> int:
+    """The number of coordinates of a layout or a tensor (a constant in a kernel)."""
+    return int(product(x.shape))
+
+
+def cosize(x: Any) -> int:
+    """One past the largest offset of a layout or a tensor's layout (a constant in a
+    kernel): the elements a tensor of it spans."""
+    layout = _static(x.layout if isinstance(x, Tensor) else x)
+    return int(layout(size(layout) - 1)) + 1
+
+
+class Static(tuple):
+    """A tuple of ints that a kernel sees as a compile-time constant (CuTe's static
+    ``Shape<_128, _8>``, MoYe's ``(@Int(128), @Int(8))``): a tiler for :func:`local_tile`.
+    Make one with :func:`static`."""
+
+    __slots__ = ()
+
+
+class StaticInt(int):
+    """An int that a kernel sees as a compile-time constant inside a tuple (CuTe's
+    ``Int<1>{}``): a static extent or stride of :func:`make_layout`. Make one with
+    :func:`static`."""
+
+    __slots__ = ()
+
+
+def static(value: Any) -> Any:
+    """``value`` (an int tuple, nested or not, or an int) as a :class:`Static` or
+    :class:`StaticInt` kernel constant. numba types the ints of a tuple built in a kernel as
+    run-time values, so a static leaf of a tuple is marked this way (as C++ CuTe's ``_1``)."""
+    if is_int(value) and not isinstance(value, bool) and value >= 0:
+        return StaticInt(value)
+    if not is_tuple(value) or not all(is_int(x) and x >= 0 for x in flatten(value)):
+        raise TypeError(f"static: expected a non-negative int or a tuple of them, got "
+                        f"{value!r}")
+    return Static(value)
+
+
+def make_layout(shape: Any, stride: Any = None) -> Layout:
+    """A layout in a kernel (CuTe's ``make_layout(make_shape(M, K), make_stride(_1{}, M))``):
+    run-time integers in ``shape`` and ``stride`` stay run-time values (the layout holds them
+    and its offsets compute with them), :func:`static` ints and shapes are constants; the
+    stride defaults to column-major. A global tensor of a size known only at run time is
+    ``make_tensor(A, make_layout((M, K), (static(1), lda)))``. Its extents and strides must
+    be positive. Called from Python (the simulator), the :class:`layoutalg.Layout` of those
+    ints."""
+    return Layout(_ints(shape), None if stride is None else _ints(stride))
+
+
+def _ints(x):
+    """A nested tuple of integers (numpy, sympy or static ones) as Python ints."""
+    return tuple(_ints(e) for e in x) if isinstance(x, tuple) else int(x)
+
+
+def make_identity_tensor(shape: Any) -> Tensor:
+    """A tensor whose element at each coordinate is that coordinate (CuTe's
+    ``make_identity_tensor``): partitioned as the data it shadows, it tells each thread the
+    global coordinates of its values, for :func:`elem_less` predicates. ``shape`` as
+    :func:`make_layout`'s. In a kernel an element is a tuple of uint32."""
+    return _tensor.make_identity_tensor(make_layout(shape).shape)
+
+
+def elem_less(crd: Any, bound: Any) -> bool:
+    """``crd[i] < bound[i]`` for every i (CuTe's ``elem_less``): is a coordinate inside an
+    extent."""
+    return _tensor.elem_less(tuple(int(c) for c in crd), tuple(int(b) for b in bound))
+
+
+def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
+    """A tensor over a new shared array of ``dtype`` (a numba type such as ``float32``) and
+    ``cosize(layout)`` elements (MoYe's ``MoYeSharedArray(T, layout)``, CuTe's shared-memory
+    tensor). Its loads and stores, and those of every tensor derived from it, address shared
+    memory explicitly. Only in a kernel (compiled, or run by the simulator)."""
+    if not simulator_active():
+        raise RuntimeError("make_shared_tensor: only inside a kernel")
+    # The simulator gives device functions the block's fake cuda module this way, and keys a
+    # block's shared arrays by the file and line that asks for one: the caller's call site
+    # here (its bytecode offset too: two shared tensors made on one line are two arrays).
+    from numba.cuda.simulator.kernel import _get_kernel_context   # numba: only in the simulator
+    caller = sys._getframe(1)
+    ask = _shared_request(f"{caller.f_code.co_filename}:{caller.f_lineno}:{caller.f_lasti}")
+    array = eval(ask, {"shared": _get_kernel_context().shared, "n": cosize(layout),
+                       "dtype": dtype})
+    return make_tensor(array, layout)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_request(where):
+    """``shared.array(n, dtype)`` compiled as if written at ``where`` (see
+    :func:`make_shared_tensor`)."""
+    return compile("shared.array(n, dtype)", where, "eval")
+
+
+def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
+    """A tensor: ``array`` (1-D) through ``layout`` (static, or from :func:`make_layout` with
+    run-time leaves) from element ``offset``. In a
+    kernel compiled by numba this is typed and lowered by :mod:`gemm._cute_numba`; called
+    from Python (the simulator runs kernels as Python) it is a :class:`layoutalg.Tensor`
+    over the array, so slicing, :func:`local_tile` and :func:`local_partition` are
+    layoutalg's own."""
+    host = getattr(array, "_ary", array)            # the simulator's device arrays wrap numpy
+    return Tensor(ArrayEngine(host, int(offset)), _static(layout))
+
+
+def get_slice(tiled: Any, idx: int) -> Any:
+    """Thread ``idx``'s view of a TiledCopy or TiledMMA (a static kernel argument or
+    global), as MoYe's ``get_slice(copy_A, threadIdx().x)``."""
+    return tiled.get_slice(idx)
+
+
+def partition_S(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's share of a copy's source tile: ``(CPY, CPY_M, CPY_K, ...)``."""
+    return thr.partition_S(tensor)
+
+
+def partition_D(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's share of a copy's destination tile: ``(CPY, CPY_M, CPY_K, ...)``."""
+    return thr.partition_D(tensor)
+
+
+def partition_A(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's A values of an MMA: ``(MMA, MMA_M, MMA_K, ...)``."""
+    return thr.partition_A(tensor)
+
+
+def partition_B(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's B values of an MMA: ``(MMA, MMA_N, MMA_K, ...)``."""
+    return thr.partition_B(tensor)
+
+
+def partition_C(thr: Any, tensor: Tensor) -> Tensor:
+    """The thread's C values of an MMA: ``(MMA, MMA_M, MMA_N, ...)``."""
+    return thr.partition_C(tensor)
+
+
+def retile_S(thr: Any, tensor: Tensor) -> Tensor:
+    """A thread's register tensor (e.g. an MMA fragment) seen as the source of a tiled copy
+    (CuTe's ``retile_S``): ``(CPY, CPY_M, CPY_N, ...)`` in the copy's value order."""
+    return thr.retile_S(tensor)
+
+
+def retile_D(thr: Any, tensor: Tensor) -> Tensor:
+    """A thread's register tensor seen as the destination of a tiled copy (CuTe's
+    ``retile_D``): an MMA fragment as the target of ``make_tiled_copy_A``'s ldmatrix."""
+    return thr.retile_D(tensor)
+
+
+def make_fragment_like(tensor: Tensor, dtype: Any) -> Tensor:
+    """A register tensor of ``dtype`` (numpy's or numba's float32, ...) with ``tensor``'s
+    shape and a compact column-major layout (MoYe's ``make_fragment_A/B/C``): in a kernel,
+    a local array that numba keeps in registers when every index is a constant."""
+    return _tensor.make_fragment_like(tensor, np.dtype(str(dtype)))
+
+
+def fill(tensor: Tensor, value: Any) -> None:
+    """Every element of ``tensor`` set to ``value`` (MoYe's ``zeros!`` for 0), unrolled."""
+    for i in range(size(tensor)):
+        tensor[i] = value
+
+
+def copy(*args: Any) -> None:
+    """``copy(src, dst)``: ``dst[i] = src[i]`` for every index of two tensors of one size
+    (CuTe's ``copy`` with the universal atom). ``copy(tiled_copy, src, dst)``: the tiled
+    copy's instruction for each of the thread's ``(CPY, ...)`` groups of a partition_S /
+    partition_D pair: ``cp.async.ca`` / ``.cg`` (global -> shared, completed by
+    ``gemm.arch.cp_async_wait_all``), ``ldmatrix`` (shared -> a retile_D'd register fragment
+    of 16-bit integers, e.g. ``make_tiled_copy_A(SM75_U32x4_LDSM_N(), mma)``) or the
+    universal copy. Unrolled in a kernel."""
+    tiled, (src, dst) = (args[0], args[1:]) if len(args) == 3 else (None, args)
+    if len(args) not in (2, 3):
+        raise TypeError("copy(src, dst) or copy(tiled_copy, src, dst)")
+    kind = "universal" if tiled is None else tiled.atom.kind
+    if kind == "ldmatrix":              # a row of 8 values in, 2 per register out
+        n, per_src, per_dst, op = ldmatrix_shape(tiled, src, dst)
+        for r in range(n):
+            regs = getattr(arch, op)(src.engine.array,
+                                     src.engine.offset + int(src.layout(r * per_src)))
+            for j, reg in enumerate(regs):
+                dst[r * per_dst + 2 * j] = int(reg) & 0xFFFF
+                dst[r * per_dst + 2 * j + 1] = int(reg) >> 16
+        return
+    if size(src) != size(dst):
+        raise ValueError(f"copy: the tensors have {size(src)} and {size(dst)} elements")
+    if kind == "universal":
+        for i in range(size(src)):
+            dst[i] = src[i]
+        return
+    per, nbytes, op = copy_instructions(tiled, src)
+    issue = {"cp.async.ca": arch.cp_async_ca, "cp.async.cg": arch.cp_async_cg}[op]
+    for r in range(size(src) // per):
+        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)),
+              src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
+
+
+def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
+    """``copy(tiled, src, dst)`` for the groups (mode 0: one instruction's values) whose
+    predicate holds: ``pred`` has one element per group, in the order of the source's other
+    modes (CuTe's ``copy_if``). A cp.async copy writes zeros where the predicate is false
+    (CUTLASS's ZFILL atoms): a partial tile's missing values read as 0. A universal copy
+    leaves those values of ``dst`` as they are."""
+    per, nbytes, op = copy_instructions(tiled, src)
+    groups = size(src) // per
+    if size(pred) != groups:
+        raise ValueError(f"copy_if: the predicate has {size(pred)} elements, the source "
+                         f"{groups} groups of {per} values")
+    if tiled.atom.kind == "universal":
+        for r in range(groups):
+            if pred[r]:
+                for i in range(r * per, (r + 1) * per):
+                    dst[i] = src[i]
+        return
+    issue = {"cp.async.ca": arch.cp_async_ca_zfill, "cp.async.cg": arch.cp_async_cg_zfill}[op]
+    for r in range(groups):
+        ok = bool(pred[r])
+        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)), src.engine.array,
+              src.engine.offset + int(src.layout(r * per)) if ok else 0, nbytes,
+              nbytes if ok else 0)
+
+
+def ldmatrix_shape(tiled: Any, src: Any, dst: Any) -> tuple:
+    """(instructions, source values per instruction (a 16-byte row), destination values per
+    instruction (2 per register), gemm.arch's op) of an ldmatrix tiled copy over a thread's
+    partition_S of shared memory and retile_D of its registers (tensors or layouts);
+    ValueError where they do not match the atom."""
+    atom = tiled.atom
+    per_src, per_dst = 128 // atom.value_bits, 32 * atom.num // atom.value_bits
+    if atom.value_bits != 16 or [int(product(src.shape[0])), int(product(dst.shape[0]))] != [
+            per_src, per_dst] or size(src) // per_src != size(dst) // per_dst:
+        raise ValueError(f"copy: {atom.name} moves 16-bit values, {per_src} from a thread's "
+                         f"row to {per_dst} in its registers per instruction; got a source "
+                         f"{src.shape} and a destination {dst.shape}")
+    op = f"ldmatrix_x{atom.num}{'_trans' if atom.trans else ''}"
+    return size(src) // per_src, per_src, per_dst, op
+
+
+def copy_instructions(tiled: Any, src: Any) -> Any:
+    """(values per instruction, bytes per instruction, the instruction's kind) of a tiled
+    copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values;
+    TypeError for an instruction that copy does not issue (yet)."""
+    atom = tiled.atom
+    if atom.kind not in ("cp.async.ca", "cp.async.cg", "universal"):
+        raise TypeError(f"copy: the {atom.name} instruction is not supported in kernels yet")
+    per = int(product(src.shape[0]))
+    if per * atom.value_bits != atom.bits:
+        raise ValueError(f"copy: mode 0 of {src.shape} is not one {atom.name} instruction "
+                         f"({atom.bits // atom.value_bits} values)")
+    return per, atom.bits // 8, atom.kind
+
+
+def axpby(alpha: Any, x: Tensor, beta: Any, y: Tensor, coords: Any = None,
+          bound: Any = None) -> None:
+    """``y = alpha * x + beta * y`` element by element (CuTe's ``axpby``), ``y`` not read
+    where ``beta`` is 0 (as BLAS: a NaN there does not spread). With ``coords`` (a partition
+    of an identity tensor shaped as ``y``) and ``bound`` (the extents), only the elements
+    whose coordinate is inside ``bound`` are written: a partial tile's epilogue. Unrolled."""
+    if size(x) != size(y) or (coords is not None and size(coords) != size(y)):
+        raise ValueError(f"axpby: x, y (and coords) have {size(x)}, {size(y)}"
+                         f"{'' if coords is None else f' and {size(coords)}'} elements")
+    for i in range(size(y)):
+        if coords is None or elem_less(coords[i], bound):
+            y[i] = alpha * x[i] + (beta * y[i] if beta != 0 else 0)
+
+
+def gemm(*args: Any) -> None:
+    """``gemm(C, A, B)``: ``C += A B`` on one thread's UniversalFMA fragments: C ``(1, M,
+    N)``, A ``(1, M, K)``, B ``(1, N, K)``, or A ``(1, M)`` and B ``(1, N)`` for one k-block.
+    ``gemm(tiled_mma, C, A, B)``: ``C += A B`` on the fragments of a tiled MMA's
+    partition_C/A/B (CuTe's ``gemm(mma, D, A, B, C)`` with D = C): C ``(V_C, M, N)``, A
+    ``(V_A, M, K)``, B ``(V_B, N, K)``, V the atom's values per thread; one instruction of
+    the atom per (m, n, k): ``mma.sync`` for the atoms of :data:`MMA_OPS` (A and B rounded
+    to tf32, to nearest, for the tf32 atom; for bf16 and f16, A and B are uint16 fragments
+    holding the bits, as numba has no 16-bit float), the FMAs for UniversalFMA. Unrolled."""
+    if len(args) == 4:
+        tiled, C, A, B = args
+        if tiled.atom.name.startswith("UniversalFMA"):
+            return gemm(C, A, B)
+        return _mma_gemm(tiled, C, A, B)
+    C, A, B = args
+    m, n, k = _fma_shapes(C, A, B)
+    for kk in range(k):
+        for i in range(m):
+            for j in range(n):
+                C[0, i, j] = C[0, i, j] + A[_fma_crd(A, i, kk)] * B[_fma_crd(B, j, kk)]
+
+
+# The mma.sync atoms gemm(tiled_mma, ...) issues in kernels: atom name -> gemm.arch's op.
+# tf32: float fragments, rounded to tf32 (nearest) at the instruction; bf16 and f16: 16-bit
+# integer fragments holding the bits, packed in pairs (value 2r in the low half of register
+# r, as the atom's value order and the PTX fragments agree).
+MMA_OPS = {"SM80_16x8x8_F32TF32TF32F32_TN": "mma_m16n8k8_f32_tf32",
+           "SM80_16x8x16_F32BF16BF16F32_TN": "mma_m16n8k16_f32_bf16",
+           "SM80_16x8x16_F32F16F16F32_TN": "mma_m16n8k16_f32_f16"}
+
+
+def mma_shapes(atom: Any, C: Any, A: Any, B: Any) -> tuple:
+    """(op, values per thread of C, A, B, (M, N, K)) of ``gemm(tiled_mma, C, A, B)`` on
+    fragments (or layouts) of an :data:`MMA_OPS` atom; TypeError for another atom, ValueError
+    for fragments that are not C (V_C, M, N), A (V_A, M, K), B (V_B, N, K), or A (V_A, M)
+    and B (V_B, N) for one k-block."""
+    if atom.name not in MMA_OPS:
+        raise TypeError(f"gemm: the {atom.name} atom is not supported in kernels yet (have: "
+                        f"UniversalFMA, {', '.join(MMA_OPS)})")
+    values = [size(getattr(atom, f"layout_{x}")) // atom.num_threads for x in "CAB"]
+    c, a, b = ([int(product(s)) for s in x.shape] for x in (C, A, B))
+    if len(a) == len(b) == 2:           # one k-block: A (V_A, M), B (V_B, N)
+        a, b = a + [1], b + [1]
+    if not (len(c) == len(a) == len(b) == 3 and [c[0], a[0], b[0]] == values
+            and a[1] == c[1] and b[1] == c[2] and a[2] == b[2]):
+        raise ValueError(f"gemm: {atom.name} fragments C ({values[0]}, M, N), A ({values[1]}, "
+                         f"M, K), B ({values[2]}, N, K) expected, got {C.shape}, {A.shape}, "
+                         f"{B.shape}")
+    return MMA_OPS[atom.name], values, (c[1], c[2], a[2])
+
+
+def _mma_gemm(tiled, C, A, B):
+    """gemm(tiled_mma, C, A, B) of an mma.sync atom, in the simulator (gemm.arch's twins)."""
+    op, (vc, va, vb), (m, n, k) = mma_shapes(tiled.atom, C, A, B)
+    issue = getattr(arch, op)
+
+    def registers(X, per, j, kk):
+        def value(v):
+            return X[mma_crd(X, v, j, kk)]
+        if op.endswith("tf32"):
+            return [arch.cvt_rna_tf32_f32(value(v)) for v in range(per)]
+        return [np.uint32(int(value(v)) & 0xFFFF | (int(value(v + 1)) & 0xFFFF) << 16)
+                for v in range(0, per, 2)]
+    for i in range(m):
+        for j in range(n):
+            acc = [C[v, i, j] for v in range(vc)]
+            for kk in range(k):
+                acc = issue(*registers(A, va, i, kk), *registers(B, vb, j, kk), *acc)
+            for v in range(vc):
+                C[v, i, j] = acc[v]
+
+
+def mma_crd(x: Any, v: int, j: int, kk: int) -> tuple:
+    """The coordinate of value v of row (or column) j and k-block kk of an MMA's A or B
+    fragment (or layout) of rank 3, or of row j of one of rank 2 (one k-block)."""
+    return (v, j, kk) if len(x.shape) == 3 else (v, j)
+
+
+def _fma_shapes(C, A, B):
+    """(M, N, K) of UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K), or A (1, M)
+    and B (1, N) (K = 1); ValueError otherwise."""
+    c, a, b = ([int(product(s)) for s in x.shape] for x in (C, A, B))
+    if len(a) == len(b) == 2:
+        a, b = a + [1], b + [1]
+    if len(c) != 3 or len(a) != 3 or len(b) != 3 or c[0] != 1 or a[0] != 1 or b[0] != 1 \
+            or a[1] != c[1] or b[1] != c[2] or a[2] != b[2]:
+        raise ValueError(f"gemm: UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K) "
+                         f"(or A (1, M), B (1, N)) expected, got {C.shape}, {A.shape}, "
+                         f"{B.shape}")
+    return c[1], c[2], a[2]
+
+
+def _fma_crd(x, i, kk):
+    """The coordinate of value (i, kk) of an A or B fragment of rank 3, or (i) of rank 2."""
+    return (0, i, kk) if len(x.shape) == 3 else (0, i)

@@ -1,0 +1,260 @@
+"""Kernel source generation: offsets as uint32 code, a line emitter, a module cache.
+
+The kernel builders of this package describe a kernel with layoutalg's tensors and
+partitions whose engines are sympy expressions of the thread and block indices (``t``,
+``bx``, ...) and of run-time strides. :func:`code` prints such an expression as numba source
+in which every integer is ``U(n)`` (``np.uint32``): numba then emits 32-bit unsigned
+arithmetic, with shifts and masks for powers of two, instead of 64-bit signed division with
+negative-index fix-ups. :class:`Source` writes each ``U(n)`` as a module-level constant
+``_un`` (numba freezes globals: one IR statement instead of a call to type and lower) and
+binds the tile-level instructions a kernel calls at module level (:meth:`Source.define`).
+
+Generated modules are written to a cache folder and imported from there: a kernel variant's
+module under a name that hashes the variant and the package's code (:func:`kernel_module`),
+so a later process finds it without generating the source again; other modules under a name
+that hashes their source (:func:`load_module`), for numba's ``cache=True``.
+"""
+
+import ast
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+from contextlib import contextmanager
+from functools import lru_cache
+
+import layoutalg
+
+__all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
+           "cache_dir", "sym", "module_tiles", "issued", "batch_offset", "align_arg"]
+
+
+def align_arg(nbytes, simulator):
+    """A shared array's alignment argument for generated code: ``", alignment=N"``, or none
+    for numba's simulator, which refuses it."""
+    return "" if simulator else f", alignment={nbytes}"
+
+
+def sym(name):
+    """A non-negative integer symbol: thread/block indices, loop counters, strides, extents."""
+    import sympy        # the generators' dependency: a process that only loads kernels skips it
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def code(expr):
+    """numba source for a non-negative integer sympy expression, in uint32 arithmetic.
+
+    >>> t = sym("t")
+    >>> code(4 * (t % 32) + 128 * (t // 32))
+    '(U(4)*(t % U(32)) + U(128)*(t // U(32)))'
+    """
+    import sympy        # (see sym)
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        if expr < 0:
+            raise ValueError(f"negative constant {expr} in an unsigned offset")
+        return f"U({int(expr)})"
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        terms = sorted(expr.args, key=sympy.default_sort_key)
+        return "(" + " + ".join(code(a) for a in terms) + ")"
+    if expr.is_Mul:
+        if any(a.is_Integer and a < 0 for a in expr.args):
+            raise ValueError(f"negative coefficient in the unsigned offset {expr}")
+        return "*".join(code(a) for a in expr.args)
+    if isinstance(expr, sympy.floor):
+        num, den = expr.args[0].as_numer_denom()
+        if not den.is_Integer:
+            raise ValueError(f"cannot print {expr}: non-constant divisor")
+        return f"({code(num)} // U({int(den)}))"
+    if isinstance(expr, sympy.Mod):
+        return f"({code(expr.args[0])} % {code(expr.args[1])})"
+    raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as unsigned index code")
+
+
+def batch_offset(stride):
+    """Code for the offset of block z's matrix in an operand whose matrices are run-time
+    ``stride`` elements apart (0 for an operand every product of a batch shares): kernels
+    add it to their per-thread bases, which costs no register (a view of the array would
+    hold a 64-bit pointer per operand)."""
+    return f"U(cuda.blockIdx.z) * {stride}"
+
+
+# ``U(n)`` in generated code: written as a module-level uint32 constant ``_un`` (numba freezes
+# globals, so a constant is one IR statement instead of a call of np.uint32 to type and lower)
+_CONSTANT = re.compile(r"\bU\((\d+)\)")
+_CONSTANT_NAME = re.compile(r"\b_u(\d+)\b")
+
+
+class Source:
+    """Lines of Python source with indentation, and module-level definitions written before
+    the first function (:meth:`define`)."""
+
+    def __init__(self):
+        self.lines = []
+        self.depth = 0
+        self.defs = {}          # module-level expression -> its name
+
+    def define(self, expr):
+        """The name bound to ``expr`` at module level (one name per distinct expression): how
+        a kernel refers to a tile-level intrinsic made for a static plan, which numba can only
+        call through a global. ``fma_tile(...)`` is named ``fma_<n>``, and so on.
+
+        >>> src = Source()
+        >>> src.define("fma_tile(((0, 0, 0),))"), src.define("fill_tile(4)")
+        ('fma_0', 'fill_1')
+        >>> src.define("fma_tile(((0, 0, 0),))")
+        'fma_0'
+        """
+        name = self.defs.get(expr)
+        if name is None:
+            head = expr.split("(", 1)[0]
+            kind = head[:-len("_tile")] if head.endswith("_tile") else "_def"
+            name = self.defs[expr] = f"{kind}_{len(self.defs)}"
+        return name
+
+    def __call__(self, *lines):
+        for line in lines:
+            self.lines.append("    " * self.depth + line)
+
+    @contextmanager
+    def block(self, header):
+        self(header)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def text(self):
+        lines = [_CONSTANT.sub(lambda m: f"_u{m.group(1)}", line) for line in self.lines]
+        used = sorted({int(n) for line in lines for n in _CONSTANT_NAME.findall(line)})
+        defs = {f"U({n})": f"_u{n}" for n in used}
+        defs.update(self.defs)
+        if defs:
+            at = next((i for i, line in enumerate(lines) if line.startswith(("def ", "@"))),
+                      len(lines))
+            lines = (lines[:at] + [f"{name} = {expr}" for expr, name in defs.items()]
+                     + ["", ""] + lines[at:])
+        return "\n".join(lines) + "\n"
+
+
+def cache_dir():
+    """Where generated kernel modules live: ``$LAYOUTALG_CACHE`` or ``~/.cache/layoutalg``."""
+    root = os.environ.get("LAYOUTALG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "layoutalg")
+    path = os.path.join(root, "kernels")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def load_module(source, prefix="kernel"):
+    """Import ``source`` as a module from a file named by its hash (written once), so that
+    numba's ``cache=True`` finds the compiled kernel again in the next process."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    return _import(f"_layoutalg_{prefix}_{digest}", lambda: source)
+
+
+def kernel_module(prefix, key, make_source):
+    """The generated module of a kernel variant, found by ``key`` (a value whose repr names
+    everything its source depends on) and :func:`generator_version`: the first process writes
+    ``make_source()`` to a file named by their hash, later ones import that file without
+    generating the source again (and gemm.binary names the compiled kernel's file after it).
+    A change to the package's code changes the version, hence the file."""
+    return _import(module_name(prefix, key), make_source)
+
+
+def module_name(prefix, key):
+    """The name of the generated module of a kernel variant (see :func:`kernel_module`); its
+    compiled kernel's file (gemm.binary) is named after it."""
+    text = f"{key!r} {generator_version()}"
+    return f"_layoutalg_{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+def _package_dirs():
+    """The folders of the two packages generated kernels depend on: gemm (this package) and
+    layoutalg (the algebra their layouts come from)."""
+    return [os.path.dirname(os.path.abspath(__file__)),
+            os.path.dirname(os.path.abspath(layoutalg.__file__))]
+
+
+def source_files():
+    """The Python files of the gemm and layoutalg packages (what generated kernels depend
+    on), in a fixed order: gemm's, then layoutalg's."""
+    found = []
+    for package in _package_dirs():
+        for folder, dirs, files in os.walk(package):
+            dirs.sort()
+            found += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
+@lru_cache(maxsize=None)
+def generator_version():
+    """A hash of :func:`source_files` (their paths within the folder holding their package,
+    as ``gemm/api.py`` and ``layoutalg/layout.py``, and contents), computed once per process."""
+    digest = hashlib.sha256()
+    packages = _package_dirs()
+    for path in source_files():
+        root = os.path.dirname(next(p for p in packages if path.startswith(p + os.sep)))
+        with open(path, "rb") as fh:
+            digest.update(os.path.relpath(path, root).encode() + b"\0" + fh.read())
+    return digest.hexdigest()[:16]
+
+
+def _import(name, make_source):
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(cache_dir(), name + ".py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(make_source())
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_TILE_DEF = re.compile(r"^(\w+) = (\w+_tile)\((.*)\)$")
+
+
+def module_tiles(text):
+    """{name: (factory, args)} of the tile-level instructions a generated module binds
+    (``fma_3 = fma_tile(plan)``), the arguments as Python values.
+
+    >>> src = Source()
+    >>> with src.block("def kernel(acc, fa, fb):"):
+    ...     src(f"{src.define('fma_tile(((0, 0, 0), (1, 0, 1)))')}(acc, fa, fb)")
+    >>> module_tiles(src.text())
+    {'fma_0': ('fma_tile', (((0, 0, 0), (1, 0, 1)),))}
+    >>> issued(src.text(), "fma_tile")
+    2
+    """
+    out = {}
+    for line in text.splitlines():
+        m = _TILE_DEF.match(line)
+        if m:
+            out[m.group(1)] = (m.group(2), ast.literal_eval(f"({m.group(3)},)"))
+    return out
+
+
+def issued(text, factory, op=None, segment=None):
+    """How many instructions the tile calls in ``segment`` (default: the whole ``text``, a
+    generated module) issue through tiles made by ``factory`` (and of ``op``, their first
+    argument): the sum of their plans' entries, once per call line."""
+    tiles = module_tiles(text)
+    count = 0
+    for line in (text if segment is None else segment).splitlines():
+        name = line.strip().split("(", 1)[0]
+        if name not in tiles or tiles[name][0] != factory:
+            continue
+        args = tiles[name][1]
+        if op is not None and args[0] != op:
+            continue
+        count += len(next(a for a in args if isinstance(a, tuple)))
+    return count

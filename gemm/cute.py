@@ -1,0 +1,230 @@
+"""CuTe's vocabulary inside numba-cuda kernels: layouts as compile-time types (first step).
+
+Importing this module teaches numba two things:
+
+- a :class:`layoutalg.Layout` (integer shapes and strides) used in a ``@cuda.jit`` kernel, as
+  a global, a closure variable or an argument, is a compile-time constant carried by its
+  numba type (:class:`LayoutType`, no run-time data: MoYe's static layouts). ``L(i)``,
+  ``L(i, j)`` and ``L((i, (j, k)))`` give the offset of an index or a coordinate as uint32
+  arithmetic on constants: a power-of-two extent becomes a mask and a shift, any other a
+  multiply by its reciprocal; ``size(L)`` and ``cosize(L)`` are constants.
+- ``make_tensor(array, layout, offset=0)`` is a tensor: a 1-D array (global, shared or a
+  register fragment of ``cuda.local.array``) viewed through a static layout from a run-time
+  element ``offset``. ``T[crd]`` reads and ``T[crd] = x`` writes element ``offset + L(crd)``.
+
+- a tensor's slice ``T[None, k]`` (None is CuTe's ``_``), ``local_tile(T, tiler, coord)``
+  (the tiler a :func:`static` shape or a static layout) and ``local_partition(T,
+  thr_layout, idx)`` are tensors too: their layouts are computed by layoutalg while numba
+  types the kernel, their offsets are expressions of the run-time block and thread indices
+  (:mod:`gemm._cute_numba` lowers them).
+
+In numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same kernel runs as Python:
+layouts are the objects they are and ``make_tensor`` gives a :class:`layoutalg.Tensor` over
+the array, so slicing, tiles and partitions are layoutalg's own functions and a kernel
+written this way is checked on a CPU as the generated ones are.
+
+>>> from layoutalg import Layout
+>>> import numpy as np
+>>> T = make_tensor(np.arange(16), Layout((4, 4), (4, 1)))       # row-major 4 x 4
+>>> int(T[1, 2]), int(T[(3, 0)]), str(T[None, 1].layout)
+(6, 12, '(4):(4)')
+>>> str(local_tile(T, static((2, 2)), (1, None)).layout)
+'(2,2,2):(4,1,2)'
+>>> size(Layout((4, (2, 3)), (1, (4, 8)))), cosize(Layout((4, 2), (2, 1)))
+(24, 8)
+
+Also in kernels: ``make_shared_tensor(dtype, layout)`` (a shared array through a layout,
+MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly),
+``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
+TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
+``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom, ldmatrix
+into a ``retile_D``'d fragment for an ldmatrix atom), ``gemm(C, A, B)`` (UniversalFMA
+fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`) and
+``axpby``, all unrolled at compile time, and loops written out at compile time by
+:func:`unrolled` (``for k in unroll(static_range(n))``).
+
+**Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
+as run-time values (their symbols ``d0, d1, ..`` are in the layout's numba type, their values
+in its data) and :func:`static` ints as constants, as C++ CuTe's ``make_shape(M, Int<8>{})``:
+``make_tensor(A, make_layout((M, K), (static(1), lda)))`` is a global tensor of any size, and
+its tiles and partitions keep static shapes with strides and offsets computed from M, K and
+lda. ``make_identity_tensor(shape)``, partitioned like the data, gives each thread the
+coordinates of its values; ``elem_less``, ``copy_if`` (cp.async zero-fills what its predicate
+leaves out) and ``axpby(alpha, x, beta, y, coords, bound)`` predicate a partial tile.
+``gemm.cute_kernels`` writes the seed's two kernels this way as ``gemm.matmul`` kernels.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy as _copy
+import inspect
+import textwrap
+from typing import Any
+
+from layoutalg import Layout  # noqa: F401 - re-exported (kernels name it from here)
+# The vocabulary's objects are defined in gemm._cute_python, below the numba side that
+# registers them (gemm._cute_numba, imported at the end): this module is their public face.
+from gemm._cute_python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
+                                         copy_if, copy_instructions, cosize, elem_less, fill,
+                                         gemm, get_slice, ldmatrix_shape, local_partition,
+                                         local_tile, make_fragment_like, make_identity_tensor,
+                                         make_layout, make_shared_tensor, make_tensor, mma_crd,
+                                         mma_shapes, partition_A, partition_B, partition_C,
+                                         partition_D, partition_S, retile_D, retile_S, size,
+                                         static)
+from gemm._env import simulator_active
+from layoutalg.int_tuple import is_int
+
+__all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
+           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition",
+           "get_slice", "partition_S", "partition_D", "partition_A", "partition_B",
+           "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
+           "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
+           "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
+
+
+def static_range(n: int) -> tuple:
+    """``(0, 1, .., n-1)``, for a loop that :func:`unrolled` writes out at compile time
+    (MoYe's ``@loopinfo unroll for k in _1:n``)::
+
+        K_BLOCKS = static_range(8)                  # outside the kernel
+        ...
+        @unrolled                                   # under @cuda.jit
+        def kernel(...):
+            for k_block in unroll(K_BLOCKS):        # 8 bodies, k_block a constant in each
+
+    Each body sees its own constant, so a register fragment indexed by it (or by arithmetic
+    on it) stays in registers. Without :func:`unrolled`, ``unroll`` is numba's
+    ``literal_unroll`` (the identity in the simulator): an ordinary loop."""
+    if not is_int(n) or n < 0:
+        raise TypeError(f"static_range: expected a non-negative int, got {n!r}")
+    return tuple(range(n))
+
+
+def unrolled(fn: Any) -> Any:
+    """Decorator (under ``cuda.jit``): every loop ``for x in unroll(STATIC):`` of ``fn``, where
+    ``STATIC`` is a tuple of ints known before compiling (a global or closure name, or an
+    expression of them, e.g. ``static_range(8)``), is written out once per value with ``x``
+    bound to that constant: MoYe's ``@loopinfo unroll``. numba's ``literal_unroll`` alone
+    keeps one loop whose bodies LLVM merges back into one with a run-time ``x``, so register
+    fragments indexed by ``x`` went to local memory; written out, each index is a constant.
+    In each copy, an ``if`` that ``x`` and the function's int constants decide (``if x == 0``,
+    ``if x == LAST - 1 and ...``) keeps only the branch taken: numba would compile the other.
+    The loop may not ``break``, ``continue`` or have an ``else``. In the simulator ``fn`` is
+    returned as it is (``unroll`` is the identity there)."""
+    if simulator_active():
+        return fn
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    fdef = tree.body[0]
+    fdef.decorator_list = []
+    env = dict(fn.__globals__)
+    env.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+              and not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(fdef.args)
+                                                       if isinstance(a, ast.arg)}
+    constants = {k: v for k, v in env.items() if is_int(v) and not isinstance(v, bool)
+                 and k not in stored}
+    fdef.body = _unroll_statements(fdef.body, env, ast, constants)
+    ast.fix_missing_locations(tree)
+    local = {}
+    exec(compile(tree, inspect.getsourcefile(fn) or "<unrolled>", "exec"), env, local)
+    return local[fn.__name__]
+
+
+def _unroll_statements(statements, env, ast, constants):
+    """``statements`` with their ``for x in unroll(...)`` loops written out (see
+    :func:`unrolled`); ``constants``: the int globals and closure values that the function
+    never assigns."""
+    out = []
+    for st in statements:
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(st, field, None), list) and getattr(st, field):
+                setattr(st, field, _unroll_statements(getattr(st, field), env, ast, constants))
+        call = getattr(st, "iter", None)
+        if not (isinstance(st, ast.For) and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name) and call.func.id == "unroll"):
+            out.append(st)
+            continue
+        where = f"line {st.lineno}"
+        if st.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in _same_loop(st, ast)):
+            raise SyntaxError(f"unrolled: the unroll loop at {where} may not break, continue or "
+                              "have an else")
+        values = eval(compile(ast.Expression(call.args[0]), "<unroll>", "eval"), env)
+        if not isinstance(values, tuple) or not all(is_int(v) for v in values):
+            raise TypeError(f"unrolled: the unroll loop at {where} needs a tuple of ints, got "
+                            f"{values!r}")
+        for v in values:
+            bind = ast.Assign(targets=[_copy.deepcopy(st.target)], value=ast.Constant(int(v)))
+            out.append(ast.copy_location(bind, st))
+            known = dict(constants)
+            if isinstance(st.target, ast.Name) and not any(
+                    isinstance(n, ast.Name) and n.id == st.target.id
+                    and not isinstance(n.ctx, ast.Load) for b in st.body for n in ast.walk(b)):
+                known[st.target.id] = int(v)
+            out += _fold_ifs(_copy.deepcopy(st.body), known, ast)
+    return out
+
+
+def _fold_ifs(statements, known, ast):
+    """``statements`` with each ``if`` whose test is decided by the unrolled loop's constant
+    and the function's int constants (``known``: {name: value}) replaced by the branch it
+    takes, and the decided terms of an ``and`` dropped: numba would type and lower the branch
+    that never runs."""
+    out = []
+    for st in statements:
+        if isinstance(st, ast.If):
+            test = _decide(st.test, known, ast)
+            if test is True or test is False:
+                out += _fold_ifs(st.body if test else st.orelse, known, ast)
+                continue
+            st.test = test
+            st.body = _fold_ifs(st.body, known, ast)
+            st.orelse = _fold_ifs(st.orelse, known, ast)
+        out.append(st)
+    return out
+
+
+def _decide(test, known, ast):
+    """True or False where ``test`` depends only on ``known`` names and constants; else the
+    test, less the decided (true) terms of an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        rest = []
+        for term in test.values:
+            value = _decide(term, known, ast)
+            if value is False:
+                return False
+            if value is not True:
+                rest.append(value)
+        if not rest:
+            return True
+        return rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if names and names <= set(known) and not any(
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+        return bool(eval(compile(ast.Expression(test), "<unroll>", "eval"), {}, dict(known)))
+    return test
+
+
+def _same_loop(loop, ast):
+    """The nodes of ``loop``'s body outside any loop nested in it."""
+    todo = list(loop.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.For, ast.While, ast.FunctionDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+if simulator_active():
+    LayoutType = TensorType = None      # the simulator runs kernels as Python: no numba types
+
+    def unroll(container: Any) -> Any:
+        """numba's ``literal_unroll``: in the simulator, the container itself."""
+        return container
+else:
+    from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
+    # importing it registers the types, their typing and lowering with numba
+    from gemm._cute_numba import LayoutType, TensorType  # noqa: E402
+    from gemm import _cute_numba_ops  # noqa: E402,F401

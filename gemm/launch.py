@@ -1,0 +1,175 @@
+"""Launching generated kernels with little host overhead.
+
+numba's ``kernel[grid, block, stream, shmem](*args)`` wraps every array argument (a torch
+tensor becomes a numba DeviceNDArray through ``__cuda_array_interface__``) and converts every
+scalar on every call: about 50 us with torch tensors. Our kernels take only 1-D C-contiguous
+arrays and 4-byte scalars, so a launch here is the driver's ``cuLaunchKernel`` called through
+ctypes with a parameter block made once: a ctypes structure holding every kernel parameter
+(an array is passed in numba's ABI as the seven parameters ``meminfo, parent, nitems,
+itemsize, data, shape[0], strides[0]``), handed to the driver as one parameter buffer.
+
+A Launcher keeps one :class:`BoundLaunch` per launch shape (grid, block, the arrays'
+extents, the scalars but the last ``free_scalars``) and CUDA context (the kernel is loaded
+into each context that launches it), made once; a call changes only the array addresses, the
+stream and the free scalars in it. The driver copies the parameters during the call, so
+reusing the block is safe; a lock keeps two threads from filling one block at once. In the
+CUDA simulator the ordinary numba launch is used.
+"""
+
+import ctypes
+import threading
+
+import numpy as np
+
+from gemm._env import simulator_active
+from gemm.binary import Binary
+
+__all__ = ["Launcher", "BoundLaunch", "current_context"]
+
+_CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "float32": ctypes.c_float}
+_ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "stride")
+_driver = None
+_get_context = None
+_BUFFER_POINTER, _BUFFER_SIZE = 1, 2     # CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE (END is 0)
+
+
+def _cuda_driver():
+    """libcuda's cuLaunchKernel and cuGetErrorString through ctypes (loaded once)."""
+    global _driver
+    if _driver is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        launch = lib.cuLaunchKernel
+        launch.restype = ctypes.c_int
+        launch.argtypes = ([ctypes.c_void_p] + [ctypes.c_uint] * 7
+                           + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p])
+        describe = lib.cuGetErrorString
+        describe.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        _driver = launch, describe
+    return _driver
+
+
+def current_context() -> int:
+    """The calling thread's current CUDA context (0 for none), through libcuda."""
+    global _get_context
+    if _get_context is None:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuCtxGetCurrent
+        except OSError:                 # no driver (numba's simulator): no context
+            _get_context = False
+            return 0
+        fn.argtypes, fn.restype = [ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
+        ctx = ctypes.c_void_p()
+        _get_context = fn, ctx, ctypes.byref(ctx)
+    elif _get_context is False:
+        return 0
+    fn, ctx, ref = _get_context
+    fn(ref)
+    return ctx.value or 0
+
+
+class Launcher:
+    """Launch ``kernel`` (a ``cuda.jit`` kernel with one signature, or on a GPU the
+    :class:`gemm.binary.Binary` of such a kernel, whose parameters are
+    ``n_arrays`` 1-D arrays of ``itemsize``-byte elements (one size, or a tuple of one per
+    array) followed by scalars of the types
+    ``scalar_types``, e.g. "uint32", "float32").
+
+    ``launcher(grid, block, stream, arrays, scalars, shared_bytes=0)``: ``arrays`` holds a
+    ``(device address, elements)`` pair per array on a GPU and the numpy arrays themselves in
+    the simulator. On a GPU it returns the BoundLaunch it used, which the caller may call
+    again directly: ``bound(addresses, stream, *free_scalar_values)``. The last
+    ``free_scalars`` scalars (alpha and beta, say) do not make a new BoundLaunch.
+    """
+
+    MAX_BOUND = 4096            # a process that sees endless shapes starts afresh past this
+
+    def __init__(self, kernel, n_arrays, itemsize, scalar_types, free_scalars=0):
+        self.kernel = kernel
+        self.n_arrays = n_arrays
+        self.itemsizes = (itemsize,) * n_arrays if isinstance(itemsize, int) else tuple(itemsize)
+        self.scalar_types = tuple(scalar_types)
+        self.free_scalars = free_scalars
+        self._funcs = {}                # CUDA context -> the kernel's function there
+        self._bound = {}
+        fields = [(f"a{i}_{f}", ctypes.c_int64)
+                  for i in range(n_arrays) for f in _ARRAY_FIELDS]
+        fields += [(f"s{j}", _CTYPES[t]) for j, t in enumerate(self.scalar_types)]
+        self._params_type = type("KernelParams", (ctypes.Structure,), {"_fields_": fields})
+
+    def _function(self, context):
+        """The kernel's function handle in the current CUDA context (loaded there once)."""
+        func = self._funcs.get(context)
+        if func is None:
+            if isinstance(self.kernel, Binary):
+                func = self.kernel.function()
+            else:
+                (kernel,) = self.kernel.overloads.values()
+                func = int(kernel._codelibrary.get_cufunc().handle)
+            self._funcs[context] = func
+            self._launch, self._describe = _cuda_driver()
+        return func
+
+    def __call__(self, grid, block, stream, arrays, scalars, shared_bytes=0):
+        if simulator_active():
+            values = [getattr(np, t)(v) for t, v in zip(self.scalar_types, scalars)]
+            self.kernel[grid, block, 0, shared_bytes](*arrays, *values)
+            return None
+        fixed = len(scalars) - self.free_scalars
+        extents = tuple(n for _, n in arrays)
+        context = current_context()
+        key = (grid, block, extents, tuple(scalars[:fixed]), shared_bytes, context)
+        bound = self._bound.get(key)
+        if bound is None:
+            func = self._function(context)
+            if len(self._bound) >= self.MAX_BOUND:
+                self._bound.clear()
+            bound = self._bound[key] = BoundLaunch(self, func, grid, block, extents, scalars,
+                                                   shared_bytes)
+        bound([ptr for ptr, _ in arrays], stream, *scalars[fixed:])
+        return bound
+
+
+class BoundLaunch:
+    """One kernel launch with everything but the array addresses, the stream and the last
+    scalars fixed (made and kept by a :class:`Launcher`). The parameters go to the driver as
+    one buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``): the structure is laid out as the kernel's
+    parameters are, each at its own alignment, in order."""
+
+    def __init__(self, launcher, func, grid, block, extents, scalars, shared_bytes):
+        if len(extents) != launcher.n_arrays or len(scalars) != len(launcher.scalar_types):
+            raise ValueError(f"expected {launcher.n_arrays} arrays and "
+                             f"{len(launcher.scalar_types)} scalars")
+        params = self._params = launcher._params_type()
+        for i, (n, isz) in enumerate(zip(extents, launcher.itemsizes)):
+            for name, value in zip(_ARRAY_FIELDS, (0, 0, n, isz, 0, n, isz)):
+                setattr(params, f"a{i}_{name}", value)
+        for j, value in enumerate(scalars):
+            setattr(params, f"s{j}", value)
+        kind = type(params)
+        name, ctype = kind._fields_[-1]
+        self._size = ctypes.c_size_t(getattr(kind, name).offset + ctypes.sizeof(ctype))
+        self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(params),
+                                            _BUFFER_SIZE, ctypes.addressof(self._size), 0)
+        # the arrays' fields as one int64 array: array i's address is word 7 i + 4
+        self._words = (ctypes.c_int64 * (len(_ARRAY_FIELDS) * launcher.n_arrays)).from_buffer(
+            params)
+        self._data_words = [len(_ARRAY_FIELDS) * i + 4 for i in range(launcher.n_arrays)]
+        self._scalar_fields = [f"s{j}" for j in range(len(scalars))]
+        self._fixed = (func, *grid, *block, shared_bytes)
+        self._launch, self._describe = launcher._launch, launcher._describe
+        self._lock = threading.Lock()
+
+    def __call__(self, addresses, stream, *last_scalars):
+        params, words = self._params, self._words
+        with self._lock:
+            for at, ptr in zip(self._data_words, addresses):
+                words[at] = ptr
+            if last_scalars:
+                for name, value in zip(self._scalar_fields[-len(last_scalars):],
+                                       last_scalars):
+                    setattr(params, name, value)
+            err = self._launch(*self._fixed, stream, None, self._extra)
+        if err:
+            text = ctypes.c_char_p()
+            self._describe(err, ctypes.byref(text))
+            raise RuntimeError(f"cuLaunchKernel failed ({err}): {text.value}")

@@ -1,0 +1,317 @@
+"""The caller's matrices, seen uniformly: device address, shape, strides in elements, dtype.
+
+``matmul`` takes numba device arrays, CuPy arrays and torch tensors (anything with
+``__cuda_array_interface__``), and in the CUDA simulator the simulator's device arrays. Host
+arrays are refused with a TypeError. A matrix must have one unit stride: row-major,
+column-major, or a transposed view of either; any other strided view is refused with a
+ValueError (make it contiguous first, e.g. ``.contiguous()`` or ``cupy.ascontiguousarray``).
+
+Where a caller allows it (``batched=True``), an operand may also be a batch of such matrices,
+``(batch, rows, cols)`` with any batch stride (0 for a broadcast one, as ``torch.expand``
+makes): the Operand then describes the first matrix and says how many there are and how far
+apart (:func:`batch_count` checks that a call's batches agree).
+"""
+
+import numpy as np
+
+from gemm._env import simulator_active
+
+# numba, torch and CuPy are imported inside the functions that use them, for the arrays of
+# each: a process needs only the libraries of the arrays it passes.
+
+__all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
+           "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
+           "MAX_GRID_YZ"]
+
+MAX_GRID_YZ = 65535     # a launch's most blocks along y and z (batches are launched along z)
+_TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
+
+
+class Operand:
+    """One matrix argument. ``obj`` is the caller's object; ``host`` the numpy array behind a
+    simulator device array (None on a GPU). ``strides`` are in elements (one of them 1:
+    ``unit_mode`` says which, 1 for row-major); ``span`` is the number of elements from the
+    first to one past the last, the 1-D buffer a kernel is given (every matrix of a batch).
+    A batch of ``batch`` matrices ``bstride`` elements apart (0 when ``batch`` is 1) is
+    described by its first matrix; ``batched`` says whether the argument had a batch mode."""
+
+    __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "device", "host",
+                 "unit_mode", "span", "batch", "bstride", "batched")
+
+    def __init__(self, obj, kind, ptr, shape, strides, dtype, device, host=None, batch=None):
+        self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
+        self.dtype, self.device, self.host = dtype, device, host
+        self.unit_mode = 1 if strides[1] == 1 else 0
+        self.batched = batch is not None
+        self.batch, self.bstride = batch or (1, 0)
+        self.span = (1 + (shape[0] - 1) * strides[0] + (shape[1] - 1) * strides[1]
+                     + (self.batch - 1) * self.bstride)
+
+    @property
+    def dims(self):
+        """The argument's shape: ``(batch, rows, cols)`` for a batch, else ``(rows, cols)``."""
+        return (self.batch,) + self.shape if self.batched else self.shape
+
+    @property
+    def itemsize(self):
+        return {"float32": 4, "float64": 8}.get(self.dtype, 2)
+
+
+def _normal_strides(shape, strides, name):
+    """Strides with one unit stride, choosing it for size-1 modes; ValueError if impossible."""
+    (r, c), (sr, sc) = shape, strides
+    if r == 0 or c == 0:            # nothing to address: nominally row-major
+        return max(c, 1), 1
+    if r == 1:
+        sr = c if sc == 1 else 1
+    if c == 1:
+        sc = r if sr == 1 and r > 1 else 1
+    if sc == 1 and sr >= c:
+        return sr, sc
+    if sr == 1 and sc >= r:
+        return sr, sc
+    raise ValueError(f"{name} of shape {shape} has element strides {strides}: one "
+                     "stride must be 1 (row- or column-major, or a transposed view); make it "
+                     "contiguous first")
+
+
+def _from_cai(x, name):
+    cai = x.__cuda_array_interface__
+    typestr = cai["typestr"]
+    dtype = _TYPESTR.get(typestr, typestr)
+    isz = int(typestr[2:])
+    shape = tuple(int(s) for s in cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1:])) * isz for i in range(len(shape)))
+    if any(s % isz for s in strides):
+        raise ValueError(f"{name} has byte strides {strides} that are not a multiple "
+                         f"of its element size {isz}")
+    return shape, tuple(s // isz for s in strides), dtype, cai["data"][0]
+
+
+def _device_of(x, kind):
+    if kind == "torch":
+        if not x.is_cuda:
+            raise TypeError(f"a torch tensor on {x.device} is not on the GPU; "
+                            "move it with .cuda() first")
+        return x.device.index
+    if kind == "cupy":
+        return x.device.id
+    from numba import cuda
+    return cuda.get_current_device().id
+
+
+def operand(x, name, simulator=None, caller="matmul", allow_empty=False, batched=False):
+    """Describe argument ``x``; errors name ``caller`` and the argument ``name``. A matrix
+    with a zero extent is refused unless ``allow_empty`` (no kernel runs on it); a 3-D batch
+    of matrices unless ``batched``."""
+    try:
+        return _describe(x, name, simulator, allow_empty, batched)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{caller}: {e}") from None
+
+
+def _describe(x, name, simulator, allow_empty=False, batched=False):
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return _torch_operand(x, name, allow_empty, batched)
+    kind = "cupy" if mod.startswith("cupy") else "numba"
+    if simulator_active() if simulator is None else simulator:
+        if hasattr(x, "copy_to_host"):
+            host = x._ary if hasattr(x, "_ary") else np.asarray(x)
+            isz = host.dtype.itemsize
+            strides = tuple(s // isz for s in host.strides)
+            return _matrix(x, "sim", host.__array_interface__["data"][0], host.shape, strides,
+                           host.dtype.name, 0, name, allow_empty, batched, host)
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"{name} is a numpy array on the host; pass a device array "
+                        "(numba.cuda.to_device, cupy.asarray or a CUDA torch tensor)")
+    if not hasattr(x, "__cuda_array_interface__"):
+        raise TypeError(f"{name} is a {type(x).__name__}, not a CUDA array")
+    shape, strides, dtype, ptr = _from_cai(x, name)
+    return _matrix(x, kind, ptr, shape, strides, dtype, None, name, allow_empty, batched)
+
+
+_torch_dtypes = {}
+
+
+def _torch_operand(x, name, allow_empty=False, batched=False):
+    """Read a tensor's fields directly (its ``__cuda_array_interface__`` is slow to build)."""
+    device = x.get_device()
+    if device < 0:
+        _device_of(x, "torch")
+    dtype = _torch_dtypes.get(x.dtype)
+    if dtype is None:
+        dtype = _torch_dtypes[x.dtype] = str(x.dtype)[6:]    # torch.float32 -> float32
+    return _matrix(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(), dtype, device, name,
+                   allow_empty, batched)
+
+
+def _matrix(x, kind, ptr, shape, strides, dtype, device, name, allow_empty, batched,
+            host=None):
+    """The Operand of a 2-D matrix or, when ``batched``, of a 3-D batch of them."""
+    shape = tuple(shape)
+    if len(shape) != 2 and not (batched and len(shape) == 3):
+        raise ValueError(f"{name} must be a 2-D matrix{' or a 3-D batch of them' * batched}, "
+                         f"not of shape {shape}")
+    if 0 in shape and not allow_empty:
+        raise ValueError(f"{name} is empty (shape {shape}); every extent must be >= 1")
+    batch = None
+    if len(shape) == 3:
+        batch = (shape[0], strides[0] if shape[0] > 1 else 0)
+        if batch[1] < 0:
+            raise ValueError(f"{name} has the batch stride {strides[0]}: it must be >= 0 "
+                             "(a reversed batch is not supported; make it contiguous first)")
+        shape, strides = shape[1:], strides[1:]
+    if device is None:
+        device = _device_of(x, kind)
+    return Operand(x, kind, ptr, shape, _normal_strides(shape, strides, name), dtype, device,
+                   host, batch)
+
+
+def new_like(op, shape, dtype=None):
+    """A new uninitialised row-major device matrix of the kind and device of ``op``, of
+    ``dtype`` (a numpy dtype name; default: ``op``'s dtype)."""
+    if op.kind == "torch":
+        import torch
+        kind = getattr(torch, dtype) if dtype else op.obj.dtype
+        return torch.empty(shape, dtype=kind, device=op.obj.device)
+    if op.kind == "cupy":
+        import cupy
+        with cupy.cuda.Device(op.device):
+            return cupy.empty(shape, dtype=dtype or op.obj.dtype)
+    from numba import cuda
+    return cuda.device_array(shape, dtype=np.dtype(dtype or op.dtype))
+
+
+def output_operand(caller, out, like, shape, simulator, dtype="float32", beta=0.0):
+    """``(out, its Operand)`` for ``caller``'s output: ``out`` checked to have ``shape`` (2-D,
+    or 3-D for a batch) and ``dtype``; when None, a new row-major array of ``like``'s kind and
+    device (``beta`` must then be 0). The device is for :func:`check_same_device`."""
+    shape = tuple(shape)
+    if out is None:
+        if beta != 0:
+            raise ValueError(f"{caller}: beta != 0 needs an `out` to accumulate into")
+        out = new_like(like, shape, dtype)
+    c = operand(out, "out", simulator, caller, batched=len(shape) == 3)
+    got = (c.batch,) + c.shape if c.batched else c.shape
+    if got != shape:
+        raise ValueError(f"{caller}: out has shape {got}, expected {shape}")
+    if c.dtype != dtype:
+        raise TypeError(f"{caller}: out has dtype {c.dtype}; supported: {dtype}")
+    return out, c
+
+
+def product_operands(caller, A, B, simulator=None, allow_empty=False):
+    """``(a, b, out_shape)`` for ``A @ B``: their Operands (each a matrix or a batch of them)
+    and the shape of the product, ``(batch, M, N)`` when either is a batch, else ``(M, N)``.
+    ValueError when the inner dimensions or the batches disagree (:func:`batch_count`)."""
+    a = operand(A, "A", simulator, caller, allow_empty, batched=True)
+    b = operand(B, "B", simulator, caller, allow_empty, batched=True)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{caller}: inner dimensions differ: A is {a.dims}, B is {b.dims}")
+    nb = batch_count(caller, a, b)
+    return a, b, (nb,) * (a.batched or b.batched) + (a.shape[0], b.shape[1])
+
+
+def batch_count(caller, a, b, out=None):
+    """The number of products a call computes: A's and B's batches agree, or one of them is a
+    single matrix (2-D, or a batch of 1) used for every product, as ``torch.matmul``
+    broadcasts. ``out`` (an Operand), when given, must be a batch of that many matrices (a
+    matrix when neither A nor B is batched) whose elements do not overlap. ValueError
+    otherwise."""
+    nb = max(a.batch, b.batch)
+    if min(a.batch, b.batch) not in (1, nb):
+        raise ValueError(f"{caller}: A has a batch of {a.batch} matrices and B of {b.batch}; "
+                         "they must agree, or one of them be a single matrix")
+    if out is not None:
+        if out.batched != (a.batched or b.batched) or out.batch != nb:
+            want = f"a batch of {nb} matrices" if a.batched or b.batched else "a 2-D matrix"
+            got = (f"a batch of {out.batch} matrices" if out.batched else "a 2-D matrix")
+            raise ValueError(f"{caller}: out must be {want}, got {got}")
+        if nb > 1:
+            modes = sorted(((out.bstride, nb),) + tuple(zip(out.strides, out.shape)))
+            reach = 1               # elements the smaller-stride modes span
+            for stride, extent in modes:
+                if extent == 1:
+                    continue
+                if stride < reach:
+                    raise ValueError(f"{caller}: out's matrices overlap (batch stride "
+                                     f"{out.bstride}, strides {out.strides}); each output "
+                                     "element must have its own place")
+                reach += stride * (extent - 1)
+    return nb
+
+
+def check_same_device(caller, named):
+    """ValueError unless every operand of ``named`` ((name, Operand) pairs) is on the device of
+    the first."""
+    (first, op0), *rest = named
+    for name, op in rest:
+        if op.device != op0.device:
+            raise ValueError(f"{caller}: {name} is on device {op.device} and {first} on device "
+                             f"{op0.device}")
+
+
+def check_spans(caller, named, limit=2 ** 32):
+    """ValueError if an operand of ``named`` spans ``limit`` elements or more (the kernels
+    index with 32-bit unsigned offsets)."""
+    for name, op in named:
+        if op.span >= limit:
+            raise ValueError(f"{caller}: {name} spans {op.span} elements; the kernel indexes "
+                             f"with 32 bits (at most {limit - 1})")
+
+
+def kernel_buffer(op, dtype=None):
+    """The kernel's view of an operand: (device address, elements), or in the simulator a 1-D
+    numpy view of the host array (reinterpreted as ``dtype`` if given)."""
+    if op.kind == "sim":
+        view = np.lib.stride_tricks.as_strided(op.host, (op.span,), (op.itemsize,))
+        return view.view(dtype) if dtype else view
+    return op.ptr, op.span
+
+
+def stream_handle(stream, op, caller="matmul"):
+    """The raw CUDA stream handle to launch on: ``stream`` (a torch.cuda.Stream, a CuPy
+    stream, a numba stream, or a raw handle as an int), or when None the caller's current
+    stream for the operand's kind (:func:`current_stream`)."""
+    if stream is None:
+        return current_stream(op)
+    check_stream(stream, caller)
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):             # torch, CuPy
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    handle = stream.handle                           # numba: a CUstream or a c_void_p
+    return int(getattr(handle, "value", handle) or 0)
+
+
+def check_stream(stream, caller="matmul"):
+    """TypeError unless ``stream`` is None, a non-negative int, or a stream object (torch's
+    ``cuda_stream``, CuPy's ``ptr``, numba's ``handle``)."""
+    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool)
+                          and stream >= 0):
+        return
+    if isinstance(getattr(stream, "cuda_stream", None), int) or isinstance(
+            getattr(stream, "ptr", None), int):
+        return
+    if type(stream).__module__.startswith("numba"):  # numba's (and the simulator's) streams
+        return
+    raise TypeError(f"{caller}: stream must be a torch, CuPy or numba stream or a raw handle "
+                    f"(a non-negative int), not {stream!r}")
+
+
+def current_stream(op):
+    """The handle of the caller's current stream on the operand's device: torch's or CuPy's
+    current stream, numba's default stream (0) otherwise."""
+    if op.kind == "torch":
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        return raw(op.device) if raw else torch.cuda.current_stream(op.device).cuda_stream
+    if op.kind == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0

@@ -1,0 +1,146 @@
+"""``gemm.matmul`` as a torch operator: ``torch.ops.layoutalg.matmul``, registered with
+``torch.library`` so that ``torch.compile`` traces it without a graph break (its fake
+implementation gives the result's shape and type), and differentiable (the backward runs the
+same kernels). On a GPU::
+
+    import torch
+    from gemm import torch as gt
+    a = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    y = gt.matmul(a, w)                          # bfloat16, as torch.mm
+    y.float().sum().backward()                   # a.grad = dy @ w.T, w.grad = a.T @ dy
+    f = torch.compile(lambda x, z: gt.matmul(x, z).relu(), fullgraph=True)
+
+The operator takes CUDA tensors ``a`` (M, K) and ``b`` (K, N), or batches of them ((B, M, K),
+(B, K, N), a 2-D or batch-of-1 operand shared by every product, as ``torch.matmul``), of
+float32 (``gemm.matmul``'s float32 default: 3xTF32 where the Hopper kernel runs it, else the
+exact SIMT kernels), bfloat16 or float16 (tensor cores), and an optional
+``out_dtype`` (``torch.float32`` for the f32 result of 16-bit inputs); it returns a new
+tensor. The gradient of a shared operand is summed over the batch (in float32). Importing
+this module needs torch (``import gemm`` does not).
+"""
+
+from typing import Optional
+
+import torch
+
+import gemm
+
+__all__ = ["matmul"]
+
+_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _dtype_name(dtype):
+    if dtype is None:
+        return None
+    if dtype not in _NAMES:
+        raise TypeError(f"layoutalg::matmul: out_dtype must be one of "
+                        f"{', '.join(map(str, _NAMES))}, got {dtype}")
+    return _NAMES[dtype]
+
+
+@torch.library.custom_op("layoutalg::matmul", mutates_args=(), device_types="cuda")
+def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
+            ) -> torch.Tensor:
+    return _direct(a, b, out_dtype)
+
+
+@_matmul.register_fake
+def _(a, b, out_dtype=None):
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ValueError(f"layoutalg::matmul: a and b must be 2-D matrices or 3-D batches, got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"layoutalg::matmul: inner dimensions differ: {tuple(a.shape)} @ "
+                         f"{tuple(b.shape)}")
+    batch = ()
+    if a.dim() == 3 or b.dim() == 3:
+        na, nb = (x.shape[0] if x.dim() == 3 else 1 for x in (a, b))
+        if na != nb and 1 not in (na, nb):
+            raise ValueError(f"layoutalg::matmul: batches of {na} and {nb} matrices: they "
+                             "must agree, or one be a single matrix")
+        batch = (max(na, nb),)
+    _dtype_name(out_dtype)
+    return a.new_empty(batch + (a.shape[-2], b.shape[-1]), dtype=out_dtype or a.dtype)
+
+
+def _unit_stride(x):
+    """``x``, or a contiguous copy when neither of its matrices' strides is 1 (e.g. a
+    broadcast gradient): the kernels read row- or column-major matrices."""
+    return x if 1 in x.stride()[-2:] or x.numel() <= 1 else x.contiguous()
+
+
+def _setup_context(ctx, inputs, output):
+    a, b, _ = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _grad(x, y, like):
+    """``x @ y`` in ``like``'s type and shape: summed over the batch (in float32) where
+    ``like`` was shared by every product of a batch."""
+    if x.dim() == 3 or y.dim() == 3:
+        products = x.shape[0] if x.dim() == 3 else y.shape[0]
+        if like.dim() == 2 or (like.shape[0] == 1 and products > 1):
+            g = matmul(x, y, out_dtype=torch.float32).sum(0, keepdim=like.dim() == 3)
+            return g.to(like.dtype)
+    return matmul(x, y, out_dtype=like.dtype)
+
+
+def _backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    ga = gb = None
+    if ctx.needs_input_grad[0]:         # dA = dC @ B^T, in A's type
+        ga = _grad(grad.to(b.dtype), b.transpose(-1, -2), a)
+    if ctx.needs_input_grad[1]:         # dB = A^T @ dC, in B's type
+        gb = _grad(a.transpose(-1, -2), grad.to(a.dtype), b)
+    return ga, gb, None
+
+
+_matmul.register_autograd(_backward, setup_context=_setup_context)
+_op = torch.ops.layoutalg.matmul.default
+
+
+def _direct(a, b, out_dtype):
+    return gemm.matmul(_unit_stride(a), _unit_stride(b), out_dtype=_dtype_name(out_dtype))
+
+
+class _Eager(torch.autograd.Function):
+    """The operator's autograd for eager calls, without the dispatcher's round trips: the
+    same forward and backward (the backward's products through :func:`matmul`). The
+    forward takes ``ctx`` itself: a separate ``setup_context`` makes ``apply`` bind the
+    arguments through ``inspect`` on every call."""
+
+    @staticmethod
+    def forward(ctx, a, b, out_dtype):
+        ctx.save_for_backward(a, b)
+        return _direct(a, b, out_dtype)
+
+    backward = staticmethod(_backward)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+_transforms = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+def _eager(a, b):
+    """Whether a call may skip the dispatcher: plain CUDA tensors, outside torch.compile's
+    tracing, with no torch function or dispatch mode and no functorch transform active
+    (they all see the operator itself)."""
+    return (type(a) in _PLAIN and type(b) in _PLAIN and a.is_cuda and b.is_cuda
+            and not torch.compiler.is_compiling() and not _function_modes()
+            and not _dispatch_modes() and not _transforms())
+
+
+def matmul(a, b, out_dtype=None):
+    """``a @ b`` as ``torch.ops.layoutalg.matmul`` computes it (see the module). An eager
+    call on plain CUDA tensors runs the kernels directly (with the operator's autograd when
+    a gradient is needed); under ``torch.compile``, torch modes and functorch transforms,
+    and for other tensors, the call goes through the operator."""
+    if _eager(a, b):
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return _Eager.apply(a, b, out_dtype)
+        return _direct(a, b, out_dtype)
+    return _op(a, b, out_dtype)

@@ -49,7 +49,7 @@ def _time(step, args, steps):
     return statistics.median(times), float(loss)
 
 
-class _count_checked:
+class _CheckedCalls:
     """Counts the calls that take gemm.matmul's checked path (no kept plan) until stop()."""
 
     def __init__(self):
@@ -94,7 +94,7 @@ def main():
                 torch._dynamo.reset()
                 steps = {k: torch.compile(v) for k, v in steps.items()}
             tt, lt = _time(steps["torch"], (x, w1, w2), args.steps)
-            checked = _count_checked()
+            checked = _CheckedCalls()
             to, lo = _time(steps["ours"], (x, w1, w2), args.steps)
             checked = checked.stop() / (args.steps + 3)
             maps = sum(len(s.maps) for s in tensor_maps._slots.values())

@@ -160,8 +160,8 @@ def registrations(calls, reps):
              "torch.mm": lambda x, y, d=None: torch.mm(x, y)}
     rows = []
     for name, f in forms.items():
-        h0, w0 = timed(lambda f=f: f(a, w.T, None), calls, reps)
-        h1, w1 = timed(lambda f=f: f(ag, wg.T, None), calls, reps)
+        h0 = timed(lambda f=f: f(a, w.T, None), calls, reps)[0]
+        h1 = timed(lambda f=f: f(ag, wg.T, None), calls, reps)[0]
         h2, w2 = timed(lambda f=f: f(ag, wg.T, None).sum().backward(), calls, reps)
         rows.append((name, h0, h1, h2, w2))
     return rows

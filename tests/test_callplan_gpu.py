@@ -114,9 +114,9 @@ def test_alpha_beta_and_refusals_after_a_plan():
     gemm.matmul(a, b)
     c0 = torch.randn(200, 130, device="cuda", generator=g)
     for alpha, beta in ((2.0, 0.5), (-1, 1)):
+        gemm.matmul(a, b, c0.clone(), alpha=alpha, beta=beta)     # keeps the out= plan
         c = c0.clone()
-        gemm.matmul(a, b, c, alpha=alpha, beta=beta)
-        gemm.matmul(a, b, c0.clone(), alpha=alpha, beta=beta)
+        gemm.matmul(a, b, c, alpha=alpha, beta=beta)              # taken from the plan
         torch.cuda.synchronize()
         assert _err(c, a, b, TOL["bfloat16"], alpha, beta, c0) <= 1
     with pytest.raises(ValueError, match="beta != 0 needs an `out`"):

@@ -20,7 +20,6 @@ import time
 import torch
 
 import gemm
-from gemm import api
 from gemm import torch as gt
 
 BF16, F32 = torch.bfloat16, torch.float32

@@ -3,7 +3,9 @@
 A call's *signature* decides every check ``matmul`` makes and every launch parameter it
 chooses: the options (kernel, precision, ``allow_tf32``, ``out_dtype``), and for A, B and out
 (or no out) the array kind, shape, strides, dtype, device and address modulo 16 (the
-widest copy's alignment), with the current CUDA context. The first call of a signature runs
+widest copy's alignment), with where the call runs (the current device for torch and CuPy
+arrays, whose libraries use each device's primary context; the current CUDA context for
+numba's). The first call of a signature runs
 every check; on a GPU the launches it made are kept as a :class:`CallPlan` under the
 signature, and a later call of the same signature reads its arrays' addresses, makes the out
 where none is given (with the arrays' own allocator), finds the stream and launches.
@@ -41,13 +43,14 @@ _next_look = 0.0
 class _Kind:
     """How the fast path reads an array kind: ``describe(x) -> (key, address)``,
     ``address(x)``, ``stream(device) -> raw handle`` of the caller's current stream,
-    ``allocator(out) -> (() -> a new array like out)``; ``guard(device)``: a context manager
-    making ``device`` current, or None when the kind's arrays always live on the current
-    device."""
+    ``allocator(out) -> (() -> a new array like out)``, ``where() ->`` where a call now runs
+    (a device or a CUDA context: its kernels are bound there); ``guard(device)``: a context
+    manager making ``device`` current, or None when the kind's arrays always live on the
+    current device."""
 
-    def __init__(self, describe, address, stream, allocator, guard=None):
+    def __init__(self, describe, address, stream, allocator, where, guard=None):
         self.describe, self.address, self.stream = describe, address, stream
-        self.allocator, self.guard = allocator, guard
+        self.allocator, self.where, self.guard = allocator, where, guard
 
 
 def _torch_kind(torch):
@@ -62,7 +65,7 @@ def _torch_kind(torch):
         return lambda: torch.empty(shape, dtype=dtype, device=device)
 
     return _Kind(describe, torch.Tensor.data_ptr, raw_stream, allocator,
-                 torch.cuda.device)
+                 torch._C._cuda_getDevice, torch.cuda.device)
 
 
 def _cupy_kind(cupy):
@@ -79,7 +82,8 @@ def _cupy_kind(cupy):
         return make
 
     return _Kind(describe, lambda x: x.data.ptr,
-                 lambda device: cupy.cuda.get_current_stream().ptr, allocator)
+                 lambda device: cupy.cuda.get_current_stream().ptr, allocator,
+                 cupy.cuda.runtime.getDevice)
 
 
 def _numba_kind(cuda):
@@ -92,7 +96,7 @@ def _numba_kind(cuda):
         return lambda: cuda.device_array(shape, dtype)
 
     return _Kind(describe, lambda x: x.device_ctypes_pointer.value or 0,
-                 lambda device: 0, allocator)
+                 lambda device: 0, allocator, current_context)
 
 
 def learn_kind(x: Any) -> None:
@@ -104,7 +108,8 @@ def learn_kind(x: Any) -> None:
     mod = t.__module__
     if mod.startswith("torch"):
         import torch                # the array's library: imported for its arrays only
-        if not hasattr(torch._C, "_cuda_getCurrentRawStream"):
+        if not hasattr(torch._C, "_cuda_getCurrentRawStream") or \
+                not hasattr(torch._C, "_cuda_getDevice"):
             return
         kind = _torch_kind(torch)
         for known in (torch.Tensor, torch.nn.Parameter):
@@ -134,7 +139,7 @@ def signature(A: Any, B: Any, out: Any, options: tuple) -> Optional[Tuple[Any, t
         kc, pc = kind.describe(out)
     else:
         return None
-    return (options, ka, kb, kc, current_context()), (pa, pb, pc)
+    return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
 
 
 def lookup(key: Any) -> Optional["CallPlan"]:

@@ -339,20 +339,18 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     specs = call.map_specs
     seen = {}                       # (X, Y, C addresses) -> their tensor maps' addresses
 
-    def maps(x, y, c, stream):
-        """The kernel's three maps: X's, Y's and C's (X's again without the TMA epilogue).
-        Kept for later calls once written outside a CUDA graph capture."""
-        key = (x, y, c) if v.tma_store else (x, y)
-        got = seen.get(key)
-        if got is None:
-            made = [device_map(copy, ptr, dims, strides, vt, stream)
-                    for (copy, dims, strides, vt), ptr in zip(specs, key)]
-            got = tuple(ptr for ptr, _ in made)
-            got = got + got[:3 - len(got)]
-            if all(ready for _, ready in made):
-                if len(seen) >= 64:
-                    seen.clear()
-                seen[key] = got
+    def maps(key, stream):
+        """The kernel's three maps of ``key`` (X's, Y's and, with the TMA epilogue, C's
+        address): X's, Y's and C's (X's again without the TMA epilogue). Kept for later
+        calls once written outside a CUDA graph capture."""
+        made = [device_map(copy, ptr, dims, strides, vt, stream)
+                for (copy, dims, strides, vt), ptr in zip(specs, key)]
+        got = tuple(ptr for ptr, _ in made)
+        got = got + got[:3 - len(got)]
+        if all(ready for _, ready in made):
+            if len(seen) >= 64:
+                seen.clear()
+            seen[key] = got
         return got
 
     # what the plan needs of the call (the call itself holds the caller's arrays)
@@ -360,11 +358,12 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     split, ldw, grid, scalars = call.split, call.ldw, call.grid, call.scalars
     size = split * nb * mm * ldw                  # the split-K workspace's floats
     device, kind, span = call.c.device, call.c.kind, call.c.span
+    tma_store, swapped, result = v.tma_store, call.swapped, call.out
 
-    def first(x, y, c, stream, alpha, beta, u):
+    def first(key, c, stream, alpha, beta, u):
         """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
         first call."""
-        m = [(ptr, 16) for ptr in maps(x, y, c, stream)]
+        m = [(ptr, 16) for ptr in seen.get(key) or maps(key, stream)]
         out = (c, span)
         w, owner = out, None
         if split > 1:
@@ -381,32 +380,32 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         return kernel, reduce
 
     bound = {}                      # beta != 0 -> the variant's (kernel, reduce), bound once
-    with_beta = _with_beta(v) if v.tma_store else v     # the variant of calls with beta != 0
+    with_beta = _with_beta(v) if tma_store else v     # the variant of calls with beta != 0
 
-    def run(x, y, c, stream, alpha, beta):
+    def plan(addresses, stream, alpha, beta):
+        a, b, c = addresses
+        x, y = (b, a) if swapped else (a, b)
+        key = (x, y, c) if tma_store else (x, y)
         reads_c = beta != 0
         got = bound.get(reads_c)
         if got is None:
-            bound[reads_c] = first(x, y, c, stream, alpha, beta, with_beta if reads_c else v)
+            bound[reads_c] = first(key, c, stream, alpha, beta,
+                                   with_beta if reads_c else v)
             return
         kernel, reduce = got
+        m = seen.get(key) or maps(key, stream)
         if reduce is None:
-            kernel((*maps(x, y, c, stream), c, c), stream, alpha, beta)
+            kernel((*m, c, c), stream, alpha, beta)
             return
         w, owner = splitk.workspace(4 * size, stream, device, kind)
-        kernel((*maps(x, y, c, stream), c, w), stream, alpha, beta)
+        kernel((*m, c, w), stream, alpha, beta)
         reduce((w, c), stream, alpha, beta)
         del owner                   # the launches are enqueued
 
     x, y = (op.ptr for op in call.ops)
-    run(x, y, call.c.ptr, stream_handle(stream, call.stream_of, caller), float(alpha),
-        float(beta))
-    swapped, result = call.swapped, call.out
+    plan((y, x, call.c.ptr) if swapped else (x, y, call.c.ptr),
+         stream_handle(stream, call.stream_of, caller), float(alpha), float(beta))
     del call
-
-    def plan(addresses, stream, alpha, beta):
-        a, b, c = addresses
-        run(*((b, a) if swapped else (a, b)), c, stream, alpha, beta)
     return result, plan
 
 

@@ -12,8 +12,10 @@ A Launcher keeps one :class:`BoundLaunch` per launch shape (grid, block, the arr
 extents, the scalars but the last ``free_scalars``) and CUDA context (the kernel is loaded
 into each context that launches it), made once; a call changes only the array addresses, the
 stream and the free scalars in it. The driver copies the parameters during the call, so
-reusing the block is safe; a lock keeps two threads from filling one block at once. In the
-CUDA simulator the ordinary numba launch is used.
+reusing the block is safe; a lock keeps two threads from filling one block at once. The
+driver's arguments are ctypes objects made once per BoundLaunch and stream, passed without
+``argtypes`` (ctypes then hands them over as they are instead of converting eleven Python
+integers on every call). In the CUDA simulator the ordinary numba launch is used.
 """
 
 import ctypes
@@ -38,10 +40,8 @@ def _cuda_driver():
     global _driver
     if _driver is None:
         lib = ctypes.CDLL("libcuda.so.1")
-        launch = lib.cuLaunchKernel
+        launch = lib.cuLaunchKernel     # called with ctypes objects only (no argtypes)
         launch.restype = ctypes.c_int
-        launch.argtypes = ([ctypes.c_void_p] + [ctypes.c_uint] * 7
-                           + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p])
         describe = lib.cuGetErrorString
         describe.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         _driver = launch, describe
@@ -155,9 +155,20 @@ class BoundLaunch:
             params)
         self._data_words = [len(_ARRAY_FIELDS) * i + 4 for i in range(launcher.n_arrays)]
         self._scalar_fields = [f"s{j}" for j in range(len(scalars))]
-        self._fixed = (func, *grid, *block, shared_bytes)
+        # cuLaunchKernel(f, grid x y z, block x y z, shared bytes, stream, params, extra)
+        self._head = (ctypes.c_void_p(func),
+                      *(ctypes.c_uint(v) for v in (*grid, *block, shared_bytes)))
+        self._tail = (None, ctypes.c_void_p(ctypes.addressof(self._extra)))
+        self._arguments = {}            # stream -> the driver's arguments with it
         self._launch, self._describe = launcher._launch, launcher._describe
         self._lock = threading.Lock()
+
+    def _with_stream(self, stream):
+        """The driver's arguments for a launch on ``stream`` (a raw handle), made once."""
+        if len(self._arguments) >= 64:
+            self._arguments.clear()
+        args = self._arguments[stream] = (*self._head, ctypes.c_void_p(stream), *self._tail)
+        return args
 
     def __call__(self, addresses, stream, *last_scalars):
         params, words = self._params, self._words
@@ -168,7 +179,8 @@ class BoundLaunch:
                 for name, value in zip(self._scalar_fields[-len(last_scalars):],
                                        last_scalars):
                     setattr(params, name, value)
-            err = self._launch(*self._fixed, stream, None, self._extra)
+            args = self._arguments.get(stream)
+            err = self._launch(*(args or self._with_stream(stream)))
         if err:
             text = ctypes.c_char_p()
             self._describe(err, ctypes.byref(text))

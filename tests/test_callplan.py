@@ -33,10 +33,11 @@ def kind(monkeypatch):
             return made[-1]
         return make
 
-    k = callplan._Kind(describe, lambda x: x.ptr, lambda device: 77, allocator)
+    k = callplan._Kind(describe, lambda x: x.ptr, lambda device: 77, allocator,
+                       lambda: k.place)
+    k.place = 5                         # where calls run (a device or context)
     monkeypatch.setitem(callplan._KINDS, Arr, k)
     monkeypatch.setattr(callplan, "PLANS", {})
-    monkeypatch.setattr(callplan, "current_context", lambda: 5)
     k.made = made
     return k
 
@@ -57,6 +58,8 @@ def test_a_signature_holds_options_layouts_alignment_and_the_out(kind):
         callplan.signature(a, Arr((4, 6), (1, 4), "float16"), None, ("opts",))[0],
     ]
     assert all(o != key for o in others) and len(set(others)) == len(others)
+    kind.place = 6                      # another device (or context) current
+    assert callplan.signature(a, b, None, ("opts",))[0] not in others + [key]
 
 
 def test_mixed_or_unknown_kinds_take_the_checked_path(kind):

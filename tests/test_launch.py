@@ -23,9 +23,19 @@ def _launcher(record):
     launcher = Launcher(kernel=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
     launcher._funcs[0] = 0xF00D      # the function of a compiled kernel in context 0 (none here)
     # Like the driver, read the parameters during the call.
-    launcher._launch = lambda *args: record.append(args + (_parameters(args[-1]),)) or 0
+    launcher._launch = lambda *args: record.append(_arguments(args)) or 0
     launcher._describe = None
     return launcher
+
+
+def _arguments(args):
+    """cuLaunchKernel's eleven arguments as the driver reads them (the function, grid,
+    block, shared bytes, stream, kernelParams, extra), and the parameter bytes."""
+    assert len(args) == 11
+    assert all(isinstance(a, (ctypes.c_void_p, ctypes.c_uint)) for a in args[:9])
+    assert args[9] is None
+    extra = (ctypes.c_void_p * 5).from_address(args[10].value)
+    return (*(a.value for a in args[:9]), args[9], extra, _parameters(extra))
 
 
 def _parameters(extra):
@@ -37,12 +47,15 @@ def _parameters(extra):
 
 
 def test_bound_launch_passes_numba_abi_parameters():
+    """Every call's addresses, stream and free scalars reach the driver; a stream met again
+    and scalars not given keep what the earlier calls set."""
     record = []
     bound = BoundLaunch(_launcher(record), 0xF00D, (3, 2, 1), (256, 1, 1), [100, 7],
                         (5, 6, -7, 1.5, 0.0), shared_bytes=1024)
-    for addresses, stream, last in (((4096, 8192), 11, ()), ((64, 128), 12, (-2.0, 0.25))):
+    calls = [((4096, 8192), 11, (), (1.5, 0.0)), ((64, 128), 12, (-2.0, 0.25), (-2.0, 0.25)),
+             ((64, 8), 11, (), (-2.0, 0.25))]
+    for addresses, stream, last, (alpha, beta) in calls:
         bound(addresses, stream, *last)
-        alpha, beta = last or (1.5, 0.0)
         *fixed, got_stream, pointers, _, parameters = record[-1]
         assert fixed == [0xF00D, 3, 2, 1, 256, 1, 1, 1024]
         assert (got_stream, pointers) == (stream, None)

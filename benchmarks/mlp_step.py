@@ -72,7 +72,8 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--profile", default=None, metavar="PATH",
-                   help="write cProfile's table of 10 eager steps of ours at the first shape")
+                   help="write torch.profiler's tables of 10 eager steps of each at the "
+                   "first shape")
     args = p.parse_args()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}; median of {args.steps} steps (us)")
@@ -112,27 +113,26 @@ def main():
 
 
 def _profile(shape, path):
-    """cProfile of 10 eager steps of ours: where the host's time goes, by function."""
-    import cProfile
-    import io
-    import pstats
+    """torch.profiler of 10 eager steps of each version at ``shape``: the host's (CPU) and the
+    GPU's time by operation, written to ``path`` and printed."""
+    from torch.profiler import ProfilerActivity, profile
     t, h = (int(v) for v in shape.split("x"))
     x = torch.randn(t, h, device="cuda").bfloat16()
     w1 = torch.randn(4 * h, h, device="cuda").bfloat16().requires_grad_()
     w2 = torch.randn(h, 4 * h, device="cuda").bfloat16().requires_grad_()
-    step = block(gt.matmul)
-    _time(step, (x, w1, w2), 3)
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(10):
-        step(x, w1, w2)
-    torch.cuda.synchronize()
-    prof.disable()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
+    text = []
+    for name, mm in (("torch.matmul", torch.matmul), ("gemm.torch.matmul", gt.matmul)):
+        step = block(mm)
+        _time(step, (x, w1, w2), 3)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                step(x, w1, w2)
+            torch.cuda.synchronize()
+        text.append(f"# {name}, 10 eager steps at {shape}\n"
+                    + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     with open(path, "w") as f:
-        f.write(text.getvalue())
-    print(text.getvalue()[:6000])
+        f.write("\n\n".join(text))
+    print("\n\n".join(text))
 
 
 if __name__ == "__main__":

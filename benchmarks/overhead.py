@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 import time
+from typing import Optional
 
 import torch
 
@@ -139,22 +140,34 @@ def other_kinds(calls, reps):
 
 
 def registrations(calls, reps):
-    """The torch operator's registrations: custom_op (shipped), the low-level Library with
-    register_autograd, and gt.matmul's eager path; forward without and with grad, and a
-    forward + backward step, at 64x64x64 bf16, beside torch.mm."""
-    lib = torch.library.Library("layoutalg_bench", "DEF")
+    """The torch operator's registrations: the shipped one (torch.library.Library with its
+    own Autograd kernel), torch.library.custom_op and the Library with register_autograd
+    (both with the same forward and backward), and gt.matmul's eager path; forward without
+    and with grad, and a forward + backward step, at 64x64x64 bf16, beside torch.mm."""
+    def fake(a, b, out_dtype=None):
+        return a.new_empty((a.shape[0], b.shape[1]))
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:2])
+
+    @torch.library.custom_op("layoutalg_bench::custom", mutates_args=(),
+                             device_types="cuda")
+    def custom(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
+               ) -> torch.Tensor:
+        return gt._direct(a, b, out_dtype)
+    custom.register_fake(fake)
+    custom.register_autograd(gt._backward, setup_context=setup_context)
+    lib = torch.library.Library("layoutalg_bench", "FRAGMENT")
     lib.define("mm(Tensor a, Tensor b, ScalarType? out_dtype=None) -> Tensor")
-    lib.impl("mm", lambda a, b, out_dtype=None: gt._direct(a, b, out_dtype), "CUDA")
-    torch.library.register_fake("layoutalg_bench::mm",
-                                lambda a, b, out_dtype=None: a.new_empty(
-                                    (a.shape[0], b.shape[1])), lib=lib)
+    lib.impl("mm", gt._direct, "CUDA")
+    torch.library.register_fake("layoutalg_bench::mm", fake, lib=lib)
     torch.library.register_autograd("layoutalg_bench::mm", gt._backward,
-                                    setup_context=gt._setup_context, lib=lib)
-    low = torch.ops.layoutalg_bench.mm.default
+                                    setup_context=setup_context, lib=lib)
     a, w = _mats(64, 64, 64, BF16)
     ag, wg = a.clone().requires_grad_(), w.clone().requires_grad_()
-    forms = {"custom_op (torch.ops.layoutalg.matmul)": gt._op,
-             "Library + register_autograd": low,
+    forms = {"shipped: torch.ops.layoutalg.matmul": gt._op,
+             "custom_op + register_autograd": torch.ops.layoutalg_bench.custom.default,
+             "Library + register_autograd": torch.ops.layoutalg_bench.mm.default,
              "gt.matmul eager path": gt.matmul,
              "torch.mm": lambda x, y, d=None: torch.mm(x, y)}
     rows = []
@@ -186,9 +199,13 @@ def parts(calls, reps):
     pointers = (ctypes.c_void_p * len(kind._fields_))(       # one pointer per parameter
         *(ctypes.addressof(params) + getattr(kind, n).offset for n, _ in kind._fields_))
 
-    def raw(pointers, extra):
-        """cuLaunchKernel alone, its return code checked."""
-        err = bound._launch(*bound._fixed, stream, pointers, extra)
+    head, sv = bound._head, ctypes.c_void_p(stream)
+    by_pointers = (*head, sv, pointers, None)
+    by_buffer = (*head, sv, *bound._tail)
+
+    def raw(args):
+        """cuLaunchKernel alone (ctypes objects made beforehand), its return code checked."""
+        err = bound._launch(*args)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed ({err})")
     new_address = iter(range(1 << 40, 1 << 41, 1 << 12))
@@ -210,8 +227,8 @@ def parts(calls, reps):
         ("kernels' plan (no allocation)", lambda: plan.launch((ptrs[0], ptrs[1],
                                                                c.data_ptr()), stream, 1.0, 0.0)),
         ("BoundLaunch call", lambda: bound(addresses, stream, 1.0, 0.0)),
-        ("raw cuLaunchKernel (param pointers)", lambda: raw(pointers, None)),
-        ("raw cuLaunchKernel (param buffer)", lambda: raw(None, bound._extra)),
+        ("raw cuLaunchKernel (param pointers)", lambda: raw(by_pointers)),
+        ("raw cuLaunchKernel (param buffer)", lambda: raw(by_buffer)),
         ("tma.tensor_map (encode one map)", lambda: tma.tensor_map(ptrs[0], tmap_copy, vt)),
         ("device_map of a new address", lambda: tensor_maps.device_map(
             tmap_copy, next(new_address), dims, strides, vt, stream)),

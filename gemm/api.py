@@ -23,14 +23,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional, Tuple
 
-from gemm import (autotune, callplan, hopper, shape_table, simt, skinny, splitk,
-                            tensorcore, transpose)
+import numpy as np
+
+from gemm import (autotune, callplan, hopper, shape_table, simt, skinny, splitk, tensorcore,
+                  transpose)
 from gemm._env import simulator_active
 from gemm.binary import sm_count
 from gemm.launch import Launcher
 from gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
-                                     check_stream, kernel_buffer, new_like, operand, output_operand,
-                                     product_operands, stream_handle)
+                           check_stream, kernel_buffer, new_like, operand, output_operand,
+                           product_operands, stream_handle)
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route",
            "precision_of", "float32_precision", "set_float32_precision"]
@@ -330,7 +332,7 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     return result
 
 
-_REAL = (float, int)        # alpha and beta the fast path passes on unchecked
+_REAL = (float, int, np.float64, np.float32)   # alpha and beta the fast path passes on
 
 
 def _device_guard(A):

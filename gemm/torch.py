@@ -20,9 +20,10 @@ tensor. The gradient of a shared operand is summed over the batch (in float32). 
 this module needs torch (``import gemm`` does not).
 """
 
-from typing import Optional
+from types import SimpleNamespace
 
 import torch
+from torch._library.autograd import make_autograd_impl
 
 import gemm
 
@@ -40,14 +41,7 @@ def _dtype_name(dtype):
     return _NAMES[dtype]
 
 
-@torch.library.custom_op("layoutalg::matmul", mutates_args=(), device_types="cuda")
-def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
-            ) -> torch.Tensor:
-    return _direct(a, b, out_dtype)
-
-
-@_matmul.register_fake
-def _(a, b, out_dtype=None):
+def _fake(a, b, out_dtype=None):
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
         raise ValueError(f"layoutalg::matmul: a and b must be 2-D matrices or 3-D batches, got "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
@@ -71,11 +65,6 @@ def _unit_stride(x):
     return x if 1 in x.stride()[-2:] or x.numel() <= 1 else x.contiguous()
 
 
-def _setup_context(ctx, inputs, output):
-    a, b, _ = inputs
-    ctx.save_for_backward(a, b)
-
-
 def _grad(x, y, like):
     """``x @ y`` in ``like``'s type and shape: summed over the batch (in float32) where
     ``like`` was shared by every product of a batch."""
@@ -87,21 +76,29 @@ def _grad(x, y, like):
     return matmul(x, y, out_dtype=like.dtype)
 
 
+def _like(x, y, like):
+    """:func:`_grad` in ``like``'s orientation too: where ``like``'s matrices are column-major
+    (a transposed view, as ``w.T`` of an (N, K) weight), computed as ``(y^T @ x^T)^T``, so the
+    gradient has ``like``'s strides and the weight gets a row-major one (as torch.mm's
+    backward gives; otherwise autograd's accumulation copies it into the weight's layout)."""
+    s = like.stride()
+    if s[-2] == 1 and s[-1] != 1:
+        t = _grad(y.transpose(-1, -2), x.transpose(-1, -2), like.transpose(-1, -2))
+        return t.transpose(-1, -2)
+    return _grad(x, y, like)
+
+
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
     ga = gb = None
-    if ctx.needs_input_grad[0]:         # dA = dC @ B^T, in A's type
-        ga = _grad(grad.to(b.dtype), b.transpose(-1, -2), a)
-    if ctx.needs_input_grad[1]:         # dB = A^T @ dC, in B's type
-        gb = _grad(a.transpose(-1, -2), grad.to(a.dtype), b)
+    if ctx.needs_input_grad[0]:         # dA = dC @ B^T, in A's type and orientation
+        ga = _like(grad.to(b.dtype), b.transpose(-1, -2), a)
+    if ctx.needs_input_grad[1]:         # dB = A^T @ dC, in B's type and orientation
+        gb = _like(a.transpose(-1, -2), grad.to(a.dtype), b)
     return ga, gb, None
 
 
-_matmul.register_autograd(_backward, setup_context=_setup_context)
-_op = torch.ops.layoutalg.matmul.default
-
-
-def _direct(a, b, out_dtype):
+def _direct(a, b, out_dtype=None):
     return gemm.matmul(_unit_stride(a), _unit_stride(b), out_dtype=_dtype_name(out_dtype))
 
 
@@ -134,13 +131,47 @@ def _eager(a, b):
             and not _dispatch_modes() and not _transforms())
 
 
+def _run_eager(a, b, out_dtype=None):
+    """An eager call: the kernels, with the operator's autograd when a gradient is needed."""
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _Eager.apply(a, b, out_dtype)
+    return _direct(a, b, out_dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:2])
+
+
+# The operator, registered with the low-level torch.library.Library rather than
+# torch.library.custom_op: custom_op's Autograd kernel always redispatches to a second Python
+# kernel (two trips from C++ into Python a call); this one runs eager calls in one. Calls that
+# are not eager (torch.compile's tracing, tensor subclasses, modes, transforms) take torch's
+# own Autograd kernel of custom ops, the one custom_op registers (torch._library.autograd).
+_lib = torch.library.Library("layoutalg", "DEF")
+_lib.define("matmul(Tensor a, Tensor b, ScalarType? out_dtype=None) -> Tensor")
+_lib.impl("matmul", _direct, "CUDA")
+torch.library.register_fake("layoutalg::matmul", _fake, lib=_lib)
+_op = torch.ops.layoutalg.matmul.default
+_traced = make_autograd_impl(_op, SimpleNamespace(_backward_fn=_backward,
+                                                  _setup_context_fn=_setup_context))
+
+
+def _autograd(keyset, *args):
+    """The operator's Autograd kernel (the dispatcher leaves out arguments equal to their
+    defaults): an eager call (:func:`_eager`) runs here; any other takes torch's kernel."""
+    if _eager(args[0], args[1]):
+        return _run_eager(*args)
+    return _traced(keyset, *args)
+
+
+_lib.impl("matmul", _autograd, "Autograd", with_keyset=True)
+
+
 def matmul(a, b, out_dtype=None):
     """``a @ b`` as ``torch.ops.layoutalg.matmul`` computes it (see the module). An eager
     call on plain CUDA tensors runs the kernels directly (with the operator's autograd when
     a gradient is needed); under ``torch.compile``, torch modes and functorch transforms,
     and for other tensors, the call goes through the operator."""
     if _eager(a, b):
-        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-            return _Eager.apply(a, b, out_dtype)
-        return _direct(a, b, out_dtype)
+        return _run_eager(a, b, out_dtype)
     return _op(a, b, out_dtype)

@@ -104,3 +104,101 @@ def test_opcheck():
     a = torch.randn(40, 24, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(24, 16, device="cuda", dtype=torch.bfloat16)
     torch.library.opcheck(torch.ops.layoutalg.matmul.default, (a, b, None))
+
+
+def _fresh(*shapes, dtype=torch.bfloat16):
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(__import__("os").urandom(3),
+                                                                   "little"))
+    return [torch.randn(s, device="cuda", generator=g).to(dtype).requires_grad_()
+            for s in shapes]
+
+
+def _check_step(step, a, b, w):
+    """``step(a, b, w)`` returns y = a @ b and back-propagates sum(w * y): y and the
+    gradients against float64 (bf16 tolerance, relative to |a| |b|)."""
+    y = step(a, b, w)
+    a64, b64, w64 = (x.detach().double() for x in (a, b, w))
+    assert ((y.double() - a64 @ b64).abs() <= 2e-2 * (a64.abs() @ b64.abs())).all()
+    assert ((a.grad.double() - w64 @ b64.T).abs() <= 2e-2 * (w64.abs() @ b64.abs().T)).all()
+    assert ((b.grad.double() - a64.T @ w64).abs() <= 2e-2 * (a64.abs().T @ w64.abs())).all()
+
+
+@gpu
+def test_the_operator_called_through_the_dispatcher():
+    """torch.ops.layoutalg.matmul itself (its Autograd kernel runs eager calls): values and
+    gradients, and without a gradient."""
+    _cuda()
+    a, b, w = _fresh((70, 48), (48, 40), (70, 40))
+
+    def step(a, b, w):
+        y = torch.ops.layoutalg.matmul(a, b)
+        assert y.grad_fn is not None
+        (y.float() * w.float()).sum().backward()
+        return y.detach()
+    _check_step(step, a, b, w)
+    with torch.no_grad():
+        y = torch.ops.layoutalg.matmul(a, b, torch.float32)
+    assert y.dtype == torch.float32 and y.grad_fn is None
+    assert torch.allclose(y.double(), a.detach().double() @ b.detach().double(), rtol=2e-2,
+                          atol=2e-2)
+
+
+@gpu
+def test_compiled_forward_and_backward():
+    """torch.compile (fullgraph) of a step with a backward through the operator: the traced
+    path below the Autograd key, and the gradients' products."""
+    _cuda()
+    torch._dynamo.reset()
+    a, b, w = _fresh((70, 48), (48, 40), (70, 40))
+
+    @torch.compile(fullgraph=True)
+    def loss(a, b, w):
+        y = gt.matmul(a, b)
+        return (y.float() * w.float()).sum(), y
+
+    def step(a, b, w):
+        total, y = loss(a, b, w)
+        total.backward()
+        return y.detach()
+    _check_step(step, a, b, w)
+
+
+@gpu
+def test_a_dispatch_mode_sees_the_operator():
+    """Under a torch dispatch mode the eager shortcut is not taken: the mode sees the call."""
+    _cuda()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    a, b, _ = _fresh((16, 32), (32, 8), (1,))
+    with torch.no_grad(), Seen() as seen:
+        y = gt.matmul(a, b)
+        torch.ops.layoutalg.matmul(a, b)
+    assert seen.ops == ["layoutalg.matmul.default"] * 2
+    assert torch.allclose(y.double(), a.double() @ b.double(), rtol=2e-2, atol=2e-2)
+
+
+@gpu
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_a_weights_gradient_keeps_its_layout(lead):
+    """y = x @ w.T with w (N, K) row-major (a linear layer): w.grad comes out row-major, as
+    torch.mm's backward gives it (and right: against float64), for a matrix and a batch of
+    x sharing w."""
+    _cuda()
+    x, w, g = _fresh(lead + (70, 48), (40, 48), lead + (70, 40))
+    y = gt.matmul(x, w.T)
+    (y.float() * g.float()).sum().backward()
+    x64, w64, g64 = (t.detach().double() for t in (x, w, g))
+    assert w.grad.shape == w.shape and w.grad.is_contiguous()
+    want = (g64.transpose(-1, -2) @ x64).reshape(-1, 40, 48).sum(0)
+    bound = (g64.abs().transpose(-1, -2) @ x64.abs()).reshape(-1, 40, 48).sum(0)
+    assert ((w.grad.double() - want).abs() <= 2e-2 * bound).all()
+    assert ((x.grad.double() - g64 @ w64).abs() <= 2e-2 * (g64.abs() @ w64.abs())).all()

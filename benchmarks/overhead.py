@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 import time
+from types import SimpleNamespace
 from typing import Optional
 
 import torch
@@ -180,7 +181,8 @@ def registrations(calls, reps):
 
 
 def parts(calls, reps):
-    """Where a planned no-out bf16 call's host time goes (64x64x64, the Hopper kernel)."""
+    """Where a planned no-out bf16 call's host time goes (64x64x64, the Hopper kernel), and
+    the torch operator's backward's."""
     import ctypes
     from dataclasses import replace
 
@@ -233,6 +235,21 @@ def parts(calls, reps):
         ("device_map of a new address", lambda: tensor_maps.device_map(
             tmap_copy, next(new_address), dims, strides, vt, stream)),
     ]
+    # the torch operator's backward: the engine's whole round, and our products alone
+    ag, wg = a.clone().requires_grad_(), w.clone().requires_grad_()
+    dy = torch.randn(64, 64, device="cuda", dtype=BF16)
+    ctx = SimpleNamespace(saved_tensors=(a, wt), needs_input_grad=(True, True, False))
+    rows += [
+        ("torch.mm forward with grad", lambda: torch.mm(ag, wg.T)),
+        ("gt.matmul forward with grad", lambda: gt.matmul(ag, wg.T)),
+        ("torch.mm forward + autograd.grad", lambda: torch.autograd.grad(
+            torch.mm(ag, wg.T), (ag, wg), dy)),
+        ("gt.matmul forward + autograd.grad", lambda: torch.autograd.grad(
+            gt.matmul(ag, wg.T), (ag, wg), dy)),
+        ("gt.matmul's backward called directly", lambda: gt._backward(ctx, dy)),
+        ("torch.mm's two products called directly", lambda: (torch.mm(dy, w),
+                                                             torch.mm(dy.T, a))),
+    ]
     return [(name, timed(fn, calls, reps)[0]) for name, fn in rows]
 
 
@@ -271,7 +288,8 @@ def main():
             results.append(dict(form="registration: " + name, fwd=h0, fwd_grad=h1,
                                 fwd_bwd=h2, fwd_bwd_wall=w2))
             print(f"{name:<40} {h0:7.1f} {h1:9.1f} {h2:8.1f} {w2:7.1f}")
-        print("\n# parts of a planned no-out call, 64x64x64 bf16, host us/call")
+        print("\n# parts of a planned no-out call and of the operator's backward, 64x64x64 "
+              "bf16, host us/call")
         for name, us in parts(args.calls, args.reps):
             results.append(dict(form="part: " + name, host_us=us))
             print(f"{name:<40} {us:7.1f}")

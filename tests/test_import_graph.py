@@ -210,6 +210,67 @@ def test_nothing_imports_the_deprecated_name():
     assert not algebra_to_gemm, algebra_to_gemm
 
 
+def _defined(path):
+    """(the names ``path``'s module defines at its top level, whether it makes others on
+    demand: a module ``__getattr__`` or a star import)."""
+    names, dynamic = set(), False
+
+    def visit(body):
+        nonlocal dynamic
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+                dynamic |= node.name == "__getattr__"
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.Import):
+                names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                dynamic |= any(a.name == "*" for a in node.names)
+                names.update(a.asname or a.name for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+    visit(ast.parse(path.read_text()).body)
+    return names, dynamic
+
+
+def test_every_import_names_a_module_or_name_that_exists():
+    """Every import of the packages' own modules, function-level ones included, names a
+    module that exists and, for ``from m import x``, a submodule of m or a name m defines:
+    a stale path in an import that runs only on a GPU fails here, on a CPU."""
+    found = modules()
+    wrong = []
+    for name, path in found.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(node, ast.Import):
+                wrong += [(where, a.name) for a in node.names
+                          if a.name.partition(".")[0] in PACKAGES and a.name not in found]
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            if base.partition(".")[0] not in PACKAGES:
+                continue
+            if base not in found:
+                wrong.append((where, base))
+                continue
+            names, dynamic = _defined(found[base])
+            wrong += [(where, f"{base}.{a.name}") for a in node.names
+                      if a.name != "*" and f"{base}.{a.name}" not in found
+                      and a.name not in names and not dynamic]
+    assert not wrong, wrong
+
+
 def _run(code):
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

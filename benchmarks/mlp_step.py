@@ -20,7 +20,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gemm import api, tensor_maps
+from gemm import api
+from gemm.hopper import tensor_maps
 from gemm import torch as gt
 
 

@@ -186,7 +186,8 @@ def parts(calls, reps):
     import ctypes
     from dataclasses import replace
 
-    from gemm import callplan, hopper, launch, tensor_maps, tma
+    from gemm import callplan, hopper, launch, tma
+    from gemm.hopper import tensor_maps
     a, w = _mats(64, 64, 64, BF16)
     wt = w.T
     gemm.matmul(a, wt, kernel="hopper")

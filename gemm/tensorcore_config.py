@@ -1,7 +1,7 @@
 """The tensor-core GEMM's configuration: :class:`TensorCoreConfig` (one kernel's tiles, warps,
 ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), with
 the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore_gen` (the
-generator) read. :mod:`gemm.hopper_config` shares the operand and output types."""
+generator) read. :mod:`gemm.hopper.config` shares the operand and output types."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ class Variant:
 
 
 def check_variant(variant, what, config_type):
-    """The checks a kernel variant (:class:`Variant`, ``gemm.hopper_config.HopperVariant``)
+    """The checks a kernel variant (:class:`Variant`, ``gemm.hopper.config.HopperVariant``)
     shares: its config is a ``config_type``, the majors of X and Y and the output type are
     known; TypeError or ValueError naming ``what`` otherwise."""
     if not isinstance(variant.config, config_type):

@@ -62,7 +62,7 @@ def ptx_d_fragment(thread, i):
 
 @pytest.mark.parametrize("bm, bn", [(128, 128), (64, 256), (64, 64)])
 def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
-    from gemm.hopper_gen import hopper_plan
+    from gemm.hopper.gen import hopper_plan
     p = hopper_plan(HopperVariant(HopperConfig(bM=bm, bN=bn)))
     for t in range(128):
         row0, col0 = p.thread_base[t]
@@ -82,7 +82,7 @@ def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
     ("tfloat32", "K", "K")])
 def test_descriptors_and_boxes(dtype, a_major, b_major):
     from layoutalg.atom.gmma import GmmaDescriptor
-    from gemm.hopper_gen import hopper_plan
+    from gemm.hopper.gen import hopper_plan
     cfg = HopperConfig(dtype=dtype)
     p = hopper_plan(HopperVariant(cfg, a_major, b_major))
     mode = 1 << 62                              # 128-byte swizzle
@@ -101,8 +101,8 @@ def test_descriptors_and_boxes(dtype, a_major, b_major):
                                 dict(consumers=1, delay_release=0),
                                 dict(consumers=1, schedule="plain", delay_release=1)])
 def test_the_kernels_pipeline_schedule_is_right(kw):
-    from gemm.hopper_gen import pipeline_of
-    from gemm.pipeline_sm90 import check_schedule
+    from gemm.hopper.gen import pipeline_of
+    from gemm.hopper.pipeline import check_schedule
     p = pipeline_of(HopperVariant(HopperConfig(**kw)))
     for tiles, steps in ((1, 1), (3, 5), (4, 2)):
         check_schedule(p.schedule(tiles, steps), p, interleavings=20)
@@ -266,10 +266,10 @@ class _Uint32Source(list):
 @pytest.mark.parametrize("group_m", [1, 3, 8])
 def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, nb, sk,
                                                               group_m):
-    """The emitted decode of a persistent grid's work unit (gemm.hopper_gen._coords), run in
+    """The emitted decode of a persistent grid's work unit (gemm.hopper.gen._coords), run in
     Python: units 0 .. tiles x products x K ranges - 1 map one to one onto (row, column,
     product, K range)."""
-    from gemm.hopper_gen import _coords
+    from gemm.hopper.gen import _coords
     src = _Uint32Source()
     names = _coords(group_m, sk > 1)(src, "u")
     code = compile("\n".join(src), "coords", "exec")
@@ -378,7 +378,7 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
 
 
 def test_tiles_narrower_than_64_need_a_k_major_y():
-    from gemm.hopper_gen import hopper_plan
+    from gemm.hopper.gen import hopper_plan
     v = HopperVariant(HopperConfig(bN=16, consumers=1), b_major="K")
     assert hopper_plan(v).copy_y.bytes == 16 * 128
     with pytest.raises(ValueError, match="need a K-major Y"):

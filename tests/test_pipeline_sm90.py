@@ -1,10 +1,10 @@
-"""The warp-specialized and the plain wgmma pipelines' schedules (gemm.pipeline_sm90) against
+"""The warp-specialized and the plain wgmma pipelines' schedules (gemm.hopper.pipeline) against
 the model of mbarriers, TMA and wgmma groups: right for every ring depth, delay_release,
 consumer count and step count, and each kind of broken schedule is caught."""
 
 import pytest
 
-from gemm.pipeline_sm90 import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
+from gemm.hopper.pipeline import (PersistentGrid, TmaSpec, WarpSpecializedPipeline,
                                           check_schedule, emit_pipeline,
                                           emit_pipeline_warp_specialized)
 from gemm.codegen import Source

@@ -1,4 +1,4 @@
-"""gemm.tensor_maps.MapSlots' rules, on a recording stand-in for the driver: maps written
+"""gemm.hopper.tensor_maps.MapSlots' rules, on a recording stand-in for the driver: maps written
 by an asynchronous copy on the launching stream outside a CUDA graph capture (no host wait;
 another stream waits on the copy's event until the event is seen complete), as a copy on
 the capturing stream inside one (pending until a use outside writes them), slots never given
@@ -8,7 +8,7 @@ inside a capture."""
 import numpy as np
 import pytest
 
-from gemm.tensor_maps import SLOT_BYTES, MapSlots
+from gemm.hopper.tensor_maps import SLOT_BYTES, MapSlots
 
 
 class FakeDriver:

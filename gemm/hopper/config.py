@@ -1,15 +1,15 @@
 """The Hopper GEMM's configuration: :class:`HopperConfig` (one kernel's tiles, ring, consumers
 and schedule, split-K, swap, epilogue, 3xTF32) and :class:`HopperVariant` (everything one
-compiled kernel depends on). :mod:`gemm.hopper` runs them; :mod:`gemm.hopper_rules` picks one
+compiled kernel depends on). :mod:`gemm.hopper` runs them; :mod:`gemm.hopper.rules` picks one
 from a call's shape."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import splitk
-from .arch.smem import DYNAMIC_SHARED_LIMIT
-from .tensorcore_config import DTYPES, MAJORS, OUT_DTYPES, check_variant
+from .. import splitk
+from ..arch.smem import DYNAMIC_SHARED_LIMIT
+from ..tensorcore_config import DTYPES, MAJORS, OUT_DTYPES, check_variant
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES"]

@@ -1,7 +1,7 @@
 """The Hopper GEMM generator: the kernel of a :class:`gemm.hopper.HopperVariant` (bf16 / f16 /
 tf32 in, f32 accumulate, f32 / bf16 / f16 out; the operands X (MM, K), Y (NN, K) and a
 row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipeline of
-:mod:`gemm.pipeline_sm90` from layoutalg's SM90 atoms:
+:mod:`gemm.hopper.pipeline` from layoutalg's SM90 atoms:
 
 - shared memory: per ring slot, X's (consumers * bM, bK) block and Y's (bN, bK) block, each
   ``tile_to_shape`` of CuTe's ``Layout_{K,MN}_SW128_Atom`` (128-byte K rows; bK = 64 bf16/f16
@@ -33,7 +33,7 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
   predicated at the edges, 8- (f32) or 4-byte (16-bit) stores when C's address and ldc
   allow (scalar stores where C is stored column by column: a row-major out of the
   transposed product);
-- the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.pipeline_sm90`:
+- the consumers share the tiles as ``config.schedule`` says (:mod:`gemm.hopper.pipeline`:
   "cooperative" splits a tile's rows among them, "pingpong" gives them whole tiles in turn;
   "plain" has no producer: one warpgroup loads and multiplies, ``emit_pipeline``);
 - persistent blocks over the output tiles in grouped order: ``group_m`` tile rows of one
@@ -48,9 +48,9 @@ from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
-from .codegen import Source, align_arg
-from .hopper_config import STAGING_BYTES
-from .pipeline_sm90 import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
+from ..codegen import Source, align_arg
+from .config import STAGING_BYTES
+from .pipeline import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
                             TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]

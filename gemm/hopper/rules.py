@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import splitk
-from .arch.smem import DYNAMIC_SHARED_LIMIT
-from .hopper_config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
+from .. import splitk
+from ..arch.smem import DYNAMIC_SHARED_LIMIT
+from .config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
 __all__ = ["default_config", "default_split", "swaps", "swaps_narrow", "swapped_tiles",
            "swapped_config", "x3_config", "x3_tiles", "x3_default", "x3_swaps"]

@@ -1,4 +1,4 @@
-"""The model that checks a Hopper pipeline's schedule (:mod:`gemm.pipeline_sm90`): mbarriers
+"""The model that checks a Hopper pipeline's schedule (:mod:`gemm.hopper.pipeline`): mbarriers
 with phases and parities, TMA loads that land at random times, wgmma groups that complete at
 a ``wgmma.wait_group``, and the roles' events run in many interleavings.
 

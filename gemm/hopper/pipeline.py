@@ -62,8 +62,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from .codegen import align_arg
-from .pipeline_sm90_model import check_schedule
+from ..codegen import align_arg
+from .pipeline_model import check_schedule
 
 __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeline",
            "emit_pipeline_warp_specialized", "WgmmaPipeline", "emit_pipeline",

@@ -43,7 +43,7 @@ from .codegen import Source, align_arg, kernel_module, module_name
 from .launch import Launcher
 from .operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer, output_operand,
                        product_operands, stream_handle)
-from .tensorcore import RAW16, check_scalars, out_dtype_of
+from .dtypes import RAW16, check_scalars, out_dtype_of
 
 __all__ = ["SkinnyConfig", "default_config", "fits", "skinny_source", "skinny_function",
            "skinny_kernel", "launch_matmul", "choose_split"]

@@ -30,9 +30,10 @@ from .binary import compiled_binary, load_or_compile
 from .codegen import kernel_module, module_name
 from .launch import Launcher
 from .operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, kernel_buffer,
-                       operand, output_operand, product_operands, stream_handle)
-from .tensorcore_config import (DTYPES, MAJORS, OUT_DTYPES, TensorCoreConfig, Variant,
-                                copy_grid, variant_of)
+                       output_operand, product_operands, stream_handle)
+from .dtypes import (DTYPES, MAJORS, OUT_DTYPES, RAW16, check_scalars,  # noqa: F401
+                     operand_dtype, out_dtype_of)
+from .tensorcore_config import TensorCoreConfig, Variant, copy_grid, variant_of
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
            "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
@@ -92,10 +93,7 @@ def compile_variant(variant):
 
 # --- the call ----------------------------------------------------------------------------------
 
-# 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
-RAW16 = ("uint16", "int16", "<u2", "<i2")
 _SCALARS = ("uint32",) * 9 + ("float32",) * 2
-_TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
 
 
 # The kernel's arrays are 1-D C-contiguous: numba indexes them with the static element size
@@ -175,53 +173,6 @@ class _Call:
     @staticmethod
     def _dtype(a, b, config, caller):
         return operand_dtype(a, b, config.dtype, caller)
-
-
-def check_scalars(alpha, beta, caller):
-    """TypeError unless ``alpha`` and ``beta`` are real numbers (bools refused)."""
-    for name, x in (("alpha", alpha), ("beta", beta)):
-        if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
-            raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
-
-
-def out_dtype_of(out, out_dtype, caller, simulator=False):
-    """``(out_dtype, the stored dtype of out or None)`` of a tensor-core call: ``out``'s type,
-    which ``out_dtype`` must match unless out is 16-bit integers holding ``out_dtype``'s
-    bits; float32 when neither is given. TypeError for a type the kernels cannot write."""
-    stored = None
-    if out is not None:         # a 16-bit integer out holds the bits of out_dtype
-        stored = operand(out, "out", simulator, caller, batched=True).dtype
-        if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
-            if out_dtype is not None and out_dtype != stored:
-                raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
-            out_dtype = stored
-    out_dtype = out_dtype or "float32"
-    if out_dtype not in OUT_DTYPES:
-        raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
-                        f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
-    return out_dtype, stored
-
-
-def operand_dtype(a, b, raw16, caller):
-    """What the tensor cores compute operands ``a`` and ``b`` (gemm.operands) with:
-    "bfloat16", "float16" or "tfloat32" (float32), both the same; 16-bit integer operands hold
-    the bits of ``raw16`` (a config's dtype). TypeError otherwise."""
-    typed = set()
-    for name, op in (("A", a), ("B", b)):
-        if op.dtype in _TYPED:
-            typed.add(_TYPED[op.dtype])
-        elif op.dtype not in RAW16:
-            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
-                            "float16, float32 (as tf32), or 16-bit integers holding "
-                            "bfloat16/float16 bits")
-    if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
-        raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
-    if typed:
-        return typed.pop()
-    if raw16 == "tfloat32":
-        raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
-                        "config.dtype is tfloat32")
-    return raw16
 
 
 @lru_cache(maxsize=256)

@@ -1,20 +1,18 @@
 """The tensor-core GEMM's configuration: :class:`TensorCoreConfig` (one kernel's tiles, warps,
 ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), with
 the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore_gen` (the
-generator) read. :mod:`gemm.hopper.config` shares the operand and output types."""
+generator) read. The operand and output types are :mod:`gemm.dtypes`'."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .arch.smem import DYNAMIC_SHARED_LIMIT
+from .dtypes import DTYPES, MAJORS, OUT_DTYPES, check_variant  # noqa: F401 - re-exported
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "copy_grid",
            "variant_of"]
 
-DTYPES = ("bfloat16", "float16", "tfloat32")
-OUT_DTYPES = ("float32", "bfloat16", "float16")
-MAJORS = ("K", "MN")
 # dtype -> (gemm.arch mma, k of the atom, bytes per element in memory)
 _MMA = {"bfloat16": ("mma_m16n8k16_f32_bf16", 16, 2),
         "float16": ("mma_m16n8k16_f32_f16", 16, 2),
@@ -176,20 +174,6 @@ class Variant:
         c = "float32" if self.out_dtype == "float32" else "uint16"
         return (f"void({ab}[::1], {ab}[::1], {c}[::1], " + ", ".join(["uint32"] * 9)
                 + ", float32, float32)")
-
-
-def check_variant(variant, what, config_type):
-    """The checks a kernel variant (:class:`Variant`, ``gemm.hopper.config.HopperVariant``)
-    shares: its config is a ``config_type``, the majors of X and Y and the output type are
-    known; TypeError or ValueError naming ``what`` otherwise."""
-    if not isinstance(variant.config, config_type):
-        raise TypeError(f"{what}: config must be a {config_type.__name__}, got "
-                        f"{variant.config!r}")
-    for name in ("a_major", "b_major"):
-        if getattr(variant, name) not in MAJORS:
-            raise ValueError(f"{what}: {name} must be one of {MAJORS}")
-    if variant.out_dtype not in OUT_DTYPES:
-        raise ValueError(f"{what}: out_dtype must be one of {OUT_DTYPES}")
 
 
 def variant_of(v):

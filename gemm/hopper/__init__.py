@@ -63,14 +63,13 @@ from ..launch import Launcher
 from ..operands import (batch_count, check_same_device, check_spans, kernel_buffer,
                        output_operand, product_operands, stream_handle)
 from .tensor_maps import device_map
-from ..tensorcore import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype,
-                         out_dtype_of)
+from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype, out_dtype_of
 from ..tma import check_encodable
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
            # re-exported: the config (gemm.hopper.config), the shape rules (gemm.hopper.rules)
-           # and the types (gemm.tensorcore)
+           # and the types (gemm.dtypes)
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
            "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config",

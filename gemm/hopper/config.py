@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
-from ..tensorcore_config import DTYPES, MAJORS, OUT_DTYPES, check_variant
+from ..dtypes import DTYPES, check_variant
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES"]

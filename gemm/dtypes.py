@@ -1,0 +1,85 @@
+"""The tensor-core kernels' type rules, shared by the SM80 (:mod:`gemm.tensorcore`), SM90
+(:mod:`gemm.hopper`) and small-M (:mod:`gemm.skinny`) kernels: the operand types they compute
+with, the output types they write, the operand majors, and the checks of a call's scalars,
+operands and out against them.
+
+>>> DTYPES, OUT_DTYPES, MAJORS
+(('bfloat16', 'float16', 'tfloat32'), ('float32', 'bfloat16', 'float16'), ('K', 'MN'))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .operands import operand
+
+__all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
+           "operand_dtype", "check_variant"]
+
+DTYPES = ("bfloat16", "float16", "tfloat32")
+OUT_DTYPES = ("float32", "bfloat16", "float16")
+MAJORS = ("K", "MN")
+# 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
+RAW16 = ("uint16", "int16", "<u2", "<i2")
+_TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
+
+
+def check_scalars(alpha, beta, caller):
+    """TypeError unless ``alpha`` and ``beta`` are real numbers (bools refused)."""
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(x, (int, float, np.floating, np.integer)) or isinstance(x, bool):
+            raise TypeError(f"{caller}: {name} must be a real number, got {x!r}")
+
+
+def out_dtype_of(out, out_dtype, caller, simulator=False):
+    """``(out_dtype, the stored dtype of out or None)`` of a tensor-core call: ``out``'s type,
+    which ``out_dtype`` must match unless out is 16-bit integers holding ``out_dtype``'s
+    bits; float32 when neither is given. TypeError for a type the kernels cannot write."""
+    stored = None
+    if out is not None:         # a 16-bit integer out holds the bits of out_dtype
+        stored = operand(out, "out", simulator, caller, batched=True).dtype
+        if not (stored in RAW16 and out_dtype in ("bfloat16", "float16")):
+            if out_dtype is not None and out_dtype != stored:
+                raise ValueError(f"{caller}: out_dtype={out_dtype!r} but out is {stored}")
+            out_dtype = stored
+    out_dtype = out_dtype or "float32"
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
+                        f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
+    return out_dtype, stored
+
+
+def operand_dtype(a, b, raw16, caller):
+    """What the tensor cores compute operands ``a`` and ``b`` (gemm.operands) with:
+    "bfloat16", "float16" or "tfloat32" (float32), both the same; 16-bit integer operands hold
+    the bits of ``raw16`` (a config's dtype). TypeError otherwise."""
+    typed = set()
+    for name, op in (("A", a), ("B", b)):
+        if op.dtype in _TYPED:
+            typed.add(_TYPED[op.dtype])
+        elif op.dtype not in RAW16:
+            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; supported: bfloat16, "
+                            "float16, float32 (as tf32), or 16-bit integers holding "
+                            "bfloat16/float16 bits")
+    if len(typed) > 1 or (typed == {"tfloat32"} and {a.dtype, b.dtype} & set(RAW16)):
+        raise TypeError(f"{caller}: A is {a.dtype} and B is {b.dtype}; they must match")
+    if typed:
+        return typed.pop()
+    if raw16 == "tfloat32":
+        raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
+                        "config.dtype is tfloat32")
+    return raw16
+
+
+def check_variant(variant, what, config_type):
+    """The checks a kernel variant (:class:`Variant`, ``gemm.hopper.config.HopperVariant``)
+    shares: its config is a ``config_type``, the majors of X and Y and the output type are
+    known; TypeError or ValueError naming ``what`` otherwise."""
+    if not isinstance(variant.config, config_type):
+        raise TypeError(f"{what}: config must be a {config_type.__name__}, got "
+                        f"{variant.config!r}")
+    for name in ("a_major", "b_major"):
+        if getattr(variant, name) not in MAJORS:
+            raise ValueError(f"{what}: {name} must be one of {MAJORS}")
+    if variant.out_dtype not in OUT_DTYPES:
+        raise ValueError(f"{what}: out_dtype must be one of {OUT_DTYPES}")

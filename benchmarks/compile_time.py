@@ -336,8 +336,8 @@ def main(argv=None):
             base_env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pyc)
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
             _run_child(None, base_env, tree, code="import sympy, numba.cuda, layoutalg.tiled, "
-                       "gemm.api, gemm.simt_gen, "
-                       "gemm.tensorcore_gen" + (", torch" if gpu else ""))
+                       "gemm.api, gemm.simt.gen, "
+                       "gemm.tensorcore.gen" + (", torch" if gpu else ""))
         results["bytecode_cached"] = not args.no_bytecode
         for kernel in args.kernels:
             with tempfile.TemporaryDirectory() as tmp:

@@ -3,8 +3,13 @@ package of the layoutalg distribution, installed with its ``gemm`` extra:
 ``pip install 'layoutalg[gemm]'``).
 
 The package is layered like CuTe: ``gemm.arch`` wraps single PTX instructions (cp.async,
-ldmatrix, mma.sync, vector loads and stores, conversions) as numba intrinsics, with pure-Python
-twins for numba's CUDA simulator; the kernels above it are generated from layoutalg layouts.
+ldmatrix, mma.sync, wgmma, TMA, mbarriers, conversions) as numba intrinsics, with pure-Python
+twins for numba's CUDA simulator; ``gemm.cute`` is the algebra inside ``@cuda.jit`` kernels;
+each kernel family is a package with its config, generator and calls together
+(``gemm.simt``, ``gemm.tensorcore`` for SM80, ``gemm.hopper`` for SM90), beside
+``gemm.skinny`` (few rows) and ``gemm.collective``; the call path (``gemm.api``,
+``gemm.callplan``, ``gemm.dtypes``, ``gemm.operands``, ``gemm.launch``) and tuning
+(``gemm.autotune``, ``gemm.shape_table``) sit on top.
 
 Importing ``gemm`` itself is light: numba is imported only by the submodules that need it.
 """

@@ -17,8 +17,8 @@ from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from gemm import _cute_python as cute    # the objects gemm.cute re-exports
 from gemm._cute_numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
-                                        _fields, _identity_constant, _in_space, _struct,
-                                        _tensor_value, _to_u32)
+                              _fields, _identity_constant, _in_space, _struct,
+                              _tensor_value, _to_u32)
 from gemm.arch import ptx
 from gemm.arch._lowering import GLOBAL, SHARED, asm, unpack
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32

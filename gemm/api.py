@@ -42,7 +42,7 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_conf
 # of 4 M and 4 N values (128-bit shared loads), 2 blocks per SM.
 # "small_m": 32-row tiles for calls of at most SMALL_M rows (the prefetch pipeline allows
 # bM != bN), which an unnamed call of so few rows gets (benchmarks/RESULTS.md, "fp32 with
-# few rows": 0.56-1.45x cuBLAS where the 128-row tile ran at 0.31-0.71x).
+# few rows": faster than the 128-row tile there).
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),
@@ -364,10 +364,9 @@ def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
 
 
 # A row-major B runs 3xTF32 on a column-major copy (gemm.transpose) from this many rows of A
-# up. The copy moves 8 N K bytes, the product 2 M N K flops: assuming ~2.5 TB/s for the copy
-# and the ~75 TFLOP/s 3xTF32 ran at on an H100, the copy costs about 120 / M of the
-# product's time (23% at 512 rows; 512x4096x4096 measured 16%), where 3xTF32 runs at 1.7x
-# the exact kernel (benchmarks/RESULTS.md). Not swept over M.
+# up. The copy moves 8 N K bytes, the product 2 M N K flops, so the copy's share of the time
+# falls as 1 / M; from this many rows it costs less than 3xTF32 gains over the exact kernel
+# (the estimate and the timings: benchmarks/RESULTS.md, "3xTF32"). Not swept over M.
 X3_COPY_ROWS = 512
 
 

@@ -4,9 +4,9 @@ numba compiles a kernel variant once; its cubin, for the architecture of the dev
 goes into a file named after the variant's generated module (so it changes with the variant,
 the package's code and the numba-cuda version) beside it in ``gemm.codegen.cache_dir()``.
 Every later first call of the variant, in this process or another, reads that file and loads
-it with ``cuModuleLoadData`` (under a millisecond on an H100), and ``gemm.launch`` launches it:
-numba is not imported for it, and numba's target initialisation and disk-cache lookup (0.6-0.7 s
-on the H100 host) are not paid. The CUDA driver is reached through ``cuda.bindings`` (installed
+it with ``cuModuleLoadData``, and ``gemm.launch`` launches it: numba is not imported for it,
+and numba's target initialisation and disk-cache lookup are not paid (the times:
+benchmarks/RESULTS.md, "Time to first result"). The CUDA driver is reached through ``cuda.bindings`` (installed
 with numba-cuda).
 
 A :class:`Binary` is loaded into the current CUDA context (the primary context of the device,

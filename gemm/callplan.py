@@ -5,10 +5,10 @@ chooses: the options (kernel, precision, ``allow_tf32``, ``out_dtype``), and for
 (or no out) the array kind, shape, strides, dtype, device and address modulo 16 (the
 widest copy's alignment), with where the call runs (the current device for torch and CuPy
 arrays, whose libraries use each device's primary context; the current CUDA context for
-numba's). The first call of a signature runs
-every check; on a GPU the launches it made are kept as a :class:`CallPlan` under the
-signature, and a later call of the same signature reads its arrays' addresses, makes the out
-where none is given (with the arrays' own allocator), finds the stream and launches.
+numba's). The first call of a signature runs every check; on a GPU the launches it made are
+kept as a :class:`CallPlan` under the signature, and a later call of the same signature reads
+its arrays' addresses, makes the out where none is given (with the arrays' own allocator),
+finds the stream and launches.
 
 Plans are kept per process, at most ``MAX_PLANS`` (past that the table starts afresh), and
 forgotten when what chose their kernels changes: :func:`clear` (``set_float32_precision``

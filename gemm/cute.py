@@ -66,13 +66,13 @@ from layoutalg import Layout  # noqa: F401 - re-exported (kernels name it from h
 # The vocabulary's objects are defined in gemm._cute_python, below the numba side that
 # registers them (gemm._cute_numba, imported at the end): this module is their public face.
 from gemm._cute_python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
-                                         copy_if, copy_instructions, cosize, elem_less, fill,
-                                         gemm, get_slice, ldmatrix_shape, local_partition,
-                                         local_tile, make_fragment_like, make_identity_tensor,
-                                         make_layout, make_shared_tensor, make_tensor, mma_crd,
-                                         mma_shapes, partition_A, partition_B, partition_C,
-                                         partition_D, partition_S, retile_D, retile_S, size,
-                                         static)
+                               copy_if, copy_instructions, cosize, elem_less, fill,
+                               gemm, get_slice, ldmatrix_shape, local_partition,
+                               local_tile, make_fragment_like, make_identity_tensor,
+                               make_layout, make_shared_tensor, make_tensor, mma_crd,
+                               mma_shapes, partition_A, partition_B, partition_C,
+                               partition_D, partition_S, retile_D, retile_S, size,
+                               static)
 from gemm._env import simulator_active
 from layoutalg.int_tuple import is_int
 

@@ -29,11 +29,11 @@ from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS
 from layoutalg.atom.mma import UniversalFMA
 from gemm.arch import cp_async_wait_all
 from gemm.cute import (axpby, copy, copy_if, elem_less, fill, gemm, get_slice,
-                                 local_tile, make_fragment_like, make_identity_tensor,
-                                 make_layout, make_shared_tensor, make_tensor, partition_A,
-                                 partition_B, partition_C, partition_D, partition_S, size,
-                                 static, static_range, unroll, unrolled)
-from gemm.simt_config import copy_vector
+                       local_tile, make_fragment_like, make_identity_tensor,
+                       make_layout, make_shared_tensor, make_tensor, partition_A,
+                       partition_B, partition_C, partition_D, partition_S, size,
+                       static, static_range, unroll, unrolled)
+from gemm.simt.config import copy_vector
 
 __all__ = ["kernel_function", "tiled_copy"]
 

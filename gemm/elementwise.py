@@ -36,7 +36,7 @@ from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, allow_dyna
 from gemm.codegen import Source, load_module, sym
 from gemm.launch import Launcher
 from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
-                                     operand, output_operand)
+                           operand, output_operand)
 from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 
 __all__ = ["AddConfig", "add_matrices", "prepare_add", "add_source", "add_kernel",

@@ -134,10 +134,9 @@ def default_config(dtype: str, out_dtype: str, m: int, b_unit: str) -> SkinnyCon
 def fits(dtype: str, m: int, n: int, k: int, batch: int, b_unit: str) -> bool:
     """Whether ``gemm.matmul`` without a kernel named runs a call on this kernel: one float32
     product of at most 8 rows, or 16 where B's N is the unit stride, and N x K >= 2**18
-    (benchmarks/RESULTS.md, "Few rows": there it matches or beats cuBLAS, where the SIMT
-    kernel's 128-row tile ran at 0.1-0.5x). bf16 / f16 stay on the tensor cores: this kernel
-    is slower there from 4 rows on (and ties at 1); blocks of few columns read A's rows again
-    and again."""
+    (benchmarks/RESULTS.md, "Few rows: the small-M kernel gemm.skinny": there it is faster
+    than the SIMT kernel's 128-row tile). bf16 / f16 stay on the tensor cores, which are
+    faster there: blocks of few columns read A's rows again and again."""
     top = 16 if b_unit == "n" else 8
     return dtype == "float32" and batch == 1 and m <= top and n * k >= 1 << 18
 

@@ -16,7 +16,7 @@ import pytest
 from gemm.codegen import Source, issued, module_tiles
 from gemm.pipeline import check_ring
 from gemm.tensorcore import TensorCoreConfig, Variant
-from gemm.tensorcore_gen import _block_order, bank_conflicts, ring_events, tensorcore_source
+from gemm.tensorcore.gen import _block_order, bank_conflicts, ring_events, tensorcore_source
 
 HERE = os.path.dirname(__file__)
 
@@ -76,7 +76,7 @@ class _Grid:
 @pytest.mark.parametrize("gx,gy", [(1, 1), (4, 3), (16, 32), (32, 64), (7, 5), (33, 2)])
 @pytest.mark.parametrize("group_m", [1, 3, 8, 1000])
 def test_block_order_covers_every_tile_once(gx, gy, group_m):
-    """The emitted launch order (gemm.tensorcore_gen._block_order) maps the blocks one to one onto
+    """The emitted launch order (gemm.tensorcore.gen._block_order) maps the blocks one to one onto
     the tiles of C; consecutive blocks sweep group_m block rows, then the next column."""
     src = Source()
     _block_order(src, group_m)

@@ -42,9 +42,9 @@ from numba.cuda.extending import intrinsic
 
 from gemm.arch import ptx_convert
 from gemm.arch._lowering import (F32, I32, VOID, TypingError, asm, cast_args, check_array,
-                                           check_float, check_int, fence_intrinsic, global_address,
-                                           item_pointer, literal_int, reg_list, shared_address,
-                                           to_int, unpack, wait_group_intrinsic)
+                                 check_float, check_int, fence_intrinsic, global_address,
+                                 item_pointer, literal_int, reg_list, shared_address,
+                                 to_int, unpack, wait_group_intrinsic)
 # the conversions are part of this layer
 from gemm.arch.ptx_convert import *  # noqa: F401,F403
 from gemm.arch.tile_plan import CP_ASYNC_SIZES, MMA_FORMS

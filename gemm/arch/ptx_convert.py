@@ -11,7 +11,7 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (F32, I16, I32, asm, cast_args, check_float,
-                                           check_int, to_int)
+                                 check_int, to_int)
 
 __all__ = [
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",

@@ -20,8 +20,8 @@ import numpy as np
 
 from gemm.arch import sim
 from gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, check_op,
-                                           check_plan, check_store_plan, check_swizzle, check_zfill,
-                                           shared_offset)
+                                 check_plan, check_store_plan, check_swizzle, check_zfill,
+                                 shared_offset)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
            "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",

@@ -63,8 +63,8 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
-                                           check_array, check_int, fence_intrinsic, literal_int,
-                                           shared_base, to_int, unpack, wait_group_intrinsic)
+                                 check_array, check_int, fence_intrinsic, literal_int,
+                                 shared_base, to_int, unpack, wait_group_intrinsic)
 from gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",

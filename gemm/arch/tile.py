@@ -85,12 +85,12 @@ from numba.cuda import cgutils, types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (F32, I16, I32, I64, VOID, TypingError, array_data, asm,
-                                           check_array, check_float, check_int, shared_base, to_int,
-                                           unpack)
+                                 check_array, check_float, check_int, shared_base, to_int,
+                                 unpack)
 from gemm.arch.ptx import ldmatrix_asm, mma_asm
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
 from gemm.arch.tile_plan import (ADD, LOAD_OPS, MMA_FORMS, XOR, check_cp_async, check_op,
-                                           check_plan, check_store_plan, check_swizzle, check_zfill)
+                                 check_plan, check_store_plan, check_swizzle, check_zfill)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
            "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",

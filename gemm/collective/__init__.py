@@ -8,8 +8,8 @@ A is sharded by rows (data parallel: rank ``r`` holds ``A_r``, ``m`` x ``k``), B
 schedules (:data:`SCHEDULES`): ``"ring"``, the seed's, forwards each shard to the neighbour
 (D - 1 hops, each copy waiting for the one before to arrive); ``"direct"`` has each rank push
 its own shard to every other rank in turn, one permutation per step, no copy waiting for
-another. The ring is the default: on 4 H200s (NVSwitch) the two measured alike, the copies
-being bound by bandwidth, not by the ring's chain of arrivals. Two paths run either plan:
+another. The ring is the default: the two measured alike, the copies being bound by
+bandwidth, not by the ring's chain of arrivals (benchmarks/RESULTS.md, "Collective matmul"). Two paths run either plan:
 
 - ``"peer"``: every rank on one host and every pair of GPUs able to reach each other (or
   ranks sharing a GPU): the shards move by the copy engines into the neighbour's scratch

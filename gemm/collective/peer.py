@@ -122,7 +122,7 @@ class PeerRing:
     Two sets need no acknowledgement from the receiver: the schedule's own waits order a copy
     into a set after the receiver's reads of it two calls before (the tests check this on
     the schedule). With one set, a call's first copy would wait for the receiver to end the
-    call before, one flag hop (5-10 us) after it ends. The price is twice the scratch. The
+    call before, one flag hop after it ends. The price is twice the scratch. The
     argument needs each rank's calls in order on the GPU, so a call waits for the ring's
     call before to end, on whatever stream each was made (an event; free on one stream).
 

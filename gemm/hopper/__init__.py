@@ -51,20 +51,18 @@ from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..binary import compiled_binary, device_properties, load_or_compile, sm_count
 from ..codegen import kernel_module, module_name
-from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
-                            SCHEDULES, SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig,
-                            HopperVariant)
-from .gen import hopper_plan, hopper_source
-from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS,
-                           SWAP_ROWS, default_config, default_split, swapped_config,
-                           swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
-                           x3_tiles)
+from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype, out_dtype_of
 from ..launch import Launcher
 from ..operands import (batch_count, check_same_device, check_spans, kernel_buffer,
-                       output_operand, product_operands, stream_handle)
-from .tensor_maps import device_map
-from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype, out_dtype_of
+                        output_operand, product_operands, stream_handle)
 from ..tma import check_encodable
+from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES, SCHEDULES,
+                     SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig, HopperVariant)
+from .gen import hopper_plan, hopper_source
+from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
+                    default_config, default_split, swapped_config, swapped_tiles, swaps,
+                    swaps_narrow, x3_config, x3_default, x3_swaps, x3_tiles)
+from .tensor_maps import device_map
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",

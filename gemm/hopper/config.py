@@ -55,8 +55,7 @@ class HopperConfig:
     with a TMA store while the next is staged; taken where TMA can write C (16-byte aligned
     address, leading dimension and matrix step), beta is 0, and not with split-K, swap_ab or
     the plain schedule; else, and for "registers", each thread stores its accumulators to C
-    with alpha and beta. With the default tiles the TMA epilogue ran 1.00-1.12x the other at
-    4096^3 and 8192^3 (bf16, f16; benchmarks/RESULTS.md, "The TMA epilogue"). ``tf32x3``
+    with alpha and beta (the two timed: benchmarks/RESULTS.md, "The TMA epilogue"). ``tf32x3``
     (dtype "tfloat32" only): 3xTF32, float32 products to about float32's accuracy on the
     tensor cores. Each step the consumers write the small parts of the slot's operands (x
     minus x's tf32 part, rounded to tf32) to a buffer of their own, and three wgmma add
@@ -65,8 +64,8 @@ class HopperConfig:
     and bM x bN / 128 at most ``X3_ACCUMULATORS`` (registers for the sum).
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
-    the tuned choice (benchmarks/RESULTS.md, "Hopper GEMM": the best or tied with the best
-    of 16 configs at 4096^3 and 8192^3 for bf16, f16 and tf32 on an H100).
+    the tuned choice (benchmarks/RESULTS.md, "How the default tiles and warp specialization
+    were chosen").
     """
 
     bM: int = 64

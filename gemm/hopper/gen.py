@@ -51,7 +51,7 @@ from layoutalg.atom.tma import make_tma_copy
 from ..codegen import Source, align_arg
 from .config import STAGING_BYTES
 from .pipeline import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
-                            TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
+                       TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
 

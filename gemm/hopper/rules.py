@@ -49,10 +49,8 @@ def _fewer_ranges(cfg, m, n, k_tiles, products, sms, split):
     2 x 64 x 128 (6 slots), then 2 x 64 x 64 (8 slots), the first whose ranges hold at least
     LONG_RANGE_TILES k-tiles; where none does, the one with the fewest ranges. Fewer ranges
     mean fewer partial tiles to store and add and longer ranges over which to fill the
-    pipeline; wider tiles multiply faster where the ranges stay long (1024 x 1024 x 16384:
-    2 x 64 x 128 in 2 ranges 54 us, 2 x 64 x 256 in 4 61 us, 2 x 64 x 64 unsplit 76 us;
-    256 x 256 x 65536: 2 x 64 x 64 in 16 ranges 33 us, 2 x 64 x 128 in 32 38 us;
-    benchmarks/RESULTS.md, "K-heavy shapes")."""
+    pipeline; wider tiles multiply faster where the ranges stay long (the timings behind
+    this: benchmarks/RESULTS.md, "K-heavy shapes")."""
     best = (split, cfg)
     for bn, stages in ((128, 6), (64, 8)):
         if bn >= cfg.bN:
@@ -76,7 +74,7 @@ def swaps(m, n, sms, narrow=False):
     tiles the unswapped 64-column tiles were faster (benchmarks/RESULTS.md, "Few rows: A and
     B swapped"). ``narrow``: A is row-major and 16-bit, so that up to NARROW_ROWS rows the
     tiles can be as narrow as A's rows (:func:`swapped_config`); those swap at any number
-    of columns (1 x 128256 x 4096 ran 350 us swapped, 392 us unswapped: "Narrow tiles")."""
+    of columns (RESULTS.md, "Narrow tiles")."""
     if not (m <= SWAP_ROWS and SWAP_COLUMNS <= n):
         return False
     return n <= 2 * sms * 64 or (narrow and m <= NARROW_ROWS)
@@ -85,8 +83,8 @@ def swaps(m, n, sms, narrow=False):
 def x3_swaps(m, n):
     """Whether a tf32x3 call without a config swaps A and B: at most SWAP_ROWS rows against
     at least SWAP_COLUMNS columns, at any number of columns (its steps cost three wgmma, so
-    an unswapped tile's padding rows cost more than for :func:`swaps`: 16 x 128256 x 4096
-    unswapped ran at 0.54x cuBLAS, benchmarks/RESULTS.md "3xTF32")."""
+    an unswapped tile's padding rows cost more than for :func:`swaps`;
+    benchmarks/RESULTS.md, "3xTF32")."""
     return m <= SWAP_ROWS and SWAP_COLUMNS <= n
 
 
@@ -120,15 +118,13 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
 
     - ``narrow`` (A row-major, 16-bit) and n <= NARROW_ROWS: tiles as narrow as A's rows
       (1 x 64 x 8, 16 or 32, 8 slots); split-K only where the tiles leave half the SMs idle,
-      in ranges of at least NARROW_RANGE_TILES k-tiles (unsplit was 7% faster at
-      1 x 4096 x 4096, 2 ranges 2% faster at 1 x 4096 x 14336: "Narrow tiles");
+      in ranges of at least NARROW_RANGE_TILES k-tiles (RESULTS.md, "Narrow tiles");
     - else 1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle
       (gemm.splitk.by_shape) in at least 2 ranges for up to 16 rows, 3 above (more rows make
-      the partials cost more: 64 x 4096 x 4096 ran 17.1 us unsplit, 19.8 us in 2 ranges).
+      the partials cost more).
 
     Where one consumer's tiles need more than one wave and two consumers' (128 rows a
-    block) fit in one, two consumers (48 x 11008 x 4096: 38.2 against 43.5 us; equal or
-    within 2% at 14336 columns)."""
+    block) fit in one, two consumers (RESULTS.md, "Few rows: A and B swapped")."""
     rows = n if narrow else None
     cfg = swapped_tiles(dtype, rows)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)
@@ -144,8 +140,8 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
 
 def default_split(tiles, k_tiles, sms):
     """The split-K of :func:`default_config` (:func:`gemm.splitk.by_shape` over the SMs);
-    none below 3 ranges (measured: 2 ranges were slower than 1 at 56 and 64 tiles on 132
-    SMs)."""
+    none below 3 ranges (2 ranges were slower than 1 where they were timed: RESULTS.md,
+    "K-heavy shapes")."""
     return splitk.by_shape(tiles, k_tiles, sms, least=3)
 
 
@@ -173,10 +169,8 @@ def x3_tiles(cfg, n):
 def x3_default(cfg, m, n, k, products, sms):
     """The tf32x3 config of a call without one, from the rules' tf32 config ``cfg`` (the
     kernel's (m, n), k, products, SMs): :func:`x3_tiles`, in as many K ranges as fill the
-    SMs (each step costs 3 wgmma and the split: measured on an H100, 64 x 4096 x 4096
-    swapped took 168 us on the rules' one consumer unsplit and 54 us on two in 4 ranges,
-    16 x 4096 x 4096 40 us on 2 x 64 x 16 tiles in 4, 4096^3 1977 us with 3 slots and 1808
-    with 4; benchmarks/RESULTS.md, "3xTF32")."""
+    SMs (each step costs 3 wgmma, so filling the SMs pays more than for one; the timings
+    behind the tiles, consumers and slots: benchmarks/RESULTS.md, "3xTF32")."""
     x3 = x3_tiles(cfg, n)
     tiles = products * -(-m // x3.tile_m) * -(-n // x3.bN)
     return replace(x3, split_k=splitk.by_shape(tiles, -(-k // x3.bK), sms, least=2))

@@ -1,11 +1,11 @@
 """The SIMT GEMM's configuration: :class:`SimtConfig` (one kernel's tiles, threads, pipeline
 and split-K) and :func:`copy_vector` (the cp.async width a tile allows). :mod:`gemm.simt`
-compiles and runs the kernels; its generators, :mod:`gemm.simt_gen` and
+compiles and runs the kernels; its generators, :mod:`gemm.simt.gen` and
 :mod:`gemm.cute_kernels`, read the config from here."""
 
 from dataclasses import dataclass
 
-from .splitk import MAX_SPLIT_K
+from ..splitk import MAX_SPLIT_K
 
 __all__ = ["SimtConfig", "copy_vector", "PIPELINES"]
 

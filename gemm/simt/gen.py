@@ -25,11 +25,11 @@ from layoutalg import Layout, size
 from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS, SM80_CP_ASYNC_CACHEGLOBAL, UniversalFMA
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_mma
-from .arch.tile_plan import ADD
-from .codegen import Source, align_arg, code, sym
-from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
-                        global_tensor, split_offsets)
-from .simt_config import copy_vector
+from ..arch.tile_plan import ADD
+from ..codegen import Source, align_arg, code, sym
+from ..partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
+                         global_tensor, split_offsets)
+from .config import copy_vector
 
 __all__ = ["simt_source"]
 

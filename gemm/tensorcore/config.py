@@ -1,14 +1,14 @@
 """The tensor-core GEMM's configuration: :class:`TensorCoreConfig` (one kernel's tiles, warps,
 ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), with
-the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore_gen` (the
+the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore.gen` (the
 generator) read. The operand and output types are :mod:`gemm.dtypes`'."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch.smem import DYNAMIC_SHARED_LIMIT
-from .dtypes import DTYPES, MAJORS, OUT_DTYPES, check_variant  # noqa: F401 - re-exported
+from ..arch.smem import DYNAMIC_SHARED_LIMIT
+from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_variant  # noqa: F401 - re-exported
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "copy_grid",
            "variant_of"]
@@ -58,9 +58,9 @@ class TensorCoreConfig:
     that they share their A and B tiles in L2; a value at least the number of block rows is
     plain column-by-column order).
 
-    The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, was the
-    fastest config timed at 4096^3 and 8192^3 bf16 on an H100 (benchmarks/RESULTS.md: 4
-    stages were as fast, and need a third more shared memory).
+    The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, is the
+    tuned choice (benchmarks/RESULTS.md, "Tensor-core GEMM"; 4 stages need a third more
+    shared memory).
 
     >>> cfg = TensorCoreConfig()
     >>> cfg.bK, cfg.threads, cfg.shared_bytes

@@ -65,12 +65,12 @@ from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
                             SM80_CP_ASYNC_CACHEGLOBAL, UniversalCopy)
 from layoutalg.tensor import local_tile, make_identity_tensor, make_tensor
 from layoutalg.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma
-from .arch.tile_plan import ADD, SWIZZLE, XOR
-from .codegen import Source, batch_offset, code, sym
-from .partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
-                        global_tensor, split_offsets)
-from .pipeline import emit_ring, ring_schedule
-from .tensorcore_config import _MMA, _PAD_C, Variant, copy_grid, variant_of
+from ..arch.tile_plan import ADD, SWIZZLE, XOR
+from ..codegen import Source, batch_offset, code, sym
+from ..partition import (BX, BY, NOMINAL_TILES, T, element_coords, element_offsets,
+                         global_tensor, split_offsets)
+from ..pipeline import emit_ring, ring_schedule
+from .config import _MMA, _PAD_C, Variant, copy_grid, variant_of
 
 __all__ = ["smem_layout", "ring_events", "tensorcore_source", "bank_conflicts", "kernel_plan"]
 

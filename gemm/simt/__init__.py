@@ -9,20 +9,20 @@ The two pipelines of the MoYe.jl "Pipelining" page:
   the next k-tile streams into the other shared buffer.
 
 The kernels are generated from layoutalg's tiled copies and tiled MMAs by
-:mod:`gemm.simt_gen` and compiled by numba only when a variant is first needed: a process that
+:mod:`gemm.simt.gen` and compiled by numba only when a variant is first needed: a process that
 finds the variant's compiled kernel on disk (:func:`simt_binary`) imports neither the
 generator, sympy nor numba (``simt_source`` is reachable from here too). The configuration
-(:class:`SimtConfig`, :func:`copy_vector`) is defined in :mod:`gemm.simt_config`, below the
+(:class:`SimtConfig`, :func:`copy_vector`) is defined in :mod:`gemm.simt.config`, below the
 generators that read it.
 """
 
 from functools import lru_cache
 
-from ._env import simulator_active
-from .binary import compiled_binary, load_or_compile
-from .codegen import kernel_module, module_name
-from .simt_config import PIPELINES, SimtConfig, copy_vector
-from .splitk import MAX_SPLIT_K  # noqa: F401 - importable from here, as before
+from .._env import simulator_active
+from ..binary import compiled_binary, load_or_compile
+from ..codegen import kernel_module, module_name
+from ..splitk import MAX_SPLIT_K  # noqa: F401 - importable from here, as before
+from .config import PIPELINES, SimtConfig, copy_vector
 
 __all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_kernel",
            "simt_binary", "SIGNATURE", "PIPELINES"]
@@ -31,7 +31,7 @@ __all__ = ["SimtConfig", "copy_vector", "simt_source", "simt_function", "simt_ke
 def __getattr__(name):
     # the generator, imported on first use (sympy and layoutalg come with it)
     if name == "simt_source":
-        from gemm.simt_gen import simt_source
+        from gemm.simt.gen import simt_source
         return simt_source
     raise AttributeError(f"module 'gemm.simt' has no attribute {name!r}")
 
@@ -51,7 +51,7 @@ def simt_function(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
         return kernel_function(cfg, a_unit, b_unit, vec_a, vec_b)
 
     def source():
-        from gemm.simt_gen import simt_source     # sympy: only to generate
+        from gemm.simt.gen import simt_source     # sympy: only to generate
         return simt_source(cfg, a_unit, b_unit, vec_a, vec_b, sim)
     return kernel_module("simt", (cfg, a_unit, b_unit, vec_a, vec_b, sim), source).kernel
 

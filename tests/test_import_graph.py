@@ -5,11 +5,11 @@ deprecated re-export ``layoutalg.gemm``.
 Imports inside functions count: a cycle through one is still a cycle in the design (the
 lazy import only hides it until the function runs). The layering the check keeps, lower
 layers never importing higher ones: the algebra (``layoutalg``) -> ``gemm.arch`` (PTX
-intrinsics and their simulator twins) -> the in-kernel vocabulary (``gemm._cute_python``,
-``_cute_numba``, ``_cute_numba_ops``, ``cute``) -> the kernel families (the
-packages ``simt``, ``tensorcore`` and ``hopper``, each with a ``config`` module below its
-generator, and ``skinny``), with the type rules (``dtypes``) below them -> the call path
-(``api``, ``callplan``, ``autotune``).
+intrinsics and their simulator twins) -> the in-kernel vocabulary (the package ``gemm.cute``:
+its objects in ``_python``, their numba side in ``_numba`` and ``_numba_ops``) -> the kernel
+families (the packages ``simt``, ``tensorcore`` and ``hopper``, each with a ``config`` module
+below its generator, ``skinny`` and ``cute_kernels``), with the type rules (``dtypes``) below
+them -> the call path (``api``, ``callplan``, ``autotune``).
 
 Only imports under ``if TYPE_CHECKING:`` are left out of the graph: they never run (type
 checkers alone read them; ``layoutalg.types`` and the modules annotated with its aliases

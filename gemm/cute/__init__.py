@@ -16,7 +16,7 @@ Importing this module teaches numba two things:
   (the tiler a :func:`static` shape or a static layout) and ``local_partition(T,
   thr_layout, idx)`` are tensors too: their layouts are computed by layoutalg while numba
   types the kernel, their offsets are expressions of the run-time block and thread indices
-  (:mod:`gemm._cute_numba` lowers them).
+  (:mod:`gemm.cute._numba` lowers them).
 
 In numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same kernel runs as Python:
 layouts are the objects they are and ``make_tensor`` gives a :class:`layoutalg.Tensor` over
@@ -52,6 +52,10 @@ lda. ``make_identity_tensor(shape)``, partitioned like the data, gives each thre
 coordinates of its values; ``elem_less``, ``copy_if`` (cp.async zero-fills what its predicate
 leaves out) and ``axpby(alpha, x, beta, y, coords, bound)`` predicate a partial tile.
 ``gemm.cute_kernels`` writes the seed's two kernels this way as ``gemm.matmul`` kernels.
+
+**Pipelines as values** (Hopper): :mod:`gemm.cute.pipeline` (``from gemm.cute import
+pipeline``) is a ring of shared slots guarded by mbarriers with CUTLASS's producer/consumer
+protocol, its state an ``(index, phase)`` value in the kernel.
 """
 
 from __future__ import annotations
@@ -63,9 +67,9 @@ import textwrap
 from typing import Any
 
 from layoutalg import Layout  # noqa: F401 - re-exported (kernels name it from here)
-# The vocabulary's objects are defined in gemm._cute_python, below the numba side that
-# registers them (gemm._cute_numba, imported at the end): this module is their public face.
-from gemm._cute_python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
+# The vocabulary's objects are defined in gemm.cute._python, below the numba side that
+# registers them (gemm.cute._numba, imported at the end): this module is their public face.
+from gemm.cute._python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
                                copy_if, copy_instructions, cosize, elem_less, fill,
                                gemm, get_slice, ldmatrix_shape, local_partition,
                                local_tile, make_fragment_like, make_identity_tensor,
@@ -226,5 +230,5 @@ if simulator_active():
 else:
     from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
     # importing it registers the types, their typing and lowering with numba
-    from gemm._cute_numba import LayoutType, TensorType  # noqa: E402
-    from gemm import _cute_numba_ops  # noqa: E402,F401
+    from gemm.cute._numba import LayoutType, TensorType  # noqa: E402
+    from gemm.cute import _numba_ops  # noqa: E402,F401

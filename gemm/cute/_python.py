@@ -2,7 +2,7 @@
 kernel, and what runs when a kernel runs as Python.
 
 :mod:`gemm.cute` is the public face (its docstring tells the vocabulary): it re-exports these
-names and imports :mod:`gemm._cute_numba` and :mod:`gemm._cute_numba_ops`, which register
+names and imports :mod:`gemm.cute._numba` and :mod:`gemm.cute._numba_ops`, which register
 numba's typing and lowering of these very objects. They are defined here, below all three, so
 that the numba side names what it registers without importing gemm.cute back. Called from
 Python (numba's CUDA simulator runs kernels as Python) each is layoutalg's own operation on a
@@ -140,7 +140,7 @@ def _shared_request(where):
 def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
     """A tensor: ``array`` (1-D) through ``layout`` (static, or from :func:`make_layout` with
     run-time leaves) from element ``offset``. In a
-    kernel compiled by numba this is typed and lowered by :mod:`gemm._cute_numba`; called
+    kernel compiled by numba this is typed and lowered by :mod:`gemm.cute._numba`; called
     from Python (the simulator runs kernels as Python) it is a :class:`layoutalg.Tensor`
     over the array, so slicing, :func:`local_tile` and :func:`local_partition` are
     layoutalg's own."""

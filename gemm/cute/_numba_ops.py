@@ -1,7 +1,7 @@
 """numba typing and lowering of :mod:`gemm.cute`'s constructors and algorithms: make_layout,
 make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix),
 copy_if, fill, axpby, gemm (FMAs, mma.sync) and elem_less, unrolled at compile time. The
-types are in :mod:`gemm._cute_numba`."""
+types are in :mod:`gemm.cute._numba`."""
 
 from llvmlite import ir
 from numba.cuda import cgutils, nvvm, types
@@ -15,8 +15,8 @@ from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
-from gemm import _cute_python as cute    # the objects gemm.cute re-exports
-from gemm._cute_numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
+from gemm.cute import _python as cute    # the objects gemm.cute re-exports
+from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
                               _fields, _identity_constant, _in_space, _struct,
                               _tensor_value, _to_u32)
 from gemm.arch import ptx

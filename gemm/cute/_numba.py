@@ -10,7 +10,7 @@ A TensorType is (the array, a uint32 offset, the values of its layout's symbols)
 layout in the type; an identity tensor (``make_identity_tensor``) has no array and a tuple of
 uint32 coordinates for its offset.
 The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
-copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm._cute_numba_ops`.
+copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm.cute._numba_ops`.
 """
 
 import operator
@@ -30,7 +30,7 @@ from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.tensor import ArithTuple, ScaledBasis
 from layoutalg.tiled import TiledCopy, TiledMMA
-from gemm import _cute_python as cute    # the objects gemm.cute re-exports
+from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.arch._lowering import I32, SHARED, item_pointer
 
 __all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType"]

@@ -2,7 +2,8 @@
 kernel. In numba's CUDA simulator (this file as a script in a subprocess) a producer warp
 feeds two consumer warps through 3 slots over 11 steps (the parity flips three times), on
 fresh random data against numpy; the same kernel compiled to PTX for sm_90 on the CPU holds
-the mbarrier instructions and no local memory; the state's arithmetic in plain Python."""
+the mbarrier instructions and no local memory; the state's arithmetic in plain Python; and
+on a GPU of compute capability 9.x the ring again."""
 
 import json
 import os
@@ -103,6 +104,16 @@ def test_the_ring_compiles_to_mbarrier_instructions_without_local_memory():
     assert ".local" not in ptx
     ptx = cuda.compile_ptx(expect_tx, "void(float32[::1], int32)", cc=(9, 0))[0]
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx
+
+
+@pytest.mark.gpu
+def test_a_producer_warp_feeds_two_consumer_warps_on_a_hopper_gpu():
+    """The same ring on the GPU (mbarrier.try_wait needs compute capability 9.x)."""
+    from gpucase import require_gpu
+    require_gpu()
+    if cuda.get_current_device().compute_capability[0] != 9:
+        pytest.skip("needs a GPU of compute capability 9.x")
+    assert check_ring(int.from_bytes(os.urandom(4), "little"))
 
 
 if __name__ == "__main__":

@@ -53,9 +53,12 @@ coordinates of its values; ``elem_less``, ``copy_if`` (cp.async zero-fills what 
 leaves out) and ``axpby(alpha, x, beta, y, coords, bound)`` predicate a partial tile.
 ``gemm.cute_kernels`` writes the seed's two kernels this way as ``gemm.matmul`` kernels.
 
-**Pipelines as values** (Hopper): :mod:`gemm.cute.pipeline` (``from gemm.cute import
-pipeline``) is a ring of shared slots guarded by mbarriers with CUTLASS's producer/consumer
-protocol, its state an ``(index, phase)`` value in the kernel.
+**Hopper.** :mod:`gemm.cute.pipeline` (``from gemm.cute import pipeline``) is a ring of
+shared slots guarded by mbarriers with CUTLASS's producer/consumer protocol, its state an
+``(index, phase)`` value in the kernel. ``copy(tma, tensor_map, (mn, k), dst, bars, bar)``
+loads one tile of a TMA copy (layoutalg's ``make_tma_copy``, a kernel constant; its tensor
+map a kernel argument) into shared ``dst``, one ``cp.async.bulk.tensor`` per box, completing
+on an mbarrier.
 """
 
 from __future__ import annotations

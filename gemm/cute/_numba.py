@@ -29,6 +29,7 @@ from layoutalg import Layout
 from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.tensor import ArithTuple, ScaledBasis
+from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.arch._lowering import I32, SHARED, item_pointer
@@ -602,7 +603,7 @@ _register_constant(cute.cosize, dynamic=False)
 
 class StaticType(types.Type):
     """The numba type of a kernel constant held in the type: a cute.static shape or int, a
-    TiledCopy or a TiledMMA."""
+    TiledCopy, a TiledMMA or a TmaCopy."""
 
     def __init__(self, value):
         self.value = value
@@ -621,6 +622,7 @@ class StaticType(types.Type):
 
 @typeof_impl.register(cute.Static)
 @typeof_impl.register(cute.StaticInt)
+@typeof_impl.register(TmaCopy)
 @typeof_impl.register(TiledCopy)
 @typeof_impl.register(TiledMMA)
 def _typeof_static(value, context):

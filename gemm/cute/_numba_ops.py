@@ -13,14 +13,15 @@ from numba.cuda.typing import signature
 from layoutalg import Layout
 from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int
+from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
-                              _fields, _identity_constant, _in_space, _struct,
+                              _fields, _identity_constant, _in_space, _pointer, _struct,
                               _tensor_value, _to_u32)
 from gemm.arch import ptx
-from gemm.arch._lowering import GLOBAL, SHARED, asm, unpack
+from gemm.arch._lowering import GLOBAL, SHARED, asm, shared_base, to_int, unpack
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
 
 __all__ = []
@@ -168,9 +169,46 @@ def _static_size(ty, what):
     return cute.size(Layout(ty.layout.shape))
 
 
+def _is_tma(ty):
+    return isinstance(ty, StaticType) and isinstance(ty.value, TmaCopy)
+
+
+def _check_tma_copy(tma, tensor_map, origin, dst, bars, bar):
+    """TypingError unless ``copy(tma, tensor_map, (mn, k), dst, bars, bar)`` can run: the
+    map a 1-D array of 8-byte words, two integer coordinates, ``dst`` a data tensor of the
+    copy's element size holding the tile, ``bars`` 8-byte mbarriers and ``bar`` an
+    integer."""
+    copy = tma.value
+    if not (isinstance(tensor_map, types.Array) and tensor_map.ndim == 1
+            and tensor_map.dtype.bitwidth == 64):
+        raise TypingError(f"copy: the tensor map must be a 1-D array of 8-byte words, got "
+                          f"{tensor_map}")
+    if not (isinstance(origin, types.BaseTuple) and len(origin) == 2
+            and all(isinstance(t, types.Integer) for t in origin)):
+        raise TypingError(f"copy: the tile's origin must be two integers (mn, k), got {origin}")
+    if not _data_tensors(dst):
+        raise TypingError(f"copy: dst must be a data tensor in shared memory, got {dst}")
+    if dst.dtype.bitwidth != copy.bits:
+        raise TypingError(f"copy: the TMA copy moves {copy.bits}-bit elements, dst holds "
+                          f"{dst.dtype}")
+    span = max(b.smem_offset for b in copy.boxes) + copy.box[0] * copy.box[1]
+    if not dst.dyn and cute.cosize(dst.layout) < span:
+        raise TypingError(f"copy: dst ({dst.layout}) holds {cute.cosize(dst.layout)} "
+                          f"elements, the TMA tile spans {span}")
+    if not (isinstance(bars, types.Array) and bars.dtype.bitwidth == 64
+            and isinstance(bar, types.Integer)):
+        raise TypingError(f"copy: bars must be an array of 8-byte mbarriers and bar an "
+                          f"integer, got {bars} and {bar}")
+
+
 @type_callable(cute.copy)
 def _type_copy(context):
-    def typer(a, b, c=None):
+    def typer(a, b, c=None, d=None, e=None, f=None):
+        if f is not None and _is_tma(a):
+            _check_tma_copy(a, b, c, d, e, f)
+            return types.none
+        if d is not None or e is not None or f is not None:
+            return None                 # no copy of 4 or 5 arguments, nor of 6 without TMA
         tensors = (a, b) if c is None else (b, c)
         if _data_tensors(*tensors) and (c is None or _is_tiled_copy(a)):
             for t in tensors:
@@ -239,6 +277,32 @@ def _tiled_copy(context, builder, sig, args):
     for r in range(_static_size(src, "copy") // per):
         _cp_async(context, builder, kind, nbytes, _at(context, builder, dst, args[2], r * per),
                   _at(context, builder, src, args[1], r * per))
+    return context.get_dummy_value()
+
+
+@lower_builtin(cute.copy, StaticType, types.Array, types.BaseTuple, TensorType, types.Array,
+               types.Integer)
+def _tma_copy(context, builder, sig, args):
+    """One ``cp.async.bulk.tensor.2d`` per box of the TMA copy, to ``dst``'s element at the
+    box's offset, at the tile's origin plus the box's coordinates (the map's order: its
+    contiguous dimension first), completing on ``bars[bar]``."""
+    copy, (map_ty, origin_ty, dst_ty, bars_ty, bar_ty) = sig.args[0].value, sig.args[1:]
+    _, tensor_map, origin, dst, bars, bar = args
+    tmap = builder.ptrtoint(context.make_array(map_ty)(context, builder, tensor_map).data,
+                            ir.IntType(64))
+    mn, k = (to_int(builder, origin_ty[i], builder.extract_value(origin, i), 32)
+             for i in range(2))
+    c0, c1 = (k, mn) if copy.major == "K" else (mn, k)
+    base, step = shared_base(context, builder, bars_ty, bars)
+    at_bar = builder.add(base, builder.mul(to_int(builder, bar_ty, bar, 32), step))
+    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+            "[$0], [$1, {$2, $3}], [$4];")
+    for box in copy.boxes:
+        ptr = _pointer(context, builder, dst_ty, dst, ir.Constant(I32, box.smem_offset))
+        d32 = builder.ptrtoint(_in_space(builder, ptr, SHARED), I32)
+        at = [builder.add(c, ir.Constant(I32, x)) for c, x in zip((c0, c1), box.coords)]
+        asm(builder, ir.VoidType(), text, "r,l,r,r,r,~{memory}", [d32, tmap, *at, at_bar],
+            side_effect=True)
     return context.get_dummy_value()
 
 

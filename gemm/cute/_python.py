@@ -211,10 +211,23 @@ def copy(*args: Any) -> None:
     partition_D pair: ``cp.async.ca`` / ``.cg`` (global -> shared, completed by
     ``gemm.arch.cp_async_wait_all``), ``ldmatrix`` (shared -> a retile_D'd register fragment
     of 16-bit integers, e.g. ``make_tiled_copy_A(SM75_U32x4_LDSM_N(), mma)``) or the
-    universal copy. Unrolled in a kernel."""
+    universal copy. Unrolled in a kernel.
+
+    ``copy(tma, tensor_map, (mn, k), dst, bars, bar)`` (Hopper): one tile of a TMA copy
+    (:class:`layoutalg.atom.tma.TmaCopy`, from ``make_tma_copy``), the tile whose first
+    element is element ``(mn, k)`` of the global (MN, K) matrix that ``tensor_map`` (a
+    device array of its 16 words, ``gemm.tma.tensor_map``) describes: each of the copy's
+    boxes lands at its offset in the copy's shared layout from ``dst``'s first element
+    (``dst`` in shared memory, aligned as the swizzle needs: 1024 bytes for 128), zeros past
+    the matrix's edges, and the bytes complete on mbarrier ``bars[bar]`` (expect them first:
+    ``gemm.cute.pipeline.producer_expect_tx`` with ``tma.bytes``, read on the host into a
+    global constant of the kernel). One thread issues it."""
+    if len(args) == 6:
+        return _tma_copy(*args)
     tiled, (src, dst) = (args[0], args[1:]) if len(args) == 3 else (None, args)
     if len(args) not in (2, 3):
-        raise TypeError("copy(src, dst) or copy(tiled_copy, src, dst)")
+        raise TypeError("copy(src, dst), copy(tiled_copy, src, dst) or "
+                        "copy(tma, tensor_map, (mn, k), dst, bars, bar)")
     kind = "universal" if tiled is None else tiled.atom.kind
     if kind == "ldmatrix":              # a row of 8 values in, 2 per register out
         n, per_src, per_dst, op = ldmatrix_shape(tiled, src, dst)
@@ -236,6 +249,18 @@ def copy(*args: Any) -> None:
     for r in range(size(src) // per):
         issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)),
               src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
+
+
+def _tma_copy(tma: Any, tensor_map: Any, origin: Any, dst: Tensor, bars: Any, bar: int) -> None:
+    """:func:`copy` of a TMA tile, in the simulator (the twins of ``tma_load_2d``)."""
+    if tma.bits != 8 * dst.engine.array.itemsize:
+        raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, dst holds "
+                        f"{8 * dst.engine.array.itemsize}-bit ones")
+    mn, k = origin
+    c0, c1 = (k, mn) if tma.major == "K" else (mn, k)
+    for box in tma.boxes:
+        arch.tma_load_2d(dst.engine.array, dst.engine.offset + box.smem_offset, tensor_map,
+                         c0 + box.coords[0], c1 + box.coords[1], bars, bar)
 
 
 def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:

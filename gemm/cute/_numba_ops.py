@@ -1,5 +1,5 @@
 """numba typing and lowering of :mod:`gemm.cute`'s constructors and algorithms: make_layout,
-make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix),
+make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix, TMA),
 copy_if, fill, axpby, gemm (FMAs, mma.sync) and elem_less, unrolled at compile time. The
 types are in :mod:`gemm.cute._numba`."""
 

@@ -54,7 +54,7 @@ class _Kind:
 
 
 def _torch_kind(torch):
-    raw_stream = torch._C._cuda_getCurrentRawStream
+    raw_stream, current_device = torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
 
     def describe(x):
         ptr = x.data_ptr()
@@ -64,8 +64,14 @@ def _torch_kind(torch):
         shape, dtype, device = tuple(out.shape), out.dtype, out.device
         return lambda: torch.empty(shape, dtype=dtype, device=device)
 
-    return _Kind(describe, torch.Tensor.data_ptr, raw_stream, allocator,
-                 torch._C._cuda_getDevice, torch.cuda.device)
+    def where():
+        try:
+            return current_device()
+        except RuntimeError:        # no usable CUDA (CPU tensors): the checked path reports it
+            return -1
+
+    return _Kind(describe, torch.Tensor.data_ptr, raw_stream, allocator, where,
+                 torch.cuda.device)
 
 
 def _cupy_kind(cupy):

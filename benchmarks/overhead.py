@@ -145,25 +145,19 @@ def registrations(calls, reps):
     own Autograd kernel), torch.library.custom_op and the Library with register_autograd
     (both with the same forward and backward), and gt.matmul's eager path; forward without
     and with grad, and a forward + backward step, at 64x64x64 bf16, beside torch.mm."""
-    def fake(a, b, out_dtype=None):
-        return a.new_empty((a.shape[0], b.shape[1]))
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:2])
-
     @torch.library.custom_op("layoutalg_bench::custom", mutates_args=(),
                              device_types="cuda")
     def custom(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype] = None
                ) -> torch.Tensor:
         return gt._direct(a, b, out_dtype)
-    custom.register_fake(fake)
-    custom.register_autograd(gt._backward, setup_context=setup_context)
+    custom.register_fake(gt._fake)
+    custom.register_autograd(gt._backward, setup_context=gt._setup_context)
     lib = torch.library.Library("layoutalg_bench", "FRAGMENT")
     lib.define("mm(Tensor a, Tensor b, ScalarType? out_dtype=None) -> Tensor")
     lib.impl("mm", gt._direct, "CUDA")
-    torch.library.register_fake("layoutalg_bench::mm", fake, lib=lib)
+    torch.library.register_fake("layoutalg_bench::mm", gt._fake, lib=lib)
     torch.library.register_autograd("layoutalg_bench::mm", gt._backward,
-                                    setup_context=setup_context, lib=lib)
+                                    setup_context=gt._setup_context, lib=lib)
     a, w = _mats(64, 64, 64, BF16)
     ag, wg = a.clone().requires_grad_(), w.clone().requires_grad_()
     forms = {"shipped: torch.ops.layoutalg.matmul": gt._op,

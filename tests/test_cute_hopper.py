@@ -26,6 +26,7 @@ from gemm import arch  # noqa: E402
 from gemm.cute import copy, make_tensor, pipeline as pl  # noqa: E402
 from gemm.hopper.gen import stage_layout, tma_copy as stage_copy  # noqa: E402
 from layoutalg import Layout  # noqa: E402
+from layoutalg.atom.tma import make_tma_copy  # noqa: E402
 
 STAGES, STEPS, CONSUMER_WARPS = 3, 11, 2
 SLOT_FLOATS, BARS = STAGES * 32, 2 * STAGES     # (numba sizes shared arrays by constants)
@@ -60,32 +61,16 @@ def ring(src, out):
         out[(warp - 1) * 32 + lane] = acc
 
 
-def expect_tx(src, nbytes):
-    """A producer's arrival with bytes due (TMA's form), compiled only."""
-    bars = cuda.shared.array(2, uint64)
-    if cuda.threadIdx.x == 0:
-        pl.pipeline_init(bars, 1, 1, 1)
-    cuda.syncthreads()
-    st = pl.producer_start()
-    pl.producer_acquire(bars, st, 1)
-    pl.producer_expect_tx(bars, st, nbytes)
-    src[0] = 1.0
-
-
-ROWS = 8                                 # rows of the (ROWS * STEPS, 32) float32 matrix a step loads
-TMA_FLOATS = STAGES * ROWS * 32 + 32     # the slots, and room to align them to 128 bytes
-
-
-def tma_copy():
-    """layoutalg's TMA copy of one step's (ROWS, 32) row-major tile, over the whole matrix."""
-    from layoutalg import Layout
-    from layoutalg.atom.tma import make_tma_copy
-    return make_tma_copy((ROWS * STEPS, 32), (32, 1), Layout((ROWS, 32), (32, 1)), 32)
+ROWS = 8                # rows a step loads of the (ROWS * STEPS, 32) float32 matrix
+TMA_FLOATS = STAGES * ROWS * 32 + 32    # the slots, and room to align them to 128 bytes
+# layoutalg's TMA copy of one step's (ROWS, 32) row-major tile, over the whole matrix
+RING_TMA = make_tma_copy((ROWS * STEPS, 32), (32, 1), Layout((ROWS, 32), (32, 1)), 32)
+RING_BYTES, SLOT = RING_TMA.bytes, Layout(ROWS * 32)
 
 
 def tma_ring(tmap, out):
-    """The ring fed by TMA: one elected producer lane expects a slot's bytes and loads step
-    k's rows into it (the copy completes the slot's full phase); warps 1 and 2 keep
+    """The ring fed by TMA: one elected producer lane expects a slot's bytes and copies step
+    k's rows into it (the TMA completes the slot's full phase); warps 1 and 2 keep
     ``sum_k sum_r (k + 1) * warp * M[k * ROWS + r, lane]``."""
     raw = cuda.shared.array(TMA_FLOATS, float32)
     bars = cuda.shared.array(BARS, uint64)
@@ -100,8 +85,9 @@ def tma_ring(tmap, out):
             st = pl.producer_start()
             for k in range(STEPS):
                 pl.producer_acquire(bars, st, STAGES)
-                pl.producer_expect_tx(bars, st, ROWS * 32 * 4)
-                arch.tma_load_2d(raw, base + st[0] * ROWS * 32, tmap, 0, k * ROWS, bars, st[0])
+                pl.producer_expect_tx(bars, st, RING_BYTES)
+                slot = make_tensor(raw, SLOT, base + st[0] * ROWS * 32)
+                copy(RING_TMA, tmap, (k * ROWS, 0), slot, bars, st[0])
                 st = pl.advance(st, STAGES)
     else:
         acc = float32(0)
@@ -121,7 +107,7 @@ def check_tma_ring(seed, tensor_map):
     rng = np.random.default_rng(seed)
     m = rng.integers(-8, 8, (ROWS * STEPS, 32)).astype(np.float32)
     out = np.full(32 * CONSUMER_WARPS, np.nan, np.float32)
-    cuda.jit(tma_ring)[1, 32 * (1 + CONSUMER_WARPS)](tensor_map(m, tma_copy()), out)
+    cuda.jit(tma_ring)[1, 32 * (1 + CONSUMER_WARPS)](tensor_map(m, RING_TMA), out)
     per_step = (m.reshape(STEPS, ROWS, 32).sum(1) * np.arange(1, STEPS + 1)[:, None]).sum(0)
     want = np.concatenate([per_step * w for w in range(1, CONSUMER_WARPS + 1)])
     return bool(np.array_equal(out, want.astype(np.float32)))
@@ -221,10 +207,9 @@ def test_the_ring_compiles_to_mbarrier_instructions_without_local_memory():
                         "mbarrier.arrive.shared::cta.b64"):
         assert instruction in ptx, instruction
     assert ".local" not in ptx
-    ptx = cuda.compile_ptx(expect_tx, "void(float32[::1], int32)", cc=(9, 0))[0]
-    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx
     ptx = cuda.compile_ptx(tma_ring, "void(uint64[::1], float32[::1])", cc=(9, 0))[0]
-    assert "cp.async.bulk.tensor.2d" in ptx and "mbarrier.arrive.expect_tx" in ptx
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx
+    assert "cp.async.bulk.tensor.2d" in ptx
     assert ".local" not in ptx
     ptx = cuda.compile_ptx(tma_tile, "void(uint64[::1], uint16[::1])", cc=(9, 0))[0]
     assert ptx.count("cp.async.bulk.tensor.2d") == len(TMA.boxes) > 1

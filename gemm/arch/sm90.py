@@ -160,11 +160,16 @@ fence_mbarrier_init = fence_intrinsic(
     "``fence.mbarrier_init.release.cluster``: make mbarrier initialisations visible.")
 
 
+def mbarrier_address(context, builder, bars_ty, bars, idx_ty, idx):
+    """32-bit shared address of mbarrier ``bars[idx]`` (8-byte elements)."""
+    base, step = shared_base(context, builder, bars_ty, bars)
+    return builder.add(base, builder.mul(to_int(builder, idx_ty, idx, 32), step))
+
+
 def _bar(context, builder, sig, args, k):
-    """32-bit shared address of mbarrier ``args[k][args[k + 1]]`` (8-byte elements)."""
-    base, step = shared_base(context, builder, sig.args[k], args[k])
-    idx = to_int(builder, sig.args[k + 1], args[k + 1], 32)
-    return builder.add(base, builder.mul(idx, step))
+    """:func:`mbarrier_address` of ``args[k][args[k + 1]]``."""
+    return mbarrier_address(context, builder, sig.args[k], args[k], sig.args[k + 1],
+                            args[k + 1])
 
 
 def _check_bars(op, bars, idx):
@@ -254,16 +259,25 @@ def _tma_load(smem, idx, tensor_map, coords, bars, bar):
     op = f"tma_load_{rank}d"
     _check_tma(op, smem, idx, tensor_map, coords)
     _check_bars(op, bars, bar)
+
+    def codegen(context, builder, sig, args):
+        at, tmap, *crd = _tma_operands(context, builder, sig, args, rank)
+        emit_tma_load(builder, at, tmap, crd, _bar(context, builder, sig, args, 3 + rank))
+        return context.get_dummy_value()
+    return types.none(smem, idx, tensor_map, *coords, bars, bar), codegen
+
+
+def emit_tma_load(builder, dst, tensor_map, coords, bar):
+    """``cp.async.bulk.tensor.{rank}d...mbarrier::complete_tx::bytes``: the box at ``coords``
+    (32-bit IR values, the map's contiguous dimension first) of the map at 64-bit address
+    ``tensor_map`` to 32-bit shared address ``dst``, completing on the mbarrier at shared
+    address ``bar``."""
+    rank = len(coords)
     places = ", ".join(f"${2 + i}" for i in range(rank))
     text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
             f"::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
-
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, text, "r,l," + "r," * rank + "r,~{memory}",
-            _tma_operands(context, builder, sig, args, rank)
-            + [_bar(context, builder, sig, args, 3 + rank)], side_effect=True)
-        return context.get_dummy_value()
-    return types.none(smem, idx, tensor_map, *coords, bars, bar), codegen
+    asm(builder, VOID, text, "r,l," + "r," * rank + "r,~{memory}",
+        [dst, tensor_map, *coords, bar], side_effect=True)
 
 
 @intrinsic

@@ -20,8 +20,8 @@ from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
                               _fields, _identity_constant, _in_space, _pointer, _struct,
                               _tensor_value, _to_u32)
-from gemm.arch import ptx
-from gemm.arch._lowering import GLOBAL, SHARED, asm, shared_base, to_int, unpack
+from gemm.arch import ptx, sm90
+from gemm.arch._lowering import GLOBAL, SHARED, asm, check_array, check_int, to_int, unpack
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
 
 __all__ = []
@@ -175,14 +175,13 @@ def _is_tma(ty):
 
 def _check_tma_copy(tma, tensor_map, origin, dst, bars, bar):
     """TypingError unless ``copy(tma, tensor_map, (mn, k), dst, bars, bar)`` can run: the
-    map a 1-D array of 8-byte words, two integer coordinates, ``dst`` a data tensor of the
+    map an array of 8-byte words, two integer coordinates, ``dst`` a data tensor of the
     copy's element size holding the tile, ``bars`` 8-byte mbarriers and ``bar`` an
-    integer."""
+    integer (the arrays checked as gemm.arch checks its own)."""
     copy = tma.value
-    if not (isinstance(tensor_map, types.Array) and tensor_map.ndim == 1
-            and tensor_map.dtype.bitwidth == 64):
-        raise TypingError(f"copy: the tensor map must be a 1-D array of 8-byte words, got "
-                          f"{tensor_map}")
+    check_array("copy", "the tensor map", tensor_map, itemsizes=(8,))
+    check_array("copy", "bars", bars, itemsizes=(8,))
+    check_int("copy", "bar", bar)
     if not (isinstance(origin, types.BaseTuple) and len(origin) == 2
             and all(isinstance(t, types.Integer) for t in origin)):
         raise TypingError(f"copy: the tile's origin must be two integers (mn, k), got {origin}")
@@ -195,10 +194,6 @@ def _check_tma_copy(tma, tensor_map, origin, dst, bars, bar):
     if not dst.dyn and cute.cosize(dst.layout) < span:
         raise TypingError(f"copy: dst ({dst.layout}) holds {cute.cosize(dst.layout)} "
                           f"elements, the TMA tile spans {span}")
-    if not (isinstance(bars, types.Array) and bars.dtype.bitwidth == 64
-            and isinstance(bar, types.Integer)):
-        raise TypingError(f"copy: bars must be an array of 8-byte mbarriers and bar an "
-                          f"integer, got {bars} and {bar}")
 
 
 @type_callable(cute.copy)
@@ -293,16 +288,12 @@ def _tma_copy(context, builder, sig, args):
     mn, k = (to_int(builder, origin_ty[i], builder.extract_value(origin, i), 32)
              for i in range(2))
     c0, c1 = (k, mn) if copy.major == "K" else (mn, k)
-    base, step = shared_base(context, builder, bars_ty, bars)
-    at_bar = builder.add(base, builder.mul(to_int(builder, bar_ty, bar, 32), step))
-    text = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-            "[$0], [$1, {$2, $3}], [$4];")
+    at_bar = sm90.mbarrier_address(context, builder, bars_ty, bars, bar_ty, bar)
     for box in copy.boxes:
         ptr = _pointer(context, builder, dst_ty, dst, ir.Constant(I32, box.smem_offset))
         d32 = builder.ptrtoint(_in_space(builder, ptr, SHARED), I32)
         at = [builder.add(c, ir.Constant(I32, x)) for c, x in zip((c0, c1), box.coords)]
-        asm(builder, ir.VoidType(), text, "r,l,r,r,r,~{memory}", [d32, tmap, *at, at_bar],
-            side_effect=True)
+        sm90.emit_tma_load(builder, d32, tmap, at, at_bar)
     return context.get_dummy_value()
 
 

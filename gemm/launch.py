@@ -2,12 +2,11 @@
 
 numba's ``kernel[grid, block, stream, shmem](*args)`` wraps every array argument (a torch
 tensor becomes a numba DeviceNDArray through ``__cuda_array_interface__``) and converts every
-scalar on every call, tens of microseconds with torch tensors (benchmarks/RESULTS.md, "The
-call path"). Our kernels take only 1-D C-contiguous arrays and 4-byte scalars, so a launch
-here is the driver's ``cuLaunchKernel`` called through ctypes with a parameter block made
-once: a ctypes structure holding every kernel parameter (an array is passed in numba's ABI as
-the seven parameters ``meminfo, parent, nitems, itemsize, data, shape[0], strides[0]``),
-handed to the driver as one parameter buffer.
+scalar on every call. Our kernels take only 1-D C-contiguous arrays and 4-byte scalars, so a
+launch here is the driver's ``cuLaunchKernel`` called through ctypes with a parameter block
+made once: a ctypes structure holding every kernel parameter (an array is passed in numba's
+ABI as the seven parameters ``meminfo, parent, nitems, itemsize, data, shape[0],
+strides[0]``), handed to the driver as one parameter buffer.
 
 A Launcher keeps one :class:`BoundLaunch` per launch shape (grid, block, the arrays'
 extents, the scalars but the last ``free_scalars``) and CUDA context (the kernel is loaded

@@ -33,7 +33,12 @@ CASES = hc.cases(SEED)
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
-    hc.compile_all(hc.variants_of(CASES, seed=SEED), min(16, os.cpu_count() or 1), print)
+    # Each pytest-xdist worker that runs these cases compiles them in its own pool, and every
+    # compiling process holds a CUDA context: share the CPUs among the workers (16 processes
+    # in each of 12 workers ran the GPU out of memory for contexts).
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    procs = max(1, min(16, (os.cpu_count() or 1) // workers))
+    hc.compile_all(hc.variants_of(CASES, seed=SEED), procs, print)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()))

@@ -432,32 +432,48 @@ def _c_layout(op, n):
     return off % 64, off // 64                      # [thread, value] -> (m, n) of C
 
 
+_tiles = {}                             # (op, n, trans_a, trans_b, first) -> its twin
+_tiles_lock = threading.Lock()
+
+
 def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
-    """The twin of ``gemm.arch.sm90.wgmma_tile``: ``f(acc, desc_a, desc_b, scale_d)``."""
+    """The twin of ``gemm.arch.sm90.wgmma_tile``: ``f(acc, desc_a, desc_b, scale_d)``, the
+    operands in the shared array ``smem_desc`` saw last; ``f(..., smem_a, smem_b)`` names
+    the arrays that A's and B's descriptors address (gemm.cute's tensors). Made once per
+    instruction (a warpgroup's threads ask together: each would build the atom's layouts)."""
+    key = (op, n, bool(trans_a), bool(trans_b), first)
+    tile = _tiles.get(key)
+    if tile is None:
+        with _tiles_lock:
+            tile = _tiles.get(key) or _tiles.setdefault(key, _wgmma_tile(*key))
+    return tile
+
+
+def _wgmma_tile(op, n, trans_a, trans_b, first):
     check_wgmma(op, n, trans_a, trans_b, first)
     esize, k = (4 if op == "tf32" else 2), WGMMA_TYPES[op]
     rows, cols = _c_layout(op, n)
+    instruction = (op, n, trans_a, trans_b, first)      # what the warpgroup's calls share
 
-    def product(block, desc_a, desc_b):
-        smem = _smem[block]
+    def operand(smem, desc, rows, major):
         base = smem.__array_interface__["data"][0]
         raw = smem.reshape(-1).view(np.uint8)
-        a = _values(raw, _operand(raw, base, desc_a, 64, k, esize, "MN" if trans_a else "K"),
-                    op, esize)
-        b = _values(raw, _operand(raw, base, desc_b, n, k, esize, "MN" if trans_b else "K"),
-                    op, esize)
-        return a @ b.T                               # (64, n)
+        return _values(raw, _operand(raw, base, desc, rows, k, esize, major), op, esize)
 
-    def tile(acc, desc_a, desc_b, scale_d):
+    def tile(acc, desc_a, desc_b, scale_d, smem_a=None, smem_b=None):
         block, tid = _block("wgmma_tile")
-        call = (tile, int(desc_a), int(desc_b), int(scale_d) != 0)
+        call = (instruction, int(desc_a), int(desc_b), int(scale_d) != 0)
         with _groups_lock:
             seen = _groups.setdefault(block, {})
             count = seen[tid] = seen.get(tid, 0) + 1      # this thread's wgmma calls so far
             key = (tid // 128, count)                     # the warpgroup's call it joins
             got = seen.get(key)
             if got is None:                               # the first thread reads shared
-                got = seen[key] = [call, product(block, *call[1:3]), 128]
+                a = operand(_smem[block] if smem_a is None else smem_a, call[1], 64,
+                            "MN" if trans_a else "K")
+                b = operand(_smem[block] if smem_b is None else smem_b, call[2], n,
+                            "MN" if trans_b else "K")
+                got = seen[key] = [call, a @ b.T, 128]    # A B^T: (64, n)
             elif got[0] != call:
                 raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "
                                    "descriptors or scale_d to the same call")

@@ -109,11 +109,10 @@ def smem_desc(typingctx, smem, bits):
     return types.uint64(smem, bits), codegen
 
 
-@lru_cache(maxsize=None)
-def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
-    """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async on
-    accumulators ``acc[first .. first + n/2)``."""
-    check_wgmma(op, n, trans_a, trans_b, first)
+def emit_wgmma(builder, op, n, trans_a, trans_b, acc, desc_a, desc_b, scale_d):
+    """Emit one ``wgmma.mma_async`` m64n{n}: ``acc`` the n/2 pointers to the thread's float32
+    accumulators (read and written back), ``desc_a`` / ``desc_b`` i64 descriptors,
+    ``scale_d`` i32 (0: D = A B, else D = A B + D)."""
     nc = n // 2
     regs = ", ".join(f"${i}" for i in range(nc))
     trans = "" if op == "tf32" else f", {int(bool(trans_a))}, {int(bool(trans_b))}"
@@ -124,7 +123,21 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
             f"{{{regs}}}, da, db, p, 1, 1{trans}; }}")
     constraints = ",".join(["=f"] * nc + ["r"] * 5 + [str(i) for i in range(nc)]
                            + ["~{memory}"])
-    ret = ir.LiteralStructType([F32] * nc)
+    halves = []
+    for d in (desc_a, desc_b):
+        halves += [builder.trunc(d, I32), builder.trunc(builder.lshr(d, ir.Constant(I64, 32)),
+                                                         I32)]
+    out = asm(builder, ir.LiteralStructType([F32] * nc), text, constraints,
+              halves + [scale_d] + [builder.load(p) for p in acc], side_effect=True)
+    for p, v in zip(acc, unpack(builder, out, nc)):
+        builder.store(v, p)
+
+
+@lru_cache(maxsize=None)
+def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
+    """The intrinsic ``f(acc, desc_a, desc_b, scale_d)`` issuing one wgmma.mma_async on
+    accumulators ``acc[first .. first + n/2)``."""
+    check_wgmma(op, n, trans_a, trans_b, first)
     name = f"wgmma_tile_{op}_n{n}_{first}"
 
     def impl(typingctx, acc, desc_a, desc_b, scale_d):
@@ -136,17 +149,10 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
 
         def codegen(context, builder, sig, args):
             data = array_data(context, builder, sig.args[0], args[0])
-            ptrs = [builder.gep(data, [ir.Constant(I64, first + i)]) for i in range(nc)]
-            halves = []
-            for t, a in zip(sig.args[1:3], args[1:3]):
-                d = to_int(builder, t, a, 64)
-                halves += [builder.trunc(d, I32),
-                           builder.trunc(builder.lshr(d, ir.Constant(I64, 32)), I32)]
-            sc = to_int(builder, sig.args[3], args[3], 32)
-            out = asm(builder, ret, text, constraints,
-                      halves + [sc] + [builder.load(p) for p in ptrs], side_effect=True)
-            for p, v in zip(ptrs, unpack(builder, out, nc)):
-                builder.store(v, p)
+            ptrs = [builder.gep(data, [ir.Constant(I64, first + i)]) for i in range(n // 2)]
+            da, db = (to_int(builder, t, a, 64) for t, a in zip(sig.args[1:3], args[1:3]))
+            emit_wgmma(builder, op, n, trans_a, trans_b, ptrs, da, db,
+                       to_int(builder, sig.args[3], args[3], 32))
             return context.get_dummy_value()
         return types.none(acc, desc_a, desc_b, scale_d), codegen
     impl.__name__ = impl.__qualname__ = name

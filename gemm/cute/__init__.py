@@ -58,7 +58,15 @@ shared slots guarded by mbarriers with CUTLASS's producer/consumer protocol, its
 ``(index, phase)`` value in the kernel. ``copy(tma, tensor_map, (mn, k), dst, bars, bar)``
 loads one tile of a TMA copy (layoutalg's ``make_tma_copy``, a kernel constant; its tensor
 map a kernel argument) into shared ``dst``, one ``cp.async.bulk.tensor`` per box, completing
-on an mbarrier.
+on an mbarrier. A swizzled layout (``ComposedLayout(Swizzle, offset, layout)``, e.g. CuTe's GMMA
+layout atoms tiled by ``tile_to_shape``, a kernel constant) makes a swizzled tensor: the
+swizzle applies to the offset from the array's start, which ``make_shared_tensor`` aligns to
+the swizzle's period, so the kernel's loads and stores, TMA and wgmma see the same places.
+``gemm(tiled_mma, acc, tCsA, tCsB[, accumulate])`` with a tiled MMA of layoutalg's SM90 GMMA
+atoms issues one wgmma per (k, m, n) block, its descriptors derived from the shared tensors'
+layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragment of
+``partition_C``; ``warpgroup_arrive()``, ``warpgroup_commit_batch()`` and
+``warpgroup_wait(n)`` are its fence, commit and wait.
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ from gemm.cute._python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
                                mma_shapes, partition_A, partition_B, partition_C,
                                partition_D, partition_S, retile_D, retile_S, size,
                                static)
+from gemm import arch
 from gemm._env import simulator_active
 from layoutalg.int_tuple import is_int
 
@@ -88,7 +97,14 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "get_slice", "partition_S", "partition_D", "partition_A", "partition_B",
            "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
            "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
-           "static_range", "unroll", "unrolled", "LayoutType", "TensorType"]
+           "static_range", "unroll", "unrolled", "LayoutType", "TensorType",
+           "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait"]
+
+# wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
+# instructions: on a GPU the PTX, in the simulator the twins)
+warpgroup_arrive = arch.wgmma_fence             # wgmma.fence: acc and shared A, B are ready
+warpgroup_commit_batch = arch.wgmma_commit      # wgmma.commit_group: close the batch issued
+warpgroup_wait = arch.wgmma_wait                # wgmma.wait_group n: at most n batches pending
 
 
 def static_range(n: int) -> tuple:

@@ -7,7 +7,10 @@ shape and stride are sympy expressions of them) and their uint32 values in its d
 The offset of a coordinate is emitted as uint32 LLVM IR from the shape and stride (CuTe's
 crd2idx); LLVM folds the constants.
 A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
-layout in the type; an identity tensor (``make_identity_tensor``) has no array and a tuple of
+layout in the type, and a swizzle where its layout was a ``ComposedLayout(Swizzle, offset,
+layout)``: element ``c`` is then ``array[swizzle(offset + layout(c))]``, the swizzle on the
+offset from the array's first element (CuTe's swizzled shared-memory pointers: slices and
+partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``) has no array and a tuple of
 uint32 coordinates for its offset.
 The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
 copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm.cute._numba_ops`.
@@ -28,6 +31,7 @@ from numba.cuda import cgutils
 from layoutalg import Layout
 from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+from layoutalg.swizzle import ComposedLayout
 from layoutalg.tensor import ArithTuple, ScaledBasis
 from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
@@ -257,16 +261,19 @@ class TensorType(types.Type):
     """A tensor: an array (1-D), a uint32 element offset and a layout (static, or with
     run-time leaves whose values the tensor holds: ``dyn``); ``space`` "shared" for a
     tensor of :func:`cute.make_shared_tensor` and those derived from it (its loads and
-    stores address shared memory explicitly), else None. An identity tensor
-    (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32 coordinates and
-    its elements are coordinates."""
+    stores address shared memory explicitly), else None; ``swizzle`` a layoutalg Swizzle
+    applied to the offset of every element from the array's first, or None. An identity
+    tensor (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32
+    coordinates and its elements are coordinates."""
 
-    def __init__(self, array, layout, space=None, coords=0):
+    def __init__(self, array, layout, space=None, coords=0, swizzle=None):
         self.array, self.layout, self.space, self.coords = array, layout, space, coords
+        self.swizzle = swizzle if swizzle is not None and swizzle.bits else None
         self.dyn = _dyn_names(_kernel_layout(layout))
         what = f"Coords{coords}" if coords else f"{array}"
         where = f", {space}" if space else ""
-        super().__init__(name=f"Tensor[{what}, {layout}{where}]")
+        sw = f"{self.swizzle} o " if self.swizzle else ""
+        super().__init__(name=f"Tensor[{what}, {sw}{layout}{where}]")
 
     @property
     def dtype(self):
@@ -291,12 +298,32 @@ def _check_array(array):
                           f"{array}")
 
 
+def swizzled_layout(ty, what):
+    """(Swizzle, offset, layout) of a kernel constant ``ComposedLayout(Swizzle, offset,
+    layout)`` (a StaticType) with a static layout; TypingError for any other composition."""
+    try:
+        cute.swizzled(ty.value)
+    except TypeError as e:
+        raise TypingError(f"{what}: {e}") from None
+    return ty.value.outer, ty.value.offset, ty.value.inner
+
+
+def _is_composed(ty):
+    return isinstance(ty, StaticType) and isinstance(ty.value, ComposedLayout)
+
+
 @type_callable(cute.make_tensor)
 def _type_make_tensor(context):
     def typer(array, layout, offset=None):
         _check_array(array)
         if isinstance(layout, LayoutType):
             return TensorType(array, layout.layout)
+        if _is_composed(layout):
+            sw, _, inner = swizzled_layout(layout, "make_tensor")
+            if array.layout not in "CF":
+                raise TypingError(f"make_tensor: a swizzled tensor needs a contiguous array, "
+                                  f"got {array}")
+            return TensorType(array, inner, swizzle=sw)
     return typer
 
 
@@ -311,6 +338,14 @@ def _make_tensor_at(context, builder, sig, args):
     return _tensor_value(context, builder, sig.return_type, args[0],
                          _to_u32(context, builder, sig.args[2], args[2]),
                          _fields(context, builder, sig.args[1], args[1]))
+
+
+def swizzle_ir(builder, sw, x):
+    """uint32 IR of layoutalg Swizzle ``sw`` applied to ``x``."""
+    bits = builder.and_(x, ir.Constant(I32, sw.yyy_mask))
+    moved = (builder.lshr(bits, ir.Constant(I32, sw.shift)) if sw.shift >= 0
+             else builder.shl(bits, ir.Constant(I32, -sw.shift)))
+    return builder.xor(x, moved)
 
 
 def _tensor_value(context, builder, tensor, array, offset, dyn=None):
@@ -347,7 +382,10 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     fields = context.data_model_manager[tensor_ty]
     array = builder.extract_value(tensor, fields.get_field_position("array"))
     offset = builder.extract_value(tensor, fields.get_field_position("offset"))
-    if tensor_ty.array.layout in "CF":
+    if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset: no split
+        index = swizzle_ir(builder, tensor_ty.swizzle, builder.add(offset, at, flags=NUW))
+        ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
+    elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's
         # elements share one base address and a constant offset folds into the load
         i64 = ir.IntType(64)
@@ -507,7 +545,8 @@ def _derive(op, tensor_ty, arg_types):
     except TypingError as e:
         raise TypingError(f"{name}: the result's layout depends on values other than the "
                           f"tensor's run-time extents and strides: {e}") from None
-    result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords)
+    result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords,
+                           tensor_ty.swizzle)
     return result_ty, result.engine, leaves, offsets
 
 
@@ -603,7 +642,7 @@ _register_constant(cute.cosize, dynamic=False)
 
 class StaticType(types.Type):
     """The numba type of a kernel constant held in the type: a cute.static shape or int, a
-    TiledCopy, a TiledMMA or a TmaCopy."""
+    TiledCopy, a TiledMMA, a TmaCopy or a swizzled ComposedLayout."""
 
     def __init__(self, value):
         self.value = value
@@ -623,6 +662,7 @@ class StaticType(types.Type):
 @typeof_impl.register(cute.Static)
 @typeof_impl.register(cute.StaticInt)
 @typeof_impl.register(TmaCopy)
+@typeof_impl.register(ComposedLayout)
 @typeof_impl.register(TiledCopy)
 @typeof_impl.register(TiledMMA)
 def _typeof_static(value, context):
@@ -686,3 +726,19 @@ for _name in ("S", "D"):
 
 register_model(StaticType)(_NoData)
 lower_constant(StaticType)(_no_data_constant)
+
+
+@lower_builtin(cute.make_tensor, types.Array, StaticType)
+@lower_builtin(cute.make_tensor, types.Array, StaticType, types.Integer)
+def _make_swizzled_tensor(context, builder, sig, args):
+    """A swizzled tensor: the array viewed from element ``offset`` (after the swizzle, as a
+    layoutalg Tensor's engine), the composed layout's own offset before it."""
+    array_ty = sig.args[0]
+    array = args[0]
+    if len(args) == 3:
+        ary = context.make_array(array_ty)(context, builder, array)
+        at = builder.zext(_to_u32(context, builder, sig.args[2], args[2]), ir.IntType(64))
+        ary.data = builder.gep(ary.data, [at], inbounds=True)
+        array = ary._getvalue()
+    _, offset, _ = swizzled_layout(sig.args[1], "make_tensor")
+    return _tensor_value(context, builder, sig.return_type, array, ir.Constant(I32, offset))

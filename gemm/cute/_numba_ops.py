@@ -1,7 +1,7 @@
 """numba typing and lowering of :mod:`gemm.cute`'s constructors and algorithms: make_layout,
 make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix, TMA),
-copy_if, fill, axpby, gemm (FMAs, mma.sync) and elem_less, unrolled at compile time. The
-types are in :mod:`gemm.cute._numba`."""
+copy_if, fill, axpby, gemm (FMAs, mma.sync; wgmma in :mod:`gemm.cute._numba_sm90`) and
+elem_less, unrolled at compile time. The types are in :mod:`gemm.cute._numba`."""
 
 from llvmlite import ir
 from numba.cuda import cgutils, nvvm, types
@@ -18,8 +18,10 @@ from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
-                              _fields, _identity_constant, _in_space, _pointer, _struct,
-                              _tensor_value, _to_u32)
+                              _fields, _identity_constant, _in_space, _is_composed,
+                              _pointer, _struct, _tensor_value, _to_u32, swizzled_layout)
+from gemm.cute._gmma import is_gmma
+from gemm.cute._numba_sm90 import is_wgmma_call, lower_wgmma, type_wgmma
 from gemm.arch import ptx, sm90
 from gemm.arch._lowering import GLOBAL, SHARED, asm, check_array, check_int, to_int, unpack
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
@@ -122,17 +124,27 @@ def _type_fragment(context):
 @type_callable(cute.make_shared_tensor)
 def _type_shared_tensor(context):
     def typer(dtype, layout):
-        if isinstance(dtype, types.NumberClass) and isinstance(layout, LayoutType):
+        if not isinstance(dtype, types.NumberClass):
+            return None
+        array = types.Array(dtype.dtype, 1, "C")
+        if isinstance(layout, LayoutType):
             if layout.dyn:
                 raise TypingError(f"make_shared_tensor: {layout.layout} has run-time leaves; "
                                   "a shared tensor needs a static layout")
-            return TensorType(types.Array(dtype.dtype, 1, "C"), layout.layout, "shared")
+            return TensorType(array, layout.layout, "shared")
+        if _is_composed(layout):
+            sw, _, inner = swizzled_layout(layout, "make_shared_tensor")
+            return TensorType(array, inner, "shared", swizzle=sw)
     return typer
 
 
 @lower_builtin(cute.make_shared_tensor, types.NumberClass, LayoutType)
+@lower_builtin(cute.make_shared_tensor, types.NumberClass, StaticType)
 def _make_shared_tensor(context, builder, sig, args):
-    return _new_tensor(context, builder, sig.return_type, shared=True)
+    offset = 0
+    if isinstance(sig.args[1], StaticType):
+        offset = swizzled_layout(sig.args[1], "make_shared_tensor")[1]
+    return _new_tensor(context, builder, sig.return_type, shared=True, offset=offset)
 
 
 @lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
@@ -140,16 +152,21 @@ def _make_fragment(context, builder, sig, args):
     return _new_tensor(context, builder, sig.return_type, shared=False)
 
 
-def _new_tensor(context, builder, tensor, shared):
-    """A new array of ``cosize(layout)`` elements, as numba allocates ``cuda.shared.array``
-    (a uniquely named shared global, 16-byte aligned for cp.async and ldmatrix) or
-    ``cuda.local.array``, as a tensor at offset 0."""
+def _new_tensor(context, builder, tensor, shared, offset=0):
+    """A new array, as numba allocates ``cuda.shared.array`` (a uniquely named shared
+    global, 16-byte aligned for cp.async and ldmatrix, or to its swizzle's period) or
+    ``cuda.local.array``, as a tensor at ``offset``: ``cosize(layout)`` elements, a whole
+    number of periods of a swizzled tensor (the swizzle moves elements within one)."""
     where = ((_get_unique_smem_id("_cudapy_smem"), nvvm.ADDRSPACE_SHARED) if shared
              else ("_cudapy_lmem", nvvm.ADDRSPACE_LOCAL))
-    array = _generic_array(context, builder, shape=(cute.cosize(tensor.layout),),
-                           dtype=tensor.array.dtype, symbol_name=where[0], addrspace=where[1],
-                           alignment=16 if shared else None)
-    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, 0))
+    n, align = offset + cute.cosize(tensor.layout), 16 if shared else None
+    if tensor.swizzle is not None:
+        period = cute.swizzle_period(tensor.swizzle)
+        n = -(-n // period) * period
+        align = max(16, period * tensor.array.dtype.bitwidth // 8)
+    array = _generic_array(context, builder, shape=(n,), dtype=tensor.array.dtype,
+                           symbol_name=where[0], addrspace=where[1], alignment=align)
+    return _tensor_value(context, builder, tensor, array, ir.Constant(I32, offset))
 
 
 # --- the algorithms ------------------------------------------------------------------------
@@ -343,7 +360,11 @@ def _tiled_copy_if(context, builder, sig, args):
 
 @type_callable(cute.gemm)
 def _type_gemm(context):
-    def typer(a, b, c, d=None):
+    def typer(a, b, c, d=None, e=None):
+        if is_wgmma_call((a, b, c, d) if e is None else (a, b, c, d, e)):
+            return type_wgmma(a, b, c, d, e)
+        if e is not None:
+            return None
         args = (a, b, c) if d is None else (a, b, c, d)
         if len(args) == 4 and isinstance(args[0], StaticType) and isinstance(
                 args[0].value, TiledMMA) and _data_tensors(*args[1:]):
@@ -414,6 +435,8 @@ def _tiled_gemm(context, builder, sig, args):
     UniversalFMA's FMAs."""
     atom = sig.args[0].value.atom
     C, A, B = sig.args[1:]
+    if is_gmma(atom):
+        return lower_wgmma(context, builder, sig, args)
     if atom.name.startswith("UniversalFMA"):
         return _gemm(context, builder, signature(types.none, C, A, B), args[1:])
     op, (vc, va, vb), (m, n, k) = cute.mma_shapes(atom, C.layout, A.layout, B.layout)

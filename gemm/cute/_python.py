@@ -22,7 +22,9 @@ from layoutalg import Layout
 from layoutalg import tensor as _tensor
 from gemm import arch
 from gemm._env import simulator_active
+from gemm.cute._gmma import is_gmma, wgmma_gemm
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
+from layoutalg.swizzle import ComposedLayout, Swizzle
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
 
 __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
@@ -40,6 +42,26 @@ def _static(layout):
         raise TypeError(f"a layout in a kernel needs non-negative integer shapes and strides, "
                         f"got {layout}")
     return layout
+
+
+def swizzled(layout: Any) -> ComposedLayout:
+    """``layout`` if it is a swizzle over a static layout from a non-negative offset (CuTe's
+    swizzled shared-memory layouts, e.g. ``tile_to_shape(Layout_K_SW128_Atom(16), (64,
+    64))``), else a TypeError naming what it is."""
+    ok = (isinstance(layout, ComposedLayout) and isinstance(layout.outer, Swizzle)
+          and isinstance(layout.inner, Layout) and is_int(layout.offset) and layout.offset >= 0)
+    if ok:
+        _static(layout.inner)
+        return layout
+    raise TypeError(f"a composed layout in a kernel is a swizzle over a static layout, got "
+                    f"{layout}")
+
+
+def swizzle_period(sw: Swizzle) -> int:
+    """Elements after which Swizzle ``sw`` repeats. A swizzled tensor applies it to offsets
+    from its array's start, TMA and wgmma to shared addresses: the two agree when the start
+    is aligned to the period (:func:`make_shared_tensor` aligns its arrays so)."""
+    return 1 << (sw.base + abs(sw.shift) + sw.bits)
 
 
 def size(x: Any) -> int:
@@ -112,11 +134,13 @@ def elem_less(crd: Any, bound: Any) -> bool:
     return _tensor.elem_less(tuple(int(c) for c in crd), tuple(int(b) for b in bound))
 
 
-def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
+def make_shared_tensor(dtype: Any, layout: Any) -> Tensor:
     """A tensor over a new shared array of ``dtype`` (a numba type such as ``float32``) and
     ``cosize(layout)`` elements (MoYe's ``MoYeSharedArray(T, layout)``, CuTe's shared-memory
     tensor). Its loads and stores, and those of every tensor derived from it, address shared
-    memory explicitly. Only in a kernel (compiled, or run by the simulator)."""
+    memory explicitly. ``layout`` may be swizzled (a ``ComposedLayout`` of a Swizzle, see
+    :func:`make_tensor`): the array is then aligned to the swizzle's period, as TMA and
+    wgmma need. Only in a kernel (compiled, or run by the simulator)."""
     if not simulator_active():
         raise RuntimeError("make_shared_tensor: only inside a kernel")
     # The simulator gives device functions the block's fake cuda module this way, and keys a
@@ -125,9 +149,17 @@ def make_shared_tensor(dtype: Any, layout: Layout) -> Tensor:
     from numba.cuda.simulator.kernel import _get_kernel_context   # numba: only in the simulator
     caller = sys._getframe(1)
     ask = _shared_request(f"{caller.f_code.co_filename}:{caller.f_lineno}:{caller.f_lasti}")
-    array = eval(ask, {"shared": _get_kernel_context().shared, "n": cosize(layout),
+    if not isinstance(layout, ComposedLayout):
+        array = eval(ask, {"shared": _get_kernel_context().shared, "n": cosize(layout),
+                           "dtype": dtype})
+        return make_tensor(array, layout)
+    period = swizzle_period(swizzled(layout).outer)
+    n = -(-(layout.offset + cosize(layout.inner)) // period) * period
+    array = eval(ask, {"shared": _get_kernel_context().shared, "n": n + period,
                        "dtype": dtype})
-    return make_tensor(array, layout)
+    host = getattr(array, "_ary", array)
+    skip = (-host.__array_interface__["data"][0] % (period * host.itemsize)) // host.itemsize
+    return make_tensor(array, layout, skip)
 
 
 @functools.lru_cache(maxsize=None)
@@ -137,15 +169,20 @@ def _shared_request(where):
     return compile("shared.array(n, dtype)", where, "eval")
 
 
-def make_tensor(array: Any, layout: Layout, offset: int = 0) -> Tensor:
+def make_tensor(array: Any, layout: Any, offset: int = 0) -> Tensor:
     """A tensor: ``array`` (1-D) through ``layout`` (static, or from :func:`make_layout` with
-    run-time leaves) from element ``offset``. In a
+    run-time leaves) from element ``offset``. A swizzled ``layout``, ``ComposedLayout(sw, o,
+    L)`` of a Swizzle ``sw`` (:func:`swizzled`), gives element ``c`` at ``offset + sw(o +
+    L(c))``: slices and partitions of the tensor move ``o``, before the swizzle, as CuTe's
+    swizzled shared-memory pointers do (its array's start aligned to the swizzle's period
+    is what TMA and wgmma see, which swizzle shared addresses). In a
     kernel compiled by numba this is typed and lowered by :mod:`gemm.cute._numba`; called
     from Python (the simulator runs kernels as Python) it is a :class:`layoutalg.Tensor`
     over the array, so slicing, :func:`local_tile` and :func:`local_partition` are
     layoutalg's own."""
     host = getattr(array, "_ary", array)            # the simulator's device arrays wrap numpy
-    return Tensor(ArrayEngine(host, int(offset)), _static(layout))
+    layout = swizzled(layout) if isinstance(layout, ComposedLayout) else _static(layout)
+    return Tensor(ArrayEngine(host, int(offset)), layout)
 
 
 def get_slice(tiled: Any, idx: int) -> Any:
@@ -340,7 +377,18 @@ def gemm(*args: Any) -> None:
     ``(V_A, M, K)``, B ``(V_B, N, K)``, V the atom's values per thread; one instruction of
     the atom per (m, n, k): ``mma.sync`` for the atoms of :data:`MMA_OPS` (A and B rounded
     to tf32, to nearest, for the tf32 atom; for bf16 and f16, A and B are uint16 fragments
-    holding the bits, as numba has no 16-bit float), the FMAs for UniversalFMA. Unrolled."""
+    holding the bits, as numba has no 16-bit float), the FMAs for UniversalFMA. Unrolled.
+
+    ``gemm(tiled_mma, acc, A, B[, accumulate])`` for an SM90 GMMA atom (Hopper): one
+    ``wgmma.mma_async`` per (k, m, n) of the warpgroup's ``partition_A/B`` of shared tensors
+    (16-bit integers holding bf16 / f16 bits, or float32 for tf32; swizzled or not, as the
+    atom's majors say), its descriptors derived from their layouts at compile time; ``acc``
+    a float32 register fragment of ``partition_C``. Asynchronous: fence with
+    ``warpgroup_arrive()`` before, then ``warpgroup_commit_batch()`` and
+    ``warpgroup_wait(0)`` before reading ``acc``. ``accumulate`` (default true; a run-time
+    value) false makes the first k-block overwrite ``acc`` instead of adding to it."""
+    if len(args) in (4, 5) and is_gmma(args[0].atom):
+        return wgmma_gemm(*args)
     if len(args) == 4:
         tiled, C, A, B = args
         if tiled.atom.name.startswith("UniversalFMA"):

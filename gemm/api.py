@@ -57,8 +57,9 @@ SMALL_M = 64
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
 # the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
 # SM80's otherwise); "autotune" tunes on a cache miss (gemm.autotune.tune); "hopper" and
-# "sm80" ask for one kernel with its default config.
-TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80")
+# "sm80" ask for one kernel with its default config; "cute_hopper" for the Hopper kernel written
+# with gemm.cute (gemm.hopper.cute_gemm), the default config's tiles in its one form.
+TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80", "cute_hopper")
 _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 # float32 products: "ieee" (fp32 FMAs on the CUDA cores), "tf32" (the tensor cores, 10-bit
 # mantissas: allow_tf32=True), "tf32x3" (3xTF32 on the Hopper kernel: each operand the sum of
@@ -204,7 +205,7 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
                         f"are {a_dtype}")
     if precision == "tf32x3":
         if family == "simt" or isinstance(kernel, tensorcore.TensorCoreConfig) or \
-                kernel == "sm80":
+                kernel in ("sm80", "cute_hopper"):
             raise ValueError(f"matmul: precision 'tf32x3' runs on the Hopper kernel, not "
                              f"{kernel!r}")
         return "tensorcore", kernel if family == "tensorcore" else "tensorcore"
@@ -307,7 +308,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       K-major), its tiles and split-K chosen from the shape by
       ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
       (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
-      config), a ``gemm.hopper.HopperConfig`` or a ``gemm.tensorcore.TensorCoreConfig``. With
+      config), "cute_hopper" (the Hopper kernel written with ``gemm.cute``, the default
+      config's tiles, cooperative, no split-K or swap), a ``gemm.hopper.HopperConfig`` or a ``gemm.tensorcore.TensorCoreConfig``. With
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
       config's dtype says which).
 
@@ -404,6 +406,8 @@ def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
     a TensorCoreConfig or HopperConfig, or one of TENSORCORE_KERNELS. Returns (out, plan) as
     the kernels' launch_matmul. A batch runs with the config tuned for one of its products."""
     args = (A, B, out, alpha, beta)
+    if choice == "cute_hopper":
+        return hopper.launch_matmul(*args, None, out_dtype, "matmul", stream, cute=True)
     if choice == "hopper" or isinstance(choice, hopper.HopperConfig):
         cfg = None if choice == "hopper" else choice
         return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)

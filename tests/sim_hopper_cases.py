@@ -49,9 +49,10 @@ def operand(x, dtype, x3=False):
 
 
 def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
-         out_dtype="float32", col_out=False, pad=0, batch=0):
+         out_dtype="float32", col_out=False, pad=0, batch=0, cute=False):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
-    ``batch`` > 0: that many products of A's, one B shared by all."""
+    ``batch`` > 0: that many products of A's, one B shared by all; ``cute``: the kernel
+    written with gemm.cute."""
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
     shape_a = (batch, m, k) if batch else (m, k)
@@ -67,7 +68,7 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
                          beta)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
     hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
-                  out_dtype=out_dtype if out_dtype == "bfloat16" else None)
+                  out_dtype=out_dtype if out_dtype == "bfloat16" else None, cute=cute)
     return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype)
 
 

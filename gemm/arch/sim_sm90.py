@@ -35,9 +35,11 @@ each thread of the warpgroup, at its own matching call (its n-th is the group's 
 its fragment of that product (per the wgmma atom's C layout) to its ``acc[first:]`` (unless
 ``scale_d`` is 0), rounded once to float32. Shared memory is read before any thread of the
 group could release it, as on the GPU (where all 128 issue together); a thread whose
-descriptors differ from its group's raises. So it completes at once, and ``wgmma_commit`` /
-``wgmma_wait`` are no-ops, and no thread waits for the others (a 128-thread rendezvous per
-call was the simulator's bottleneck).
+descriptors differ from its group's raises. So it completes at once and ``wgmma_commit`` is a
+no-op; no thread waits for the others at a call (a 128-thread rendezvous per call was the
+simulator's bottleneck), but ``wgmma_wait`` returns only once every thread of the warpgroup
+has issued as many as the caller, as on the GPU, where a wgmma runs when all four warps have
+issued it.
 
 ``tma_store_2d/3d`` copy a box from shared memory (unswizzled as the loads swizzle) to the
 map's buffer at once, the elements inside the extents only; ``bulk_commit`` /
@@ -193,9 +195,21 @@ fence_mbarrier_init = wgmma_fence = wgmma_commit = fence_proxy_async = _no_op
 
 
 def wgmma_wait(n):
-    """No-op apart from checking ``n`` (the twins' wgmma completes at once)."""
+    """Returns once every thread of the caller's warpgroup has issued as many wgmma as the
+    caller (the twins' wgmma completes at once, but on the GPU a wgmma runs only when all
+    four warps of the warpgroup have issued it: a thread past its wait knows the others are
+    past their waits for the operands, and one thread may release them for all)."""
     if int(n) != n or not 0 <= n <= 7:
         raise ValueError(f"wgmma_wait: n must be an integer in 0..7, got {n}")
+    block, tid = _block("wgmma_wait")
+    group = range(tid // 128 * 128, tid // 128 * 128 + 128)
+    with _groups_done:
+        seen = _groups.get(block, {})
+        mine = seen.get(tid, 0)
+        if not _groups_done.wait_for(lambda: min(seen.get(t, 0) for t in group) >= mine,
+                                     WAIT_LIMIT_S):
+            raise RuntimeError(f"wgmma_wait: the warpgroup's threads did not all issue their "
+                               f"{mine}th wgmma in {WAIT_LIMIT_S:.0f} s")
 
 
 def _setmaxnreg(direction):
@@ -372,6 +386,7 @@ _smem = weakref.WeakKeyDictionary()     # simulator block -> its shared array sm
 _groups = weakref.WeakKeyDictionary()   # simulator block -> {thread: calls, (warpgroup, call):
 #                                         [(function, descriptors, scale_d), A B^T, readers due]}
 _groups_lock = threading.Lock()
+_groups_done = threading.Condition(_groups_lock)     # a thread has issued a wgmma
 _MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
 
 
@@ -480,6 +495,7 @@ def _wgmma_tile(op, n, trans_a, trans_b, first):
             got[2] -= 1
             if got[2] == 0:
                 del seen[key]
+            _groups_done.notify_all()
         t = tid % 128
         part = got[1][rows[t], cols[t]]
         if call[3]:

@@ -304,15 +304,24 @@ def _tma_store(smem, idx, tensor_map, coords):
     shared::cta.bulk_group``."""
     rank = len(coords)
     _check_tma(f"tma_store_{rank}d", smem, idx, tensor_map, coords)
+
+    def codegen(context, builder, sig, args):
+        src, tmap, *crd = _tma_operands(context, builder, sig, args, rank)
+        emit_tma_store(builder, src, tmap, crd)
+        return context.get_dummy_value()
+    return types.none(smem, idx, tensor_map, *coords), codegen
+
+
+def emit_tma_store(builder, src, tensor_map, coords):
+    """``cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group``: the box at
+    ``coords`` (32-bit IR values, the map's contiguous dimension first) of the map at 64-bit
+    address ``tensor_map`` from 32-bit shared address ``src``, in the thread's bulk group."""
+    rank = len(coords)
     places = ", ".join(f"${2 + i}" for i in range(rank))
     text = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
             f"[$1, {{{places}}}], [$0];")
-
-    def codegen(context, builder, sig, args):
-        asm(builder, VOID, text, "r,l," + "r," * rank + "~{memory}",
-            _tma_operands(context, builder, sig, args, rank), side_effect=True)
-        return context.get_dummy_value()
-    return types.none(smem, idx, tensor_map, *coords), codegen
+    asm(builder, VOID, text, "r,l," + "r," * rank + "~{memory}", [src, tensor_map, *coords],
+        side_effect=True)
 
 
 @intrinsic

@@ -98,13 +98,18 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
            "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
            "static_range", "unroll", "unrolled", "LayoutType", "TensorType",
-           "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait"]
+           "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait",
+           "fence_view_async_shared", "tma_store_arrive", "tma_store_wait"]
 
 # wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
 # instructions: on a GPU the PTX, in the simulator the twins)
 warpgroup_arrive = arch.wgmma_fence             # wgmma.fence: acc and shared A, B are ready
 warpgroup_commit_batch = arch.wgmma_commit      # wgmma.commit_group: close the batch issued
 warpgroup_wait = arch.wgmma_wait                # wgmma.wait_group n: at most n batches pending
+# and around a TMA store, copy(tma, tensor_map, origin, src)
+fence_view_async_shared = arch.fence_proxy_async    # shared stores, seen by TMA (and wgmma)
+tma_store_arrive = arch.bulk_commit                 # close the thread's group of TMA stores
+tma_store_wait = arch.bulk_wait_read                # at most n groups still read shared memory
 
 
 def static_range(n: int) -> tuple:

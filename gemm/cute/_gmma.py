@@ -29,7 +29,7 @@ from layoutalg.swizzle import ComposedLayout
 from layoutalg.tensor import ArrayEngine, SwizzledEngine
 from gemm import arch
 
-__all__ = ["is_gmma", "wgmma_plan", "WgmmaPlan", "wgmma_gemm", "START_MASK"]
+__all__ = ["is_gmma", "wgmma_plan", "WgmmaPlan", "wgmma_gemm", "array_at", "START_MASK"]
 
 _PLAN_LOCK = threading.Lock()
 START_MASK = 0x3FFF                 # the descriptor's start-address field (address >> 4)
@@ -122,8 +122,9 @@ def _swizzle_of(tensor):
     return tensor.engine.outer if isinstance(tensor.engine, SwizzledEngine) else None
 
 
-def _array_at(tensor):
-    """(numpy array, element offset before the swizzle) of a simulator tensor."""
+def array_at(tensor: Any) -> tuple:
+    """(numpy array, element offset before the swizzle) of a simulator tensor: where TMA
+    and wgmma, which swizzle addresses themselves, find its first element."""
     e = tensor.engine
     if isinstance(e, SwizzledEngine):
         return e.base.array, e.base.offset + int(e.offset)
@@ -136,7 +137,7 @@ def wgmma_gemm(tiled: Any, C: Any, A: Any, B: Any, accumulate: Any = True) -> No
     """``gemm(tiled_mma, C, A, B[, accumulate])`` of a GMMA atom in the simulator: the plan's
     wgmma per (k, m, n) through gemm.arch's twin, on descriptors made as the kernel makes
     them (the first k-block adds to C only if ``accumulate``)."""
-    arrays = [_array_at(x) for x in (C, A, B)]
+    arrays = [array_at(x) for x in (C, A, B)]
     bits = [8 * arrays[i][0].itemsize for i in (1, 2)]
     with _PLAN_LOCK:        # one thread makes the plan, the warpgroup's others find it made
         p = wgmma_plan(tiled.atom, C.layout, A.layout, _swizzle_of(A), bits[0], B.layout,

@@ -22,7 +22,7 @@ from layoutalg import Layout
 from layoutalg import tensor as _tensor
 from gemm import arch
 from gemm._env import simulator_active
-from gemm.cute._gmma import is_gmma, wgmma_gemm
+from gemm.cute._gmma import array_at, is_gmma, wgmma_gemm
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.swizzle import ComposedLayout, Swizzle
 from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
@@ -253,14 +253,20 @@ def copy(*args: Any) -> None:
     ``copy(tma, tensor_map, (mn, k), dst, bars, bar)`` (Hopper): one tile of a TMA copy
     (:class:`layoutalg.atom.tma.TmaCopy`, from ``make_tma_copy``), the tile whose first
     element is element ``(mn, k)`` of the global (MN, K) matrix that ``tensor_map`` (a
-    device array of its 16 words, ``gemm.tma.tensor_map``) describes: each of the copy's
-    boxes lands at its offset in the copy's shared layout from ``dst``'s first element
+    device array of its 16 words, ``gemm.tma.tensor_map``) describes (``(mn, k, matrix)``
+    in a 3-D map of a batch of matrices): each of the copy's boxes lands at its offset in the copy's shared layout from ``dst``'s first element
     (``dst`` in shared memory, aligned as the swizzle needs: 1024 bytes for 128), zeros past
     the matrix's edges, and the bytes complete on mbarrier ``bars[bar]`` (expect them first:
     ``gemm.cute.pipeline.producer_expect_tx`` with ``tma.bytes``, read on the host into a
-    global constant of the kernel). One thread issues it."""
+    global constant of the kernel). One thread issues it. ``copy(tma, tensor_map, (mn, k),
+    src)`` is the TMA store, the other way: from shared ``src`` to the tile (the parts past
+    the matrix's edges not written), in the thread's bulk group: write ``src`` and
+    ``fence_view_async_shared()`` before it, ``tma_store_arrive()`` after, and
+    ``tma_store_wait(n)`` before writing ``src`` again."""
     if len(args) == 6:
         return _tma_copy(*args)
+    if len(args) == 4:
+        return _tma_store(*args)
     tiled, (src, dst) = (args[0], args[1:]) if len(args) == 3 else (None, args)
     if len(args) not in (2, 3):
         raise TypeError("copy(src, dst), copy(tiled_copy, src, dst) or "
@@ -290,14 +296,30 @@ def copy(*args: Any) -> None:
 
 def _tma_copy(tma: Any, tensor_map: Any, origin: Any, dst: Tensor, bars: Any, bar: int) -> None:
     """:func:`copy` of a TMA tile, in the simulator (the twins of ``tma_load_2d``)."""
-    if tma.bits != 8 * dst.engine.array.itemsize:
+    array, start = array_at(dst)
+    if tma.bits != 8 * array.itemsize:
         raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, dst holds "
-                        f"{8 * dst.engine.array.itemsize}-bit ones")
-    mn, k = origin
+                        f"{8 * array.itemsize}-bit ones")
+    mn, k, *matrix = origin
     c0, c1 = (k, mn) if tma.major == "K" else (mn, k)
+    load = arch.tma_load_3d if matrix else arch.tma_load_2d
     for box in tma.boxes:
-        arch.tma_load_2d(dst.engine.array, dst.engine.offset + box.smem_offset, tensor_map,
-                         c0 + box.coords[0], c1 + box.coords[1], bars, bar)
+        load(array, start + box.smem_offset, tensor_map, c0 + box.coords[0],
+             c1 + box.coords[1], *matrix, bars, bar)
+
+
+def _tma_store(tma: Any, tensor_map: Any, origin: Any, src: Tensor) -> None:
+    """:func:`copy`'s TMA store, in the simulator (the twins of ``tma_store_2d``)."""
+    array, start = array_at(src)
+    if tma.bits != 8 * array.itemsize:
+        raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, src holds "
+                        f"{8 * array.itemsize}-bit ones")
+    mn, k, *matrix = origin
+    c0, c1 = (k, mn) if tma.major == "K" else (mn, k)
+    store = arch.tma_store_3d if matrix else arch.tma_store_2d
+    for box in tma.boxes:
+        store(array, start + box.smem_offset, tensor_map, c0 + box.coords[0],
+              c1 + box.coords[1], *matrix)
 
 
 def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:

@@ -110,7 +110,11 @@ def kernel_config(cfg):
 
 def hopper_function(variant):
     """The generated kernel as a plain Python function (its module cached on disk; in the
-    simulator the module written for it)."""
+    simulator the module written for it); for a ``cute`` variant, the kernel written with
+    gemm.cute (:mod:`gemm.hopper.cute_gemm`)."""
+    if variant.cute:
+        from .cute_gemm import kernel_function      # gemm.cute: imported when asked for
+        return kernel_function(variant)
     sim = simulator_active()
 
     def source():
@@ -182,7 +186,8 @@ def _launcher(v):
 class _Call:
     """A checked call: the variant, the tensor maps, the scalars and the grid."""
 
-    def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False):
+    def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False,
+                 cute=False):
         sim = simulator_active()
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
@@ -201,7 +206,9 @@ class _Call:
         sms = SIM_SMS if sim else sm_count(c.device)
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
-        if config is None:          # few rows (a decode step): B's columns on the tile's rows
+        if cute:                    # the gemm.cute kernel stores C by rows
+            cols = False
+        elif config is None:        # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1
                     and (x3_swaps(m, n) if tf32x3 else swaps(m, n, sms, narrow))
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
@@ -230,6 +237,8 @@ class _Call:
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
         if tf32x3 and dtype != "tfloat32":
             raise TypeError(f"{caller}: tf32x3 takes float32 operands, not {dtype}")
+        if tf32x3 and cute:
+            raise ValueError(f"{caller}: the kernel written with gemm.cute has no 3xTF32")
         if config is None:
             cfg = (swapped_config(dtype, mm, nn, k, nb, sms, narrow) if cols
                    else default_config(dtype, mm, nn, k, nb, sms))
@@ -239,6 +248,9 @@ class _Call:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
             if tf32x3 and not cfg.tf32x3:
                 cfg = x3_config(cfg)
+        if cute:                    # its one form (gemm.hopper.cute_gemm.supports)
+            cfg = replace(cfg, schedule="cooperative", delay_release=0, split_k=1,
+                          swap_ab=False)
         if cfg.bN < 64 and not yk:
             raise ValueError(
                 f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "
@@ -254,7 +266,7 @@ class _Call:
         tma = (_tma_epilogue(cfg, split, cols) and c.ptr % 16 == 0
                and ((ldc * ob) % 16 == 0 or mm == 1) and (c.bstride * ob) % 16 == 0)
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
-                                         split > 1, cols, tma)
+                                         split > 1, cols, tma, cute)
         if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
             self.variant = v = replace(v, tma_store=False)
         plan = hopper_plan(v)
@@ -309,33 +321,36 @@ def _check_spec(spec, address, element_bytes, caller):
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,
-              out_dtype: Optional[str] = None, tf32x3: bool = False) -> HopperVariant:
+              out_dtype: Optional[str] = None, tf32x3: bool = False,
+              cute: bool = False) -> HopperVariant:
     """The :class:`HopperVariant` a call with these arguments compiles."""
-    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3).variant
+    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3, cute).variant
 
 
 def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
                   config: Optional[HopperConfig] = None, out_dtype: Optional[str] = None,
-                  stream: Any = None, tf32x3: bool = False) -> Any:
+                  stream: Any = None, tf32x3: bool = False, cute: bool = False) -> Any:
     """``out = alpha * A @ B + beta * out`` with the Hopper kernel (compute capability 9.x).
 
     Arguments as :func:`gemm.tensorcore.tensorcore_matmul`; ``config`` a
     :class:`HopperConfig` (None: the default; its dtype is replaced by the operands'). TMA's
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
-    the default's, through :func:`x3_config`).
+    the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
+    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers and epilogue,
+    cooperative, no split-K, no swap, no 3xTF32).
     """
     return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream,
-                         tf32x3)[0]
+                         tf32x3, cute)[0]
 
 
 def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None,
-                  tf32x3=False):
+                  tf32x3=False, cute=False):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
     beta)`` launches again on operands at the same addresses (the tensor maps hold them).
     A plan keeps its launches bound and the tensor maps of the addresses it has seen, so a
     repeated call does little host work."""
-    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3)
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, cute)
     if simulator_active():
         _simulate(call, float(alpha), float(beta))
         return call.out, None

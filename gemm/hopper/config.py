@@ -190,7 +190,8 @@ class HopperConfig:
 @dataclass(frozen=True)
 class HopperVariant:
     """Everything one compiled Hopper kernel depends on: the config, the majors of X (MM, K)
-    and Y (NN, K), the output type and whether C takes paired stores."""
+    and Y (NN, K), the output type and whether C takes paired stores; ``cute``: the kernel
+    written with gemm.cute instead of the generated one."""
 
     config: HopperConfig = HopperConfig()
     a_major: str = "K"
@@ -200,6 +201,7 @@ class HopperVariant:
     split_k: bool = False           # K ranges (their number a run-time argument)
     c_columns: bool = False         # C stored column by column: a row-major out of C^T
     tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
+    cute: bool = False              # the kernel written with gemm.cute (gemm.hopper.cute_gemm)
 
     def __post_init__(self):
         check_variant(self, "HopperVariant", HopperConfig)

@@ -1,0 +1,196 @@
+"""The SM90 GEMM written with :mod:`gemm.cute`: ``gemm.matmul(..., kernel="cute_hopper")``.
+
+The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in CuTe's words:
+
+- a persistent grid: each block walks the output tiles ``blockIdx.x, + gridDim.x, ...`` in
+  grouped order (``group_m`` tile rows per sweep) over the batch;
+- shared memory: a ring of ``stages`` slots, each holding A's (rows x bK) and B's (bN x bK)
+  blocks in the 128-byte-swizzled GMMA layouts, guarded by :mod:`gemm.cute.pipeline`'s
+  mbarriers;
+- warpgroup 0, the producer (its registers lowered by ``setmaxnreg``): one thread waits for a
+  free slot, expects its bytes and loads both blocks with ``copy(tma, ...)``;
+- warpgroups 1.., the consumers (registers raised): each waits for a full slot, multiplies
+  its ``bM`` rows of A's block by B's with ``gemm(mma, acc, tCsA, tCsB)`` (wgmma, its
+  descriptors from the layouts), waits for the wgmma, releases the slot, and after the last
+  K block writes ``alpha * acc`` out: with the TMA epilogue (``v.tma_store``), 64-row x
+  128-byte pieces staged in two swizzled shared buffers and stored by TMA, one piece
+  staged while the one before is stored; else ``alpha * acc + beta * C`` through
+  ``partition_C``, predicated at the matrix's edges by an identity tensor.
+
+It takes the generated kernel's arguments (:attr:`HopperVariant.signature`: tensor maps of X
+and Y, C, sizes, strides, the batch, alpha and beta) and its variants' cooperative,
+registers-epilogue, unsplit, unswapped plain-product form (:func:`supports`), so
+:mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
+"""
+
+import numpy as np
+from numba import cuda, float32, uint16, uint64
+
+from layoutalg import Layout, make_tiled_mma
+from gemm import arch
+from gemm.cute import (copy, elem_less, fence_view_async_shared, gemm, get_slice, local_tile,
+                       make_fragment_like, make_identity_tensor, make_layout, make_tensor,
+                       partition_A, partition_B, partition_C, static, static_range,
+                       tma_store_arrive, tma_store_wait, unroll, unrolled, warpgroup_arrive,
+                       warpgroup_commit_batch, warpgroup_wait)
+from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consumer_wait,
+                                pipeline_init, producer_acquire, producer_expect_tx,
+                                producer_start)
+from gemm.hopper.config import STAGING_BYTES
+from gemm.hopper.gen import _ATOM, BITS, pipeline_of, stage_layout, tma_copy
+
+__all__ = ["kernel_function", "supports"]
+
+ONE = static(1)
+_OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
+
+
+def supports(v):
+    """Why variant ``v`` has no kernel written with gemm.cute (None: it has one)."""
+    cfg = v.config
+    if cfg.schedule != "cooperative" or cfg.delay_release:
+        return f"the {cfg.schedule} schedule with delay_release {cfg.delay_release}"
+    if v.split_k or v.c_columns or cfg.tf32x3:
+        return "split-K, swapped operands and 3xTF32"
+    return None
+
+
+def _out_functions(out_dtype):
+    """(float32 -> the out's element, the out's element -> float32), device functions."""
+    if out_dtype == "float32":
+        return (cuda.jit(device=True, inline="always")(lambda x: x),) * 2
+    to, of = ((arch.cvt_rn_bf16_f32, arch.bf16_to_f32) if out_dtype == "bfloat16"
+              else (arch.cvt_rn_f16_f32, arch.f16_to_f32))
+    return (cuda.jit(device=True, inline="always")(lambda x: to(x)),
+            cuda.jit(device=True, inline="always")(lambda x: of(x)))
+
+
+def kernel_function(v):
+    """Variant ``v``'s kernel as a Python function for ``cuda.jit(v.signature)``."""
+    why = supports(v)
+    if why is not None:
+        raise ValueError(f"kernel 'cute_hopper': no kernel for {why}")
+    cfg = v.config
+    bits = BITS[cfg.dtype]
+    elem = float32 if bits == 32 else uint16
+    rows, bm, bn, bk, stages, wgs = cfg.tile_m, cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.consumers
+    sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
+    tma_a, tma_b = tma_copy(v.a_major, rows, bk, bits), tma_copy(v.b_major, bn, bk, bits)
+    step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages
+    a_elems, slot_elems = rows * bk, (rows + bn) * bk
+    flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
+    mma = make_tiled_mma(_ATOM[cfg.dtype](bn, v.a_major, v.b_major))
+    acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
+    block_a, block_c = static((bm, bk)), static((bm, bn))
+    pipe = pipeline_of(v)               # the generated kernel's register split, to match it
+    tma_store = v.tma_store
+    group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
+    to_out, from_out = _out_functions(v.out_dtype)
+    values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
+    # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
+    out, out_bits = _OUT[v.out_dtype], 8 * (4 if v.out_dtype == "float32" else 2)
+    chunk = 1024 // out_bits                        # 128 bytes of columns
+    sc, tma_c = stage_layout("K", 64, chunk, out_bits), tma_copy("K", 64, chunk, out_bits)
+    mma_c = make_tiled_mma(_ATOM[cfg.dtype](chunk))  # a piece's share of each thread
+    per_atom = bn // chunk                          # pieces q: atom q // per_atom's rows,
+    n_pieces = static_range(bm // 64 * per_atom)    # columns chunk * (q % per_atom)
+    piece_values = static_range(chunk // 2)
+    piece_elems = STAGING_BYTES // 2 * 8 // out_bits
+    staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
+
+    @cuda.jit(device=True, inline="always")
+    def tile_coords(tile, tiles_m, tiles_n):
+        """(row, column, matrix) of work unit ``tile``: grouped order within a matrix."""
+        tiles_mn = tiles_m * tiles_n
+        bz = tile // tiles_mn
+        tp = tile - bz * tiles_mn
+        per_group = np.uint32(group) * tiles_n
+        g0 = tp // per_group * np.uint32(group)
+        gs = min(tiles_m - g0, np.uint32(group))
+        gr = tp - tp // per_group * per_group
+        return g0 + gr % gs, gr // gs, bz
+
+    @unrolled
+    def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, beta):
+        raw = cuda.shared.array(0, elem)
+        raw_c = cuda.shared.array(0, out)               # the same memory, as the out's type
+        bars = cuda.shared.array(n_bars, uint64)
+        base = arch.shared_offset_of(raw, 1024)
+        t = cuda.threadIdx.x
+        wg = t // 128
+        tiles_m, tiles_n = (M + (rows - 1)) // rows, (N + (bn - 1)) // bn
+        tiles, k_tiles = tiles_m * tiles_n * NB, (K + (bk - 1)) // bk
+        if t == 0:
+            pipeline_init(bars, stages, 1, wgs)         # one release per consumer
+        cuda.syncthreads()
+        if wg == 0:                                     # the producer warpgroup
+            if low:
+                arch.setmaxnreg_dec(low)
+            if t == 0:
+                st = producer_start()
+                for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
+                    tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
+                    for k in range(k_tiles):
+                        producer_acquire(bars, st, stages)
+                        producer_expect_tx(bars, st, step_bytes)
+                        slot = base + st[0] * slot_elems
+                        copy(tma_a, XM, (tm * rows, k * bk, bz * zX),
+                             make_tensor(raw, flat_a, slot), bars, st[0])
+                        copy(tma_b, YM, (tn * bn, k * bk, bz * zY),
+                             make_tensor(raw, flat_b, slot + a_elems), bars, st[0])
+                        st = advance(st, stages)
+            return
+        if low:
+            arch.setmaxnreg_inc(high)
+        thr, thr_c = get_slice(mma, t % 128), get_slice(mma_c, t % 128)
+        c = wg - 1                                      # this consumer's rows of the tile
+        st, sq = consumer_start(), 0                    # sq: the pieces staged so far
+        for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
+            tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
+            acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
+            for k in range(k_tiles):
+                consumer_wait(bars, st)
+                slot = base + st[0] * slot_elems
+                tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (c, 0)))
+                tCsB = partition_B(thr, make_tensor(raw, sb, slot + a_elems))
+                warpgroup_arrive()
+                gemm(mma, acc, tCsA, tCsB, k > 0)
+                warpgroup_commit_batch()
+                warpgroup_wait(0)           # the warpgroup's wgmma ran: all its warps
+                if t % 128 == 0:            # are past their wait, one releases for all
+                    consumer_release(bars, st, stages)
+                st = advance(st, stages)
+            at = (tm * wgs + c, tn)
+            if at[0] * bm >= M:                         # this consumer's rows are past M
+                continue
+            if tma_store:
+                stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
+                for q in unroll(n_pieces):
+                    if t % 128 == 0:
+                        tma_store_wait(1)               # the store two pieces back has read
+                    arch.named_barrier(1 + c, 128)      # ... its buffer, which we refill
+                    sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+                    tCsC = partition_C(thr_c, sC)
+                    for i in unroll(piece_values):
+                        tCsC[i] = to_out(alpha * acc[q // per_atom * (bn // 2)
+                                                     + q % per_atom * (chunk // 2) + i])
+                    fence_view_async_shared()           # the stores, seen by TMA
+                    arch.named_barrier(1 + c, 128)
+                    if t % 128 == 0:
+                        copy(tma_c, CM, (at[0] * bm + q // per_atom * 64,
+                                         tn * bn + q % per_atom * chunk, bz), sC)
+                        tma_store_arrive()
+                    sq += 1
+                continue
+            gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
+            tCgC = partition_C(thr, local_tile(gC, block_c, at))
+            tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+            for i in unroll(values):
+                if elem_less(tCcC[i], (M, N)):
+                    x = alpha * acc[i]
+                    if beta != 0:
+                        x += beta * from_out(tCgC[i])
+                    tCgC[i] = to_out(x)
+        if tma_store and t % 128 == 0:
+            tma_store_wait(0)                           # shared memory outlives the stores
+    return kernel

@@ -1,0 +1,130 @@
+"""The SM90 GEMM written with gemm.cute (``kernel="cute_hopper"``, gemm.hopper.cute_gemm). In
+numba's CUDA simulator (this file as a script in a subprocess), through the Hopper kernel's
+host path on fresh random data against float64 (tests/sim_hopper_cases.py's bound): the TMA
+epilogue and the one from registers (beta != 0, an unaligned out), both majors, a batch,
+alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one and two
+consumers. Compiled to PTX for sm_90a on the CPU: no local memory, one wgmma per block and
+k-block in each copy of the loop, TMA loads and stores. What it does not run is refused clearly; and on a GPU of
+compute capability 9.x, ``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned
+outputs."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "tests"):
+    if str(p) not in sys.path:      # run as a script by the simulator test
+        sys.path.insert(0, str(p))
+
+from gemm.hopper import HopperConfig, HopperVariant, kernel_config  # noqa: E402
+
+SMALL = dict(bM=64, bN=64, stages=2, consumers=1)
+# (config fields, m, n, k, case keywords)
+CASES = [
+    (SMALL, 70, 96, 100, dict(out_dtype="bfloat16")),                  # TMA epilogue
+    (dict(bM=64, bN=128, stages=2, consumers=2), 130, 136, 64, dict(a_col=True,
+                                                                    b_kmajor=False,
+                                                                    alpha=0.5)),
+    (dict(SMALL, dtype="tfloat32", bM=128), 150, 72, 40, dict(batch=2)),
+    (SMALL, 70, 90, 100, {}),                                           # registers: ldc
+    (dict(SMALL, consumers=2, stages=3, dtype="float16"), 130, 72, 64,
+     dict(a_col=True, b_kmajor=False, alpha=0.5, beta=0.5, out_dtype="bfloat16")),
+    (SMALL, 40, 24, 136, dict(col_out=True, beta=-1.0)),
+]
+
+
+def run_cases(seed):
+    """Each case's error ratio (<= 1: within the bound of its types)."""
+    from sim_hopper_cases import case
+    return [case(HopperConfig(**fields), m, n, k, seed=seed + i, cute=True, **kw)
+            for i, (fields, m, n, k, kw) in enumerate(CASES)]
+
+
+def test_cute_hopper_matches_float64_in_the_simulator():
+    from simcase import simulator_report
+    seed = int.from_bytes(os.urandom(3), "little")
+    ratios = simulator_report(__file__, seed)
+    assert len(ratios) == len(CASES) and all(r <= 1 for r in ratios), (seed, ratios)
+
+
+@pytest.mark.parametrize("dtype, majors, out, tma", [
+    ("bfloat16", ("K", "K"), "bfloat16", True), ("float16", ("MN", "MN"), "float32", False),
+    ("bfloat16", ("K", "MN"), "float16", True)])
+def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma):
+    from numba import cuda
+    from gemm.hopper import hopper_function
+    cfg = HopperConfig(dtype=dtype)
+    v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True)
+    ptx, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
+                              launch_bounds=(cfg.threads, cfg.blocks_per_sm))
+    assert ".local" not in ptx
+    blocks = cfg.bK // 16 * cfg.bM // 64            # a k-step's wgmma (LLVM may copy the loop)
+    assert ptx.count("wgmma.mma_async") % blocks == 0 < ptx.count("wgmma.mma_async")
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx           # TMA loads
+    assert ("cp.async.bulk.tensor.3d.global.shared::cta" in ptx) == tma     # TMA stores
+
+
+@pytest.mark.parametrize("variant, text", [
+    (dict(config=kernel_config(HopperConfig(schedule="pingpong"))), "pingpong"),
+    (dict(split_k=True), "split-K"),
+    (dict(config=kernel_config(HopperConfig(dtype="tfloat32", tf32x3=True, bN=64))),
+     "3xTF32"),
+])
+def test_cute_hopper_refuses_what_it_does_not_run(variant, text):
+    from gemm.hopper.cute_gemm import kernel_function
+    v = HopperVariant(**dict(dict(vec_c=False), **variant), cute=True)
+    with pytest.raises(ValueError, match=text):
+        kernel_function(v)
+
+
+def test_matmul_routes_cute_hopper_and_refuses_3xtf32():
+    from gemm.api import route
+    assert route("bfloat16", "bfloat16", "cute_hopper") == ("tensorcore", "cute_hopper")
+    with pytest.raises(ValueError, match="cute_hopper"):
+        route("float32", "float32", "cute_hopper", precision="tf32x3")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, dtype, a_col, b_row, alpha, beta, out_dtype, batch", [
+    ((1000, 500, 3000), "bfloat16", False, False, 1.0, 0.0, None, 0),
+    ((336, 129, 104), "float16", True, False, 1.0, 0.5, None, 0),
+    ((64, 256, 4096), "bfloat16", False, True, 0.5, 0.0, "bfloat16", 0),
+    ((3000, 2104, 200), "float16", True, True, 1.0, 0.0, "float16", 0),
+    ((129, 300, 520), "bfloat16", False, False, 2.0, -1.0, None, 3),
+    ((1, 1, 64), "bfloat16", False, False, 1.0, 0.0, None, 0),
+])
+def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row, alpha, beta,
+                                                     out_dtype, batch):
+    torch = pytest.importorskip("torch")
+    from gpucase import require_gpu
+    import gemm
+    require_gpu()
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a GPU of compute capability 9.x")
+    (m, n, k), dt = shape, getattr(torch, dtype)
+    lead = (batch,) if batch else ()
+    a = torch.randn(*lead, m, k, device="cuda").to(dt)
+    if a_col:
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    b = torch.randn(k, n, device="cuda").to(dt)
+    if not b_row:
+        b = b.T.contiguous().T
+    od = getattr(torch, out_dtype) if out_dtype else torch.float32
+    c0 = torch.randn(*lead, m, n, device="cuda").to(od)
+    out = c0.clone() if beta else torch.full_like(c0, float("nan"))
+    got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper")
+    ref = alpha * (a.double() @ b.double()) + beta * c0.double()
+    bound = abs(alpha) * (a.double().abs() @ b.double().abs()) + abs(beta) * c0.double().abs()
+    tol = 2 ** -7 if od != torch.float32 else 2 ** -12
+    assert got is out and not torch.isnan(got).any()
+    assert ((got.double() - ref).abs() <= tol * bound + 1e-30).all()
+
+
+if __name__ == "__main__":
+    from simcase import switch_threads_often
+    switch_threads_often()
+    print(json.dumps(run_cases(int(sys.argv[1]))))

@@ -56,13 +56,14 @@ def supports(v):
 
 
 def _out_functions(out_dtype):
-    """(float32 -> the out's element, the out's element -> float32), device functions."""
+    """(float32 -> the out's element, the out's element -> float32): a numba type or an
+    instruction, called in the kernel without a device function (each inlined device function
+    of an unrolled loop is compiled again: they had made the first compile seconds longer)."""
     if out_dtype == "float32":
-        return (cuda.jit(device=True, inline="always")(lambda x: x),) * 2
-    to, of = ((arch.cvt_rn_bf16_f32, arch.bf16_to_f32) if out_dtype == "bfloat16"
-              else (arch.cvt_rn_f16_f32, arch.f16_to_f32))
-    return (cuda.jit(device=True, inline="always")(lambda x: to(x)),
-            cuda.jit(device=True, inline="always")(lambda x: of(x)))
+        return float32, float32
+    if out_dtype == "bfloat16":
+        return arch.cvt_rn_bf16_f32, arch.bf16_to_f32
+    return arch.cvt_rn_f16_f32, arch.f16_to_f32
 
 
 def kernel_function(v):

@@ -120,7 +120,7 @@ def _instrument():
         "numba.cuda.cudadrv.driver": lambda m: phases.wrap(m.Context, "create_module_image",
                                                            "module_load"),
         "gemm.codegen": on_gemm_codegen,
-        "gemm.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
+        "gemm.call.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
         "gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
         "gemm.tensorcore": lambda m: phases.wrap(m, "tensorcore_source", "source"),
     }
@@ -220,7 +220,8 @@ def _typical_session():
     returns the number of distinct kernels they compile."""
     import numpy as np
     from numba import cuda
-    from gemm import codegen, launch
+    from gemm import codegen
+    from gemm.call import launch
     import gemm
     sources = set()
     if hasattr(codegen, "_import"):         # every generated module is imported through it
@@ -267,7 +268,8 @@ def _count_all():
     """Distinct kernels ``gemm.matmul`` can compile: SIMT variants of the named kernels and
     tensor-core variants of each dtype's default config (majors, output types, copy widths)."""
     import itertools
-    from gemm import precompile, tensorcore as tc
+    from gemm import tensorcore as tc
+    from gemm.tuning import precompile
     simt_n = len(precompile.variants())
     tc_n = 0
     for dtype in tc.DTYPES:

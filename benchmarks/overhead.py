@@ -180,7 +180,8 @@ def parts(calls, reps):
     import ctypes
     from dataclasses import replace
 
-    from gemm import callplan, hopper, launch, tma
+    from gemm import hopper, tma
+    from gemm.call import launch, plan as callplan
     from gemm.hopper import tensor_maps
     a, w = _mats(64, 64, 64, BF16)
     wt = w.T

@@ -49,7 +49,7 @@ def loop_mix(sass):
 def main(out, configs):
     from gemm.tensorcore import tensorcore_kernel
     os.makedirs(out, exist_ok=True)
-    from gemm.autotune import _compile_all
+    from gemm.tuning.autotune import _compile_all
     failed = _compile_all([parse(text) for text in configs])
     if failed:
         raise RuntimeError(f"compile failed: {failed}")

@@ -4,15 +4,15 @@ Run on the GPU host from the project root:
 
     python3 benchmarks/sanitize_tensorcore.py [--tools memcheck racecheck synccheck] [--logs DIR]
 
-The cases: bf16 on two shapes (all dimensions odd: the plain 2-byte copies; multiples of 8
-with partial tiles: the 16-byte cp.async), every A and B major, rings of 2 stages and of 4
-(delay_release 0 and 1), beta 0 on a NaN-filled out and beta != 0, row- and column-major
-outs; one f16 and one tf32 case. This process plans them, compiles their variants in parallel
-into the kernel cache (gemm.binary) and runs them once, checked against float64. Then, per tool, it runs
-itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child only loads the
-cached kernels, runs and checks every case, and exits non-zero on a wrong result. Operands
-are numba device arrays made with numpy (bf16 as uint16 bits): the sanitized process loads no
-torch and launches nothing but these kernels.
+The cases: bf16 on two shapes (all dimensions odd: the plain 2-byte copies; multiples of 8 with
+partial tiles: the 16-byte cp.async), every A and B major, rings of 2 stages and of 4
+(delay_release 0 and 1), beta 0 on a NaN-filled out and beta != 0, row- and column-major outs;
+one f16 and one tf32 case. This process plans them, compiles their variants in parallel into
+the kernel cache (gemm.call.binary) and runs them once, checked against float64. Then, per
+tool, it runs itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child only
+loads the cached kernels, runs and checks every case, and exits non-zero on a wrong result.
+Operands are numba device arrays made with numpy (bf16 as uint16 bits): the sanitized process
+loads no torch and launches nothing but these kernels.
 
 Prints each tool's summary lines; exits 1 on any error, hazard error, wrong result or missing
 summary (racecheck warnings are printed, not counted).

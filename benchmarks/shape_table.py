@@ -1,4 +1,4 @@
-"""Write gemm's shipped table (``gemm/shape_table.json``, see gemm.shape_table)
+"""Write gemm's shipped table (``gemm/tuning/shape_table.json``, see gemm.tuning.shape_table)
 from the JSON of tuned suite runs. No GPU needed.
 
     python3 benchmarks/shape_table.py RUN.json [RUN.json ...] [--min-gain 1.08]
@@ -13,7 +13,7 @@ used), the tuned time and the tuned config. A shape enters the table where the t
 was at least ``--min-gain`` times faster than the rules in that run's own timing. A CHECK.json
 (``shapes.py`` untuned, after the rules began to swap A and B for few rows) that timed a
 shape's table config ("table") and the swapped rules ("rules") side by side marks the entry
-``swap_faster`` where the rules were faster: gemm.shape_table then leaves it to the rules
+``swap_faster`` where the rules were faster: gemm.tuning.shape_table then leaves it to the rules
 where they swap.
 
 ``--prune`` edits the shipped table instead: an entry goes where an untuned ``shapes.py`` run
@@ -32,7 +32,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(ROOT, "gemm", "shape_table.json")
+DEFAULT_OUT = os.path.join(ROOT, "gemm", "tuning", "shape_table.json")
 SMS = {"NVIDIA H100 80GB HBM3": 132, "NVIDIA H200": 132}
 
 

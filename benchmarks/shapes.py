@@ -13,7 +13,7 @@ Triton's tutorial kernel (benchmarks/triton_baseline.py, best of its configs) be
 a 9.x GPU our default kernel without split-K ("no split-K": the default config passed
 explicitly, which keeps split_k=1), to show what the shape-aware split-K gives, and
 "rules": ``kernel="hopper"``, gemm.hopper.default_config's rules alone (without the shipped
-table of gemm.shape_table that an unnamed call asks first). Where the rules swap A and B (few
+table of gemm.tuning.shape_table that an unnamed call asks first). Where the rules swap A and B (few
 rows against a wide B: gemm.hopper.swaps), also what an unnamed call took before:
 "unswapped", the rules' unswapped config, and "table", the table's config where it has one
 near. fp32: "ours" is ``gemm.matmul``'s default (3xTF32 on the Hopper kernel where it runs,
@@ -32,10 +32,10 @@ calls in the form users write, ``gemm.matmul(a, b)`` without an out beside
 host's work per call shows where it exceeds the GPU's). Prints a table per dtype with the
 ratios per shape and their geometric means, last.
 
-``--tune`` (bf16) also tunes each shape after its untuned timings (``gemm.autotune.tune``,
+``--tune`` (bf16) also tunes each shape after its untuned timings (``gemm.tuning.autotune.tune``,
 its cache ``$GEMM_AUTOTUNE_CACHE``) and times the winner, then the rules and cuBLAS again
 beside it (the GPU's clocks after the tuning may differ): the "tuned" column, compared with
-that cuBLAS timing, whose configs ``gemm.shape_table`` records. ``--held-out`` runs shapes
+that cuBLAS timing, whose configs ``gemm.tuning.shape_table`` records. ``--held-out`` runs shapes
 beside the suite instead, to check that what was derived from the suite carries over.
 """
 
@@ -54,8 +54,9 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from gemm import autotune, hopper, shape_table  # noqa: E402
-from gemm.binary import sm_count  # noqa: E402
+from gemm import hopper  # noqa: E402
+from gemm.call.binary import sm_count  # noqa: E402
+from gemm.tuning import autotune, shape_table  # noqa: E402
 
 LLM_M = (1, 16, 64, 128, 512, 2048, 8192)
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
@@ -64,9 +65,9 @@ OTHER = [("square", s, s, s) for s in (1024, 2048, 4096, 8192)] + [
     ("K-heavy", 1024, 1024, 16384), ("K-heavy", 256, 256, 65536),
     ("K-heavy", 2048, 2048, 32768)]
 # Shapes outside the suite, for checking that what was derived from the suite's tuned runs
-# (gemm.shape_table) carries over to the shapes beside them (--held-out). Each of the first
+# (gemm.tuning.shape_table) carries over to the shapes beside them (--held-out). Each of the first
 # three sets, run with the table's rules of its time, showed configs taken too far and led to
-# a rule (see gemm.shape_table); the fourth, written after the last rule, checks the result.
+# a rule (see gemm.tuning.shape_table); the fourth, written after the last rule, checks the result.
 HELD_OUT = [("held-out", m, n, k) for m in (8, 32, 256, 1024)
             for n, k in ((11008, 4096), (4096, 11008), (8192, 8192))] + [
     ("held-out", 3000, 3000, 3000), ("held-out", 768, 768, 768), ("held-out", 32768, 256, 256),
@@ -343,7 +344,7 @@ def main():
     ap.add_argument("--part", type=int, nargs=2, metavar=("I", "N"), default=(0, 1),
                     help="only the I-th of N equal parts of the shapes (runs that must be split)")
     ap.add_argument("--tune", action="store_true",
-                    help="bf16: also tune each shape (gemm.autotune.tune, into the cache of "
+                    help="bf16: also tune each shape (gemm.tuning.autotune.tune, into the cache of "
                          "$GEMM_AUTOTUNE_CACHE) and time the tuned config")
     ap.add_argument("--no-graphs", action="store_true",
                     help="time calls queued from Python instead of replayed CUDA graphs")

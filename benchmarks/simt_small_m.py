@@ -20,7 +20,7 @@ from benchmarks.shapes import LLM_NK, graph_us  # noqa: E402
 from benchmarks.skinny import error, operands  # noqa: E402
 import gemm  # noqa: E402
 from gemm import api, simt, skinny  # noqa: E402
-from gemm.binary import sm_count  # noqa: E402
+from gemm.call.binary import sm_count  # noqa: E402
 
 CONFIGS = {
     "tuned 128": api.KERNELS["tuned"],

@@ -439,9 +439,10 @@ def plan_all(cases, log=print):
 
 
 def compile_all(variants, workers=None, log=print):
-    """Compile ``variants`` into the kernel cache (gemm.binary) in parallel spawned processes (the
-    autotuner's pool); returns {variant: error text} for those that failed (each is logged)."""
-    from gemm.autotune import _compile_all
+    """Compile ``variants`` into the kernel cache (gemm.call.binary) in parallel spawned
+    processes (the autotuner's pool); returns {variant: error text} for those that failed (each
+    is logged)."""
+    from gemm.tuning.autotune import _compile_all
     t0 = time.time()
     failed = _compile_all(dict.fromkeys(variants), workers)
     for v, err in failed.items():

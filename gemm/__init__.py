@@ -7,9 +7,11 @@ ldmatrix, mma.sync, wgmma, TMA, mbarriers, conversions) as numba intrinsics, wit
 twins for numba's CUDA simulator; ``gemm.cute`` is the algebra inside ``@cuda.jit`` kernels;
 each kernel family is a package with its config, generator and calls together
 (``gemm.simt``, ``gemm.tensorcore`` for SM80, ``gemm.hopper`` for SM90), beside
-``gemm.skinny`` (few rows) and ``gemm.collective``; the call path (``gemm.api``,
-``gemm.callplan``, ``gemm.dtypes``, ``gemm.operands``, ``gemm.launch``) and tuning
-(``gemm.autotune``, ``gemm.shape_table``) sit on top.
+``gemm.skinny`` (few rows) and ``gemm.collective``. Beneath the families lie the type rules
+(``gemm.dtypes``) and the call path, ``gemm.call`` (operands read once, plans kept per
+signature, compiled kernels kept as cubins and launched through the driver); on top sit
+``gemm.matmul`` (``gemm.api``) and tuning, ``gemm.tuning`` (autotuning, the shipped shape
+table, kernels compiled ahead).
 
 Importing ``gemm`` itself is light: numba is imported only by the submodules that need it.
 """

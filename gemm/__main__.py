@@ -12,7 +12,7 @@ against numpy; the output says it is the simulator.
 ``python -m gemm bench --sizes 1024 2048 4096`` times the SIMT kernels and cuBLAS
 at each size and writes JSON and a PNG plot (matplotlib). ``python -m gemm tune
 --sizes 4096 8192 --dtype bfloat16`` tunes the tensor-core kernel for those problems into the
-autotune cache that ``gemm.matmul`` reads (see gemm.autotune). ``python -m gemm
+autotune cache that ``gemm.matmul`` reads (see gemm.tuning.autotune). ``python -m gemm
 precompile`` fills numba's disk cache with every kernel variant.
 """
 
@@ -79,7 +79,7 @@ def main(argv=None):
     # the kernels are imported only now, once numba's target (GPU or simulator) is settled
     from gemm import report
     if args.command == "precompile":
-        from gemm.precompile import precompile
+        from gemm.tuning.precompile import precompile
         print(f"compiled {precompile(tensorcore=not args.no_tensorcore)} kernel variants")
         return 0
     if args.command == "tune":

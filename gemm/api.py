@@ -4,7 +4,7 @@ float32 operands run by default on the Hopper kernel by 3xTF32 (about float32's 
 where it can, else on the SIMT kernels (exact fp32 FMAs; ``precision="ieee"`` always, or
 :func:`set_float32_precision`); bfloat16 and float16 operands, and
 float32 ones when ``allow_tf32=True``, run on the tensor cores with the configuration tuned
-for the problem (:mod:`gemm.autotune`) when the cache holds one: on a GPU of compute
+for the problem (:mod:`gemm.tuning.autotune`) when the cache holds one: on a GPU of compute
 capability 9.x the Hopper kernel (:mod:`gemm.hopper`: TMA, wgmma, warp specialization) when
 TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mma.sync kernel
 (:mod:`gemm.tensorcore`).
@@ -25,14 +25,15 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from gemm import (autotune, callplan, hopper, shape_table, simt, skinny, splitk, tensorcore,
-                  transpose)
+from gemm import hopper, simt, skinny, splitk, tensorcore, transpose
 from gemm._env import simulator_active
-from gemm.binary import sm_count
-from gemm.launch import Launcher
-from gemm.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
-                           check_stream, kernel_buffer, new_like, operand, output_operand,
-                           product_operands, stream_handle)
+from gemm.call import plan as callplan
+from gemm.call.binary import sm_count
+from gemm.call.launch import Launcher
+from gemm.call.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
+                                check_stream, kernel_buffer, new_like, operand, output_operand,
+                                product_operands, stream_handle)
+from gemm.tuning import autotune, shape_table
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route",
            "precision_of", "float32_precision", "set_float32_precision"]
@@ -56,7 +57,7 @@ DEFAULT_KERNEL = "tuned"
 SMALL_M = 64
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
 # the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
-# SM80's otherwise); "autotune" tunes on a cache miss (gemm.autotune.tune); "hopper" and
+# SM80's otherwise); "autotune" tunes on a cache miss (gemm.tuning.autotune.tune); "hopper" and
 # "sm80" ask for one kernel with its default config; "cute_hopper" for the Hopper kernel written
 # with gemm.cute (gemm.hopper.cute_gemm), the default config's tiles in its one form.
 TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80", "cute_hopper")
@@ -259,7 +260,7 @@ def _dividing(vec, extent):
     return vec
 
 
-# The fast path: the kept plans of earlier calls by their signature (gemm.callplan), forgotten
+# The fast path: the kept plans of earlier calls by their signature (gemm.call.plan), forgotten
 # when the autotune cache's file changes (a tuned config may now choose another kernel).
 _plans = callplan.PLANS
 callplan.watch(lambda: autotune._signature(autotune.cache_path()))
@@ -303,7 +304,7 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       f32 result of 16-bit inputs). ``kernel``: None or "tensorcore"
       (the config tuned for this problem, see ``python -m gemm tune``, else the device's
       default: for 16-bit operands on compute capability 9.x the config tuned for the
-      nearest shape of the shipped table ``gemm.shape_table`` where one is near enough, else
+      nearest shape of the shipped table ``gemm.tuning.shape_table`` where one is near enough, else
       the Hopper kernel's when TMA can read A and B (16-byte aligned rows, tf32 operands
       K-major), its tiles and split-K chosen from the shape by
       ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
@@ -431,7 +432,7 @@ def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
 
 
 def _shipped_config(a, b, out):
-    """The config of ``gemm.shape_table`` for a call never tuned: one product of 16-bit
+    """The config of ``gemm.tuning.shape_table`` for a call never tuned: one product of 16-bit
     operands writing a row-major out on a 9.x GPU; else None."""
     if (simulator_active() or a.batched or b.batched or a.dtype != b.dtype
             or not hopper.hopper_supported(a.device)):

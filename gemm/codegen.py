@@ -161,14 +161,14 @@ def kernel_module(prefix, key, make_source):
     """The generated module of a kernel variant, found by ``key`` (a value whose repr names
     everything its source depends on) and :func:`generator_version`: the first process writes
     ``make_source()`` to a file named by their hash, later ones import that file without
-    generating the source again (and gemm.binary names the compiled kernel's file after it).
+    generating the source again (and gemm.call.binary names the compiled kernel's file after it).
     A change to the package's code changes the version, hence the file."""
     return _import(module_name(prefix, key), make_source)
 
 
 def module_name(prefix, key):
     """The name of the generated module of a kernel variant (see :func:`kernel_module`); its
-    compiled kernel's file (gemm.binary) is named after it."""
+    compiled kernel's file (gemm.call.binary) is named after it."""
     text = f"{key!r} {generator_version()}"
     return f"_layoutalg_{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 

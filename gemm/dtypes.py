@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .operands import operand
+from .call.operands import operand
 
 __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
            "operand_dtype", "check_variant"]
@@ -50,7 +50,7 @@ def out_dtype_of(out, out_dtype, caller, simulator=False):
 
 
 def operand_dtype(a, b, raw16, caller):
-    """What the tensor cores compute operands ``a`` and ``b`` (gemm.operands) with:
+    """What the tensor cores compute operands ``a`` and ``b`` (gemm.call.operands) with:
     "bfloat16", "float16" or "tfloat32" (float32), both the same; 16-bit integer operands hold
     the bits of ``raw16`` (a config's dtype). TypeError otherwise."""
     typed = set()

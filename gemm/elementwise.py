@@ -34,8 +34,8 @@ import sympy
 from gemm._env import simulator_active
 from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, allow_dynamic_shared
 from gemm.codegen import Source, load_module, sym
-from gemm.launch import Launcher
-from gemm.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
+from gemm.call.launch import Launcher
+from gemm.call.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
                            operand, output_operand)
 from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
 

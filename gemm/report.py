@@ -15,7 +15,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from gemm import api, autotune
+from gemm import api
+from gemm.tuning import autotune
 from gemm._env import simulator_active
 from gemm.hopper import HopperConfig, hopper_supported
 from gemm.tensorcore import TensorCoreConfig

@@ -38,11 +38,11 @@ from typing import Any, Optional, Tuple
 
 from . import splitk
 from ._env import simulator_active
-from .binary import compiled_binary, load_or_compile, sm_count
+from .call.binary import compiled_binary, load_or_compile, sm_count
+from .call.launch import Launcher
+from .call.operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer,
+                            output_operand, product_operands, stream_handle)
 from .codegen import Source, align_arg, kernel_module, module_name
-from .launch import Launcher
-from .operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer, output_operand,
-                       product_operands, stream_handle)
 from .dtypes import RAW16, check_scalars, out_dtype_of
 
 __all__ = ["SkinnyConfig", "default_config", "fits", "skinny_source", "skinny_function",
@@ -320,9 +320,9 @@ def skinny_function(cfg: SkinnyConfig, b_unit: str) -> Any:
 
 @lru_cache(maxsize=None)
 def skinny_kernel(cfg: SkinnyConfig, b_unit: str) -> Any:
-    """The variant's numba kernel (in the simulator) or its compiled :class:`gemm.binary.Binary`
-    (read from disk when an earlier process compiled it). ``split_k`` is a run-time choice:
-    it does not change what is compiled."""
+    """The variant's numba kernel (in the simulator) or its compiled
+    :class:`gemm.call.binary.Binary` (read from disk when an earlier process compiled it).
+    ``split_k`` is a run-time choice: it does not change what is compiled."""
     from numba import cuda      # only to compile: a loaded kernel does without numba
     cfg = replace(cfg, split_k=None)
     if simulator_active():

@@ -25,10 +25,10 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from . import binary
 from ._env import simulator_active
+from .call import binary
+from .call.launch import Launcher
 from .codegen import load_module
-from .launch import Launcher
 
 __all__ = ["reduce_splits", "workspace", "by_shape", "ranges", "partials_layout",
            "partials_buffer", "partials_plan", "THREADS", "MAX_SPLIT_K", "MIN_RANGE_TILES"]

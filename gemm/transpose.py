@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Any, Tuple
 
 from ._env import simulator_active
+from .call.launch import Launcher
 from .codegen import load_module
-from .launch import Launcher
 
 __all__ = ["column_major_copy", "grid", "BLOCK", "MAX_ELEMENTS"]
 

@@ -1,4 +1,4 @@
-"""gemm.autotune and matmul's choice of kernel, without a GPU.
+"""gemm.tuning.autotune and matmul's choice of kernel, without a GPU.
 
 In this process: the candidate list, the on-disk cache (round trip, atomic writes, corrupt
 files), ``tune`` with its compile and timing steps replaced by fakes, the real spawned compile
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from gemm import autotune
+from gemm.tuning import autotune
 from gemm import tensorcore as tc
 from gemm.api import KERNELS, route
 from gemm.simt import SimtConfig
@@ -493,7 +493,7 @@ def _simulated_cases():
 
     # precompile's tensor-core variants, planned on the simulator's arrays: every type and
     # pair of majors, with full-width copies.
-    import gemm.precompile as pre
+    import gemm.tuning.precompile as pre
     pre.simulator_active = lambda: False
     results["precompile variants"] = sorted(
         [v.config.dtype, v.a_major, v.b_major, v.vec_a * v.config.element_bytes]

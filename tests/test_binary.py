@@ -1,4 +1,4 @@
-"""gemm.binary and the variant-keyed module names, on the CPU: a compiled kernel's cubin file
+"""gemm.call.binary and the variant-keyed module names, on the CPU: a compiled kernel's cubin file
 is written once and read back by later calls without compiling, per device architecture and
 numba version; a Binary loads its module once per CUDA context and raises the dynamic shared
 memory limit only when asked for more (against a stand-in for cuda.bindings' driver)."""
@@ -7,7 +7,8 @@ import types
 
 import pytest
 
-from gemm import binary, codegen
+from gemm import codegen
+from gemm.call import binary
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_cubin_files_are_per_architecture(cache, monkeypatch):
 
 
 class FakeDriver:
-    """The few cuda.bindings.driver calls gemm.binary makes, recorded."""
+    """The few cuda.bindings.driver calls gemm.call.binary makes, recorded."""
 
     def __init__(self):
         self.context, self.calls = 7, []

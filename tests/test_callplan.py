@@ -1,10 +1,10 @@
-"""gemm.callplan's rules without a GPU, on a stand-in array kind: what a signature holds, the
+"""gemm.call.plan's rules without a GPU, on a stand-in array kind: what a signature holds, the
 bounded table, forgetting plans when what chose them changes, and a plan making the out of a
 call that gave none."""
 
 import pytest
 
-from gemm import callplan
+from gemm.call import plan as callplan
 
 
 class Arr:

@@ -19,7 +19,8 @@ require_gpu()
 
 torch = pytest.importorskip("torch")
 import gemm  # noqa: E402
-from gemm import api, callplan  # noqa: E402
+from gemm import api  # noqa: E402
+from gemm.call import plan as callplan  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32

@@ -356,14 +356,15 @@ def _but_split(cfg):
 
 
 def test_shipped_table_configs_route_and_are_right():
-    """Every config of gemm.shape_table (bf16 and f16 in turn, a row-major out, shapes
+    """Every config of gemm.tuning.shape_table (bf16 and f16 in turn, a row-major out, shapes
     nudged off the recorded ones): the unnamed call takes the table's tiles (split-K may be
     re-derived) and matches float64, outs NaN-poisoned. Where a row-major A would be
     swapped onto narrow tiles (at most 32 rows), it gets no entry, and A is column-major
     (the table's route; a one-row A has none)."""
     from dataclasses import replace
-    from gemm import api, hopper, shape_table
-    from gemm.operands import operand
+    from gemm import api, hopper
+    from gemm.tuning import shape_table
+    from gemm.call.operands import operand
     g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
     _, rows = shape_table.entries()
     sms = api.sm_count(torch.cuda.current_device())
@@ -397,7 +398,8 @@ def test_tune_times_copies_of_small_operands_and_leaves_them_and_out_alone(tmp_p
     """The tuner's timed calls take A and B and two copies of them in turn (L2 would hold a
     single small set); the copies are of the operands' bytes, so every candidate still
     computes A @ B; the caller's A, B and out are not written."""
-    from gemm import autotune, hopper
+    from gemm import hopper
+    from gemm.tuning import autotune
     monkeypatch.setenv("GEMM_AUTOTUNE_CACHE", str(tmp_path / "cache.json"))
     rng = np.random.default_rng(SEED)
     A = torch.from_numpy(rng.standard_normal((64, 512), dtype=np.float32)).cuda().bfloat16()

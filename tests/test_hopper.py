@@ -196,7 +196,8 @@ def test_store_pairs_twin_rounds_to_bfloat16():
 
 @needs_ptx
 def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
-    from gemm import hopper, precompile
+    from gemm import hopper
+    from gemm.tuning import precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_variants()
     # bf16, f16: 4 majors x 2 outs; tf32: 1; each in the default's 4 tiles and the swapped
@@ -224,7 +225,8 @@ def test_precompile_takes_the_hopper_defaults_on_9x(monkeypatch):
 
 
 def test_precompile_takes_the_tf32x3_rules_tiles_on_9x(monkeypatch):
-    from gemm import hopper, precompile
+    from gemm import hopper
+    from gemm.tuning import precompile
     monkeypatch.setattr(hopper, "hopper_supported", lambda device=0: True)
     got = precompile.hopper_x3_variants()
     # 2 x 64 x 128 with 4 and 6 slots, 2 x 64 x 64 with 8: unsplit, split, and TMA stores

@@ -8,8 +8,11 @@ layers never importing higher ones: the algebra (``layoutalg``) -> ``gemm.arch``
 intrinsics and their simulator twins) -> the in-kernel vocabulary (the package ``gemm.cute``:
 its objects in ``_python``, their numba side in ``_numba`` and ``_numba_ops``) -> the kernel
 families (the packages ``simt``, ``tensorcore`` and ``hopper``, each with a ``config`` module
-below its generator, ``skinny`` and ``cute_kernels``), with the type rules (``dtypes``) below
-them -> the call path (``api``, ``callplan``, ``autotune``).
+below its generator, ``skinny`` and ``cute_kernels``), with the type rules (``dtypes``) and the
+call path's package ``gemm.call`` (operands, kept plans, cubins and their launch, importing
+only ``gemm._env`` and ``gemm.codegen``) below them -> ``gemm.matmul`` (``api``) and the
+package ``gemm.tuning`` (autotuning, the shipped shape table, precompiling), which only the
+modules on top import (``ON_TOP``).
 
 Only imports under ``if TYPE_CHECKING:`` are left out of the graph: they never run (type
 checkers alone read them; ``layoutalg.types`` and the modules annotated with its aliases
@@ -35,6 +38,12 @@ SHIM = "layoutalg.gemm"
 # (``{(importer, imported): where}``): none now that no package aliases another.
 ALIASES = {}
 EXTRA_EDGES = {}
+
+# Where the call path and tuning sit: the modules of each package here import, of gemm, only
+# their own package and these (gemm.call sits under the kernel families, which import it) ...
+BELOW = {"gemm.call": {"gemm._env", "gemm.codegen"}}
+# ... and only these modules import the packages here (gemm.tuning sits on top, beside api).
+ON_TOP = {"gemm.tuning": {"gemm.api", "gemm.report", "gemm.__main__"}}
 
 # Imports (importer, imported) left out of the cycle check, each with its reason. None is
 # left; the list may only shrink: an exemption the source no longer has fails the test.
@@ -172,6 +181,26 @@ def test_no_import_cycles():
     found = cycles(edges)
     report = "\n".join(describe(edges, c, cycle) for c, cycle in found)
     assert not found, "import cycles in the package:\n" + report
+
+
+def _inside(name, package):
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_call_path_and_tuning_sit_in_their_layers():
+    """``gemm.call`` imports nothing of gemm above it (the kernel families, api and tuning
+    import it); ``gemm.tuning`` is imported only by the modules on top."""
+    edges = import_graph()
+    for package, allowed in BELOW.items():
+        assert any(_inside(a, package) for a, _ in edges), package      # the graph has it
+        up = [(a, b, w) for (a, b), w in edges.items() if _inside(a, package)
+              and b.partition(".")[0] == "gemm" and not _inside(b, package) and b not in allowed]
+        assert not up, f"{package} imports above its layer: {up}"
+    for package, allowed in ON_TOP.items():
+        assert any(_inside(b, package) for _, b in edges), package
+        down = [(a, b, w) for (a, b), w in edges.items() if _inside(b, package)
+                and not _inside(a, package) and a not in allowed]
+        assert not down, f"{package} is imported from below it: {down}"
 
 
 def test_the_graph_reader(tmp_path):

@@ -1,4 +1,4 @@
-"""The parameter block of gemm.launch matches numba's kernel ABI, without a GPU.
+"""The parameter block of gemm.call.launch matches numba's kernel ABI, without a GPU.
 
 numba passes a 1-D array argument as seven parameters (meminfo, parent, nitems, itemsize,
 data, shape[0], strides[0], each 8 bytes) and a uint32/float32 scalar as 4 bytes, each at its
@@ -12,8 +12,8 @@ import struct
 
 import pytest
 
-from gemm import launch
-from gemm.launch import BoundLaunch, Launcher
+from gemm.call import launch
+from gemm.call.launch import BoundLaunch, Launcher
 
 SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
 SIZES = [8] * 14 + [4] * 5

@@ -1,4 +1,4 @@
-"""gemm.shape_table (the shipped configs tuned on the shapes suite) and
+"""gemm.tuning.shape_table (the shipped configs tuned on the shapes suite) and
 benchmarks/shape_table.py (which writes it); CPU only."""
 
 import json
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemm import api, hopper, shape_table, tensorcore
+from gemm import api, hopper, tensorcore
+from gemm.tuning import shape_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))

@@ -130,7 +130,8 @@ def test_split_k_workspace_does_not_grow_inside_a_capture(monkeypatch):
     """gemm.splitk.workspace (CuPy and numba calls) on a stand-in driver: it allocates
     outside a capture and keeps the memory per stream; inside a capture, where it would
     have to allocate, RuntimeError says to run the call before capturing."""
-    from gemm import binary, splitk
+    from gemm import splitk
+    from gemm.call import binary
 
     class Driver:
         def __init__(self):

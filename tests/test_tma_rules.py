@@ -269,7 +269,7 @@ def _check_maps(call, eb, ob):
     """Every map of ``call`` within the driver's rules (and the simulator's twin), and
     addressing its operand: a used stride is the operand's."""
     from gemm.arch.sim_sm90 import sim_tensor_map
-    from gemm.operands import kernel_buffer
+    from gemm.call.operands import kernel_buffer
     ops = call.ops + (call.c,)
     assert len(call.map_specs) == 2 + call.variant.tma_store
     for (copy, dims, strides, vt), op, size in zip(call.map_specs, ops, (eb, eb, ob)):
@@ -290,7 +290,7 @@ def router_property():
     from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
     from gemm.hopper import HopperConfig, TmaUnfit, _Call
-    from gemm.operands import operand
+    from gemm.call.operands import operand
 
     extent = st.one_of(st.just(1), st.integers(1, 9), st.integers(1, 140))
     kinds = {  # name -> (numpy type of A and B, dtype, out types and out_dtype)

@@ -60,7 +60,7 @@ __all__ = list(_sim.__all__) + list(_sim_tile.__all__) + list(SM90_NAMES)
 
 def __getattr__(name):
     # The instructions are imported on first use: the PTX layer imports numba, which a process
-    # that only launches compiled kernels (gemm.binary) does without.
+    # that only launches compiled kernels (gemm.call.binary) does without.
     if name not in __all__:
         raise AttributeError(f"module 'gemm.arch' has no attribute {name!r}")
     if IMPLEMENTATION == "sim":

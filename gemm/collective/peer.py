@@ -14,7 +14,7 @@ NVLink multicast is never used (no ``cuMulticastCreate``).
 
 import logging
 
-from ..binary import _check, _driver
+from ..call.binary import _check, _driver
 from .plan import ring_plan
 
 # torch is imported inside the methods that use it: importing this module needs no torch.

@@ -49,12 +49,12 @@ import numpy as np
 from .. import splitk
 from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
-from ..binary import compiled_binary, device_properties, load_or_compile, sm_count
+from ..call.binary import compiled_binary, device_properties, load_or_compile, sm_count
+from ..call.launch import Launcher
+from ..call.operands import (batch_count, check_same_device, check_spans, kernel_buffer,
+                             output_operand, product_operands, stream_handle)
 from ..codegen import kernel_module, module_name
 from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype, out_dtype_of
-from ..launch import Launcher
-from ..operands import (batch_count, check_same_device, check_spans, kernel_buffer,
-                        output_operand, product_operands, stream_handle)
 from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES, SCHEDULES,
                      SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig, HopperVariant)

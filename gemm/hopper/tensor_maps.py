@@ -30,8 +30,8 @@ import threading
 from dataclasses import replace
 from typing import Any, Callable, Dict, Tuple
 
-from ..binary import _current_context
-from ..launch import current_context
+from ..call.binary import _current_context
+from ..call.launch import current_context
 from ..tma import tensor_map
 
 __all__ = ["SLOT_BYTES", "MapSlots", "device_map"]
@@ -111,7 +111,7 @@ class _Driver:
     """MapSlots' calls through ``cuda.bindings``' driver API."""
 
     def __init__(self):
-        from ..binary import _check, _driver, stream_capturing   # as made: tests swap _driver
+        from ..call.binary import _check, _driver, stream_capturing   # as made: tests swap _driver
         self.drv, self.check, self.capturing = _driver(), _check, stream_capturing
 
     def alloc(self, nbytes):

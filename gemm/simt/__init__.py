@@ -19,7 +19,7 @@ generators that read it.
 from functools import lru_cache
 
 from .._env import simulator_active
-from ..binary import compiled_binary, load_or_compile
+from ..call.binary import compiled_binary, load_or_compile
 from ..codegen import kernel_module, module_name
 from ..splitk import MAX_SPLIT_K  # noqa: F401 - importable from here, as before
 from .config import PIPELINES, SimtConfig, copy_vector
@@ -70,7 +70,7 @@ def simt_kernel(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
 
 @lru_cache(maxsize=None)
 def simt_binary(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
-    """The variant's compiled kernel for the current device (a :class:`gemm.binary.Binary`):
+    """The variant's compiled kernel for the current device (a :class:`gemm.call.binary.Binary`):
     its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
     name = module_name("simt", (cfg, a_unit, b_unit, vec_a, vec_b, False))
     return load_or_compile(name, lambda: compiled_binary(

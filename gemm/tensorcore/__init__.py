@@ -26,13 +26,13 @@ import numpy as np
 
 from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT  # noqa: F401 - as before
-from ..binary import compiled_binary, load_or_compile
+from ..call.binary import compiled_binary, load_or_compile
+from ..call.launch import Launcher
+from ..call.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
+                             kernel_buffer, output_operand, product_operands, stream_handle)
 from ..codegen import kernel_module, module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, RAW16, check_scalars,  # noqa: F401
                       operand_dtype, out_dtype_of)
-from ..launch import Launcher
-from ..operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans, kernel_buffer,
-                        output_operand, product_operands, stream_handle)
 from .config import TensorCoreConfig, Variant, copy_grid, variant_of
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
@@ -76,7 +76,7 @@ def tensorcore_kernel(variant):
 
 @lru_cache(maxsize=None)
 def tensorcore_binary(variant):
-    """The variant's compiled kernel for the current device (a :class:`gemm.binary.Binary`):
+    """The variant's compiled kernel for the current device (a :class:`gemm.call.binary.Binary`):
     its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
     v = variant_of(variant)
     name = module_name("tensorcore", (v, False))

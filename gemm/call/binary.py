@@ -4,7 +4,7 @@ numba compiles a kernel variant once; its cubin, for the architecture of the dev
 goes into a file named after the variant's generated module (so it changes with the variant,
 the package's code and the numba-cuda version) beside it in ``gemm.codegen.cache_dir()``.
 Every later first call of the variant, in this process or another, reads that file and loads
-it with ``cuModuleLoadData``, and ``gemm.launch`` launches it: numba is not imported for it,
+it with ``cuModuleLoadData``, and ``gemm.call.launch`` launches it: numba is not imported for it,
 and numba's target initialisation and disk-cache lookup are not paid (the times:
 benchmarks/RESULTS.md, "Time to first result"). The CUDA driver is reached through ``cuda.bindings`` (installed
 with numba-cuda).
@@ -17,7 +17,7 @@ import importlib.metadata
 import os
 from functools import lru_cache
 
-from .codegen import cache_dir
+from ..codegen import cache_dir
 
 __all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "device_properties",
            "sm_count", "stream_capturing"]

@@ -13,11 +13,11 @@ nearby shapes share a tuned config), the operands' type ("bfloat16", "float16", 
     out float32 N-major
 
 :func:`tune` compiles every candidate of :func:`candidates` in parallel (spawned processes,
-their cubin files (gemm.binary) hand the results to this one), times each on the caller's operands
-with CUDA events (median of ``reps`` calls after a few warm-up calls, on three copies of A
-and B in turn where they are small enough to stay in L2), stores the winner and
-every timing in the cache and returns the winner. :func:`tuned_config` answers from the cache
-alone. The cache is one JSON file, ``$GEMM_AUTOTUNE_CACHE`` or
+their cubin files (gemm.call.binary) hand the results to this one), times each on the caller's
+operands with CUDA events (median of ``reps`` calls after a few warm-up calls, on three copies
+of A and B in turn where they are small enough to stay in L2), stores the winner and every
+timing in the cache and returns the winner. :func:`tuned_config` answers from the cache alone.
+The cache is one JSON file, ``$GEMM_AUTOTUNE_CACHE`` or
 ``~/.cache/layoutalg-gemm/autotune.json``, written atomically (a temporary file, then
 ``os.replace``); a corrupt or unreadable file is warned about (:class:`AutotuneCacheWarning`)
 and read as empty, so it never stops a matmul.
@@ -43,12 +43,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional, Sequence
 
-from gemm import callplan, hopper, tensorcore as tc
+from gemm import hopper, tensorcore as tc
 from gemm._env import simulator_active
 from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
-from gemm.binary import _check, _driver, device_properties, sm_count
+from gemm.call import plan as callplan
+from gemm.call.binary import _check, _driver, device_properties, sm_count
+from gemm.call.operands import current_stream, operand
 from gemm.hopper import NARROW_ROWS, SWAP_ROWS, HopperConfig, swapped_tiles
-from gemm.operands import current_stream, operand
 
 # numba, torch, CuPy and tqdm are imported inside the functions that use them: gemm.matmul
 # reads the cache (tuned_config) in processes that load none of them.
@@ -398,7 +399,7 @@ def _say(text):
 def _compile_all(variants, workers=None, progress=True, compile_fn=None):
     """Compile ``variants`` in spawned processes (``compile_fn``, default :func:`compile_any`,
     must be importable by name). Returns {variant: error text} for those that failed; the
-    others are in the kernel cache (gemm.binary)."""
+    others are in the kernel cache (gemm.call.binary)."""
     if compile_fn is None:
         compile_fn = compile_any
     variants = list(variants)

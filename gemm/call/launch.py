@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from gemm._env import simulator_active
-from gemm.binary import Binary
+from gemm.call.binary import Binary
 
 __all__ = ["Launcher", "BoundLaunch", "current_context"]
 
@@ -69,7 +69,7 @@ def current_context() -> int:
 
 class Launcher:
     """Launch ``kernel`` (a ``cuda.jit`` kernel with one signature, or on a GPU the
-    :class:`gemm.binary.Binary` of such a kernel, whose parameters are
+    :class:`gemm.call.binary.Binary` of such a kernel, whose parameters are
     ``n_arrays`` 1-D arrays of ``itemsize``-byte elements (one size, or a tuple of one per
     array) followed by scalars of the types
     ``scalar_types``, e.g. "uint32", "float32").

@@ -53,7 +53,7 @@ from dataclasses import replace
 from typing import Any
 
 from gemm import hopper
-from gemm.autotune import config_from_dict
+from gemm.tuning.autotune import config_from_dict
 
 __all__ = ["lookup", "near", "entries", "swap_faster", "TABLE_PATH", "DTYPES"]
 

@@ -14,7 +14,7 @@ Plans are kept per process, at most ``MAX_PLANS`` (past that the table starts af
 forgotten when what chose their kernels changes: :func:`clear` (``set_float32_precision``
 calls it), and the autotune cache's file, looked at once a second (:func:`watch`).
 Dictionary reads and writes are atomic under the GIL and each bound launch holds a lock while
-it fills its parameters (:mod:`gemm.launch`), so threads may share plans.
+it fills its parameters (:mod:`gemm.call.launch`), so threads may share plans.
 
 Array kinds join the fast path when :func:`signature` first meets them
 (:func:`learn_kind`): torch tensors (and ``nn.Parameter``), CuPy arrays and numba device

@@ -37,7 +37,7 @@ from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consu
                                 pipeline_init, producer_acquire, producer_expect_tx,
                                 producer_start)
 from gemm.hopper.config import STAGING_BYTES
-from gemm.hopper.gen import _ATOM, BITS, pipeline_of, stage_layout, tma_copy
+from gemm.hopper.gen import ATOMS, BITS, pipeline_of, stage_layout, tma_copy
 
 __all__ = ["kernel_function", "supports"]
 
@@ -80,7 +80,7 @@ def kernel_function(v):
     step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages
     a_elems, slot_elems = rows * bk, (rows + bn) * bk
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
-    mma = make_tiled_mma(_ATOM[cfg.dtype](bn, v.a_major, v.b_major))
+    mma = make_tiled_mma(ATOMS[cfg.dtype](bn, v.a_major, v.b_major))
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
     block_a, block_c = static((bm, bk)), static((bm, bn))
     pipe = pipeline_of(v)               # the generated kernel's register split, to match it
@@ -92,7 +92,7 @@ def kernel_function(v):
     out, out_bits = _OUT[v.out_dtype], 8 * (4 if v.out_dtype == "float32" else 2)
     chunk = 1024 // out_bits                        # 128 bytes of columns
     sc, tma_c = stage_layout("K", 64, chunk, out_bits), tma_copy("K", 64, chunk, out_bits)
-    mma_c = make_tiled_mma(_ATOM[cfg.dtype](chunk))  # a piece's share of each thread
+    mma_c = make_tiled_mma(ATOMS[cfg.dtype](chunk))  # a piece's share of each thread
     per_atom = bn // chunk                          # pieces q: atom q // per_atom's rows,
     n_pieces = static_range(bm // 64 * per_atom)    # columns chunk * (q % per_atom)
     piece_values = static_range(chunk // 2)

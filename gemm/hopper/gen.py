@@ -53,11 +53,12 @@ from .config import STAGING_BYTES
 from .pipeline import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
                        TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
-__all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan"]
+__all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan", "pipeline_of",
+           "ATOMS", "BITS"]
 
 BITS = {"bfloat16": 16, "float16": 16, "tfloat32": 32}
 WGMMA_OP = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "tf32"}
-_ATOM = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
+ATOMS = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
          "tfloat32": SM90_64xNx8_F32TF32TF32_SS}
 SWIZZLE = 128
 TMA_EPILOGUE_IMPORTS = ("stage_pairs_tile", "tma_store_3d", "bulk_commit", "bulk_wait_read",
@@ -88,7 +89,7 @@ class HopperPlan:
         self.m_atoms = cfg.bM // 64
         self.rows = cfg.tile_m                          # X rows per slot
         self.cooperative = cfg.schedule == "cooperative"
-        self.atom = _ATOM[cfg.dtype](cfg.bN, v.a_major, v.b_major)
+        self.atom = ATOMS[cfg.dtype](cfg.bN, v.a_major, v.b_major)
         lx = stage_layout(v.a_major, self.rows, cfg.bK, bits)
         ly = stage_layout(v.b_major, cfg.bN, cfg.bK, bits)
         self.copy_x = tma_copy(v.a_major, self.rows, cfg.bK, bits)

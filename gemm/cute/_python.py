@@ -294,32 +294,31 @@ def copy(*args: Any) -> None:
               src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
 
 
-def _tma_copy(tma: Any, tensor_map: Any, origin: Any, dst: Tensor, bars: Any, bar: int) -> None:
-    """:func:`copy` of a TMA tile, in the simulator (the twins of ``tma_load_2d``)."""
-    array, start = array_at(dst)
+def _tma_boxes(tma: Any, origin: Any, smem: Tensor, what: str) -> Any:
+    """(array, element, map coordinates) of each box of a TMA tile at ``origin`` in the
+    simulator: the element where the box starts in shared ``smem``'s array."""
+    array, start = array_at(smem)
     if tma.bits != 8 * array.itemsize:
-        raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, dst holds "
+        raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, {what} holds "
                         f"{8 * array.itemsize}-bit ones")
     mn, k, *matrix = origin
     c0, c1 = (k, mn) if tma.major == "K" else (mn, k)
-    load = arch.tma_load_3d if matrix else arch.tma_load_2d
     for box in tma.boxes:
-        load(array, start + box.smem_offset, tensor_map, c0 + box.coords[0],
-             c1 + box.coords[1], *matrix, bars, bar)
+        yield array, start + box.smem_offset, (c0 + box.coords[0], c1 + box.coords[1], *matrix)
+
+
+def _tma_copy(tma: Any, tensor_map: Any, origin: Any, dst: Tensor, bars: Any, bar: int) -> None:
+    """:func:`copy` of a TMA tile, in the simulator (the twins of ``tma_load_2d/3d``)."""
+    load = arch.tma_load_3d if len(origin) == 3 else arch.tma_load_2d
+    for array, at, crd in _tma_boxes(tma, origin, dst, "dst"):
+        load(array, at, tensor_map, *crd, bars, bar)
 
 
 def _tma_store(tma: Any, tensor_map: Any, origin: Any, src: Tensor) -> None:
-    """:func:`copy`'s TMA store, in the simulator (the twins of ``tma_store_2d``)."""
-    array, start = array_at(src)
-    if tma.bits != 8 * array.itemsize:
-        raise TypeError(f"copy: the TMA copy moves {tma.bits}-bit elements, src holds "
-                        f"{8 * array.itemsize}-bit ones")
-    mn, k, *matrix = origin
-    c0, c1 = (k, mn) if tma.major == "K" else (mn, k)
-    store = arch.tma_store_3d if matrix else arch.tma_store_2d
-    for box in tma.boxes:
-        store(array, start + box.smem_offset, tensor_map, c0 + box.coords[0],
-              c1 + box.coords[1], *matrix)
+    """:func:`copy`'s TMA store, in the simulator (the twins of ``tma_store_2d/3d``)."""
+    store = arch.tma_store_3d if len(origin) == 3 else arch.tma_store_2d
+    for array, at, crd in _tma_boxes(tma, origin, src, "src"):
+        store(array, at, tensor_map, *crd)
 
 
 def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:

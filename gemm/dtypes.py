@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .call.operands import operand
+from .call.operands import (batch_count, check_same_device, check_spans, operand,
+                            output_operand)
 
 __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
-           "operand_dtype", "check_variant"]
+           "checked_out", "operand_dtype", "check_variant"]
 
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -47,6 +48,22 @@ def out_dtype_of(out, out_dtype, caller, simulator=False):
         raise TypeError(f"{caller}: out has dtype {out_dtype}; supported: "
                         f"{', '.join(OUT_DTYPES)} (or 16-bit integers with out_dtype)")
     return out_dtype, stored
+
+
+def checked_out(caller, out, out_dtype, a, b, shape, beta, simulator=False):
+    """The out of a tensor-core call (SM80's and SM90's) on the checked operands ``a`` and
+    ``b`` (``shape``: the result's, as ``product_operands`` gives it): its type
+    (:func:`out_dtype_of`), the array (``out``, or a new one when None), the number of
+    products the three agree on, one device for all, and each spanning fewer than 2**31
+    elements. Returns ``(out_dtype, the array the call returns, its Operand, products)``."""
+    out_dtype, stored = out_dtype_of(out, out_dtype, caller, simulator)
+    result, c = output_operand(caller, out, a, shape, simulator, dtype=stored or out_dtype,
+                               beta=beta)
+    nb = batch_count(caller, a, b, c)
+    named = (("A", a), ("B", b), ("out", c))
+    check_same_device(caller, named)
+    check_spans(caller, named, limit=2 ** 31)
+    return out_dtype, result, c, nb
 
 
 def operand_dtype(a, b, raw16, caller):

@@ -95,3 +95,40 @@ def test_driver_error_is_reported():
     bound = BoundLaunch(launcher, 0xF00D, (1, 1, 1), (1, 1, 1), [1, 1], (1, 2, 3, 0.5, 2.0), 0)
     with pytest.raises(RuntimeError, match="cuLaunchKernel failed .1.: b'CUDA_ERROR_INVALID"):
         bound((0, 0), 0)
+
+
+class _FakeBinary:
+    """A compiled kernel's stand-in: records the dynamic shared memory it is allowed."""
+
+    def __init__(self, variant):
+        self.variant, self.allowed = variant, []
+
+    def allow_dynamic_shared(self, nbytes):
+        self.allowed.append(nbytes)
+
+
+@pytest.mark.parametrize("sim", [False, True])
+def test_kept_launcher_makes_one_launcher_per_variant(monkeypatch, sim):
+    """kept_launcher (the SM80 and SM90 families' launchers): one Launcher per variant, of
+    the compiled binary on a GPU (allowed its dynamic shared memory once, none for 0) and of
+    the cuda.jit kernel in the simulator."""
+    monkeypatch.setattr(launch, "simulator_active", lambda: sim)
+    made = []
+
+    def binary(v):
+        made.append(_FakeBinary(v))
+        return made[-1]
+
+    def kernel(v):
+        return f"cuda.jit kernel of {v}"
+    kept = {}
+    first, again = (launch.kept_launcher(kept, "v1", kernel, binary, 100_000, 2, 4, SCALARS,
+                                         free_scalars=2) for _ in range(2))
+    other = launch.kept_launcher(kept, "v2", kernel, binary, 0, 2, 4, SCALARS)
+    assert first is again and other is not first and list(kept) == ["v1", "v2"]
+    assert (first.n_arrays, first.scalar_types, first.free_scalars) == (2, SCALARS, 2)
+    if sim:
+        assert not made and first.kernel == "cuda.jit kernel of v1"
+    else:
+        assert [b.variant for b in made] == ["v1", "v2"] and first.kernel is made[0]
+        assert [b.allowed for b in made] == [[100_000], []]

@@ -26,7 +26,7 @@ import numpy as np
 from gemm._env import simulator_active
 from gemm.call.binary import Binary
 
-__all__ = ["Launcher", "BoundLaunch", "current_context"]
+__all__ = ["Launcher", "BoundLaunch", "current_context", "kept_launcher"]
 
 _CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "float32": ctypes.c_float}
 _ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "stride")
@@ -127,6 +127,27 @@ class Launcher:
                                                    shared_bytes)
         bound([ptr for ptr, _ in arrays], stream, *scalars[fixed:])
         return bound
+
+
+def kept_launcher(launchers, variant, kernel, binary, dynamic_shared, n_arrays, itemsize,
+                  scalar_types, free_scalars=0):
+    """The :class:`Launcher` of a generated kernel's ``variant``, kept in ``launchers`` (a
+    dict by variant) and made on its first use: in the CUDA simulator of ``kernel(variant)``
+    (its ``cuda.jit`` kernel), on a GPU of ``binary(variant)`` (its compiled
+    :class:`gemm.call.binary.Binary`), which is first allowed ``dynamic_shared`` bytes of
+    dynamic shared memory (0: none asked beyond the default). ``n_arrays``, ``itemsize``,
+    ``scalar_types`` and ``free_scalars`` are the Launcher's."""
+    launch = launchers.get(variant)
+    if launch is None:
+        if simulator_active():
+            kern = kernel(variant)
+        else:
+            kern = binary(variant)
+            if dynamic_shared:
+                kern.allow_dynamic_shared(dynamic_shared)
+        launch = launchers[variant] = Launcher(kern, n_arrays, itemsize, scalar_types,
+                                               free_scalars=free_scalars)
+    return launch
 
 
 class BoundLaunch:

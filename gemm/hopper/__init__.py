@@ -50,11 +50,10 @@ from .. import splitk
 from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..call.binary import compiled_binary, device_properties, load_or_compile, sm_count
-from ..call.launch import Launcher
-from ..call.operands import (batch_count, check_same_device, check_spans, kernel_buffer,
-                             output_operand, product_operands, stream_handle)
+from ..call.launch import kept_launcher
+from ..call.operands import kernel_buffer, product_operands, stream_handle
 from ..codegen import kernel_module, module_name
-from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, operand_dtype, out_dtype_of
+from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, operand_dtype
 from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES, SCHEDULES,
                      SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig, HopperVariant)
@@ -172,15 +171,8 @@ _launchers = {}
 
 
 def _launcher(v):
-    launch = _launchers.get(v)
-    if launch is None:
-        if simulator_active():
-            kern = hopper_kernel(v)
-        else:
-            kern = hopper_binary(v)
-            kern.allow_dynamic_shared(v.shared_bytes)
-        launch = _launchers[v] = Launcher(kern, 5, 4, _SCALARS, free_scalars=2)
-    return launch
+    return kept_launcher(_launchers, v, hopper_kernel, hopper_binary, v.shared_bytes, 5, 4,
+                         _SCALARS, free_scalars=2)
 
 
 class _Call:
@@ -195,13 +187,7 @@ class _Call:
         a, b, shape = product_operands(caller, A, B, sim)
         (m, k), n = a.shape, b.shape[1]
         dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
-        out_dtype, stored = out_dtype_of(out, out_dtype, caller, sim)
-        self.out, c = output_operand(caller, out, a, shape, sim, dtype=stored or out_dtype,
-                                     beta=beta)
-        nb = batch_count(caller, a, b, c)
-        named = (("A", a), ("B", b), ("out", c))
-        check_same_device(caller, named)
-        check_spans(caller, named, limit=2 ** 31)
+        out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)
         eb = _ELEMENT_BYTES[dtype]
         sms = SIM_SMS if sim else sm_count(c.device)
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need

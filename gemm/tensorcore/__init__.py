@@ -27,12 +27,11 @@ import numpy as np
 from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT  # noqa: F401 - as before
 from ..call.binary import compiled_binary, load_or_compile
-from ..call.launch import Launcher
-from ..call.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
-                             kernel_buffer, output_operand, product_operands, stream_handle)
+from ..call.launch import kept_launcher
+from ..call.operands import MAX_GRID_YZ, kernel_buffer, product_operands, stream_handle
 from ..codegen import kernel_module, module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, RAW16, check_scalars,  # noqa: F401
-                      operand_dtype, out_dtype_of)
+                      checked_out, operand_dtype)
 from .config import TensorCoreConfig, Variant, copy_grid, variant_of
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
@@ -102,16 +101,10 @@ _launchers = {}
 
 
 def _launcher(v):
-    launch = _launchers.get(v)
-    if launch is None:
-        if simulator_active():
-            kern = tensorcore_kernel(v)
-        else:
-            kern = tensorcore_binary(v)
-            if v.config.shared_bytes > STATIC_SHARED_LIMIT:
-                kern.allow_dynamic_shared(v.config.shared_bytes)
-        launch = _launchers[v] = Launcher(kern, 3, 4, _SCALARS, free_scalars=2)
-    return launch
+    nbytes = v.config.shared_bytes          # past the static 48 KiB the function must allow it
+    return kept_launcher(_launchers, v, tensorcore_kernel, tensorcore_binary,
+                         nbytes if nbytes > STATIC_SHARED_LIMIT else 0, 3, 4, _SCALARS,
+                         free_scalars=2)
 
 
 def _vector(op, ld, other_extent, elem_bytes, top):
@@ -135,13 +128,7 @@ class _Call:
         (m, k), n = a.shape, b.shape[1]
         dtype = self._dtype(a, b, config or _with_dtype(None, "bfloat16"), caller)
         config = _with_dtype(config, dtype)
-        out_dtype, stored = out_dtype_of(out, out_dtype, caller, sim)
-        self.out, c = output_operand(caller, out, a, shape, sim, dtype=stored or out_dtype,
-                                     beta=beta)
-        nb = batch_count(caller, a, b, c)
-        named = (("A", a), ("B", b), ("out", c))
-        check_same_device(caller, named)
-        check_spans(caller, named, limit=2 ** 31)
+        out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)
         # the kernel's X (MM, K) and Y (NN, K), each K-major (K the unit stride) or MN-major
         eb = config.element_bytes
 

@@ -4,9 +4,9 @@ host path on fresh random data against float64 (tests/sim_hopper_cases.py's boun
 epilogue and the one from registers (beta != 0, an unaligned out), both majors, a batch,
 alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one and two
 consumers. Compiled to PTX for sm_90a on the CPU: no local memory, one wgmma per block and
-k-block in each copy of the loop, TMA loads and stores. What it does not run is refused clearly; and on a GPU of
-compute capability 9.x, ``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned
-outputs."""
+k-block in each copy of the loop, TMA loads and stores. What it does not run is refused
+clearly; and on a GPU of compute capability 9.x, ``gemm.matmul(kernel="cute_hopper")``
+against float64 on poisoned outputs."""
 
 import json
 import os

@@ -10,8 +10,8 @@ A TensorType is (the array, a uint32 offset, the values of its layout's symbols)
 layout in the type, and a swizzle where its layout was a ``ComposedLayout(Swizzle, offset,
 layout)``: element ``c`` is then ``array[swizzle(offset + layout(c))]``, the swizzle on the
 offset from the array's first element (CuTe's swizzled shared-memory pointers: slices and
-partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``) has no array and a tuple of
-uint32 coordinates for its offset.
+partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``)
+has no array and a tuple of uint32 coordinates for its offset.
 The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
 copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm.cute._numba_ops`.
 """
@@ -38,7 +38,7 @@ from layoutalg.tiled import TiledCopy, TiledMMA
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.arch._lowering import I32, SHARED, item_pointer
 
-__all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType"]
+__all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType", "data_tensors"]
 
 
 class LayoutType(types.Callable):
@@ -290,6 +290,11 @@ class _TensorModel(models.StructModel):
         array = [] if fe_type.coords else [("array", fe_type.array)]
         super().__init__(dmm, fe_type, array + [("offset", fe_type.offset_type)]
                          + [(n, types.uint32) for n in fe_type.dyn])
+
+
+def data_tensors(*tys):
+    """Whether every type is a TensorType with data (not an identity tensor)."""
+    return all(isinstance(t, TensorType) and not t.coords for t in tys)
 
 
 def _check_array(array):

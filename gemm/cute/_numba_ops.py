@@ -1,7 +1,8 @@
 """numba typing and lowering of :mod:`gemm.cute`'s constructors and algorithms: make_layout,
-make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix, TMA),
-copy_if, fill, axpby, gemm (FMAs, mma.sync; wgmma in :mod:`gemm.cute._numba_sm90`) and
-elem_less, unrolled at compile time. The types are in :mod:`gemm.cute._numba`."""
+make_identity_tensor, shared and register tensors, copy (universal, cp.async, ldmatrix; TMA
+in :mod:`gemm.cute._numba_sm90`), copy_if, fill, axpby, gemm (FMAs, mma.sync; wgmma in
+:mod:`gemm.cute._numba_sm90`) and elem_less, unrolled at compile time. The types are in
+:mod:`gemm.cute._numba`."""
 
 from llvmlite import ir
 from numba.cuda import cgutils, nvvm, types
@@ -13,17 +14,17 @@ from numba.cuda.typing import signature
 from layoutalg import Layout
 from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int
-from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
 from layoutalg.tensor import make_identity_layout
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
                               _fields, _identity_constant, _in_space, _is_composed,
-                              _pointer, _struct, _tensor_value, _to_u32, swizzled_layout)
+                              _struct, _tensor_value, _to_u32, data_tensors, swizzled_layout)
 from gemm.cute._gmma import is_gmma
-from gemm.cute._numba_sm90 import is_wgmma_call, lower_wgmma, type_wgmma
-from gemm.arch import ptx, sm90
-from gemm.arch._lowering import GLOBAL, SHARED, asm, check_array, check_int, to_int, unpack
+from gemm.cute._numba_sm90 import (check_tma_copy, check_tma_store, is_tma, is_wgmma_call,
+                                   lower_wgmma, type_wgmma)
+from gemm.arch import ptx
+from gemm.arch._lowering import GLOBAL, SHARED, asm, unpack
 from gemm.arch.ptx_convert import emit_cvt_rna_tf32
 
 __all__ = []
@@ -175,10 +176,6 @@ def _is_tiled_copy(ty):
     return isinstance(ty, StaticType) and isinstance(ty.value, TiledCopy)
 
 
-def _data_tensors(*tys):
-    return all(isinstance(t, TensorType) and not t.coords for t in tys)
-
-
 def _static_size(ty, what):
     if ty.dyn and any(not is_int(x) for x in flatten((ty.layout.shape,))):
         raise TypingError(f"{what}: {ty.layout} has run-time extents; it is unrolled over a "
@@ -186,59 +183,19 @@ def _static_size(ty, what):
     return cute.size(Layout(ty.layout.shape))
 
 
-def _is_tma(ty):
-    return isinstance(ty, StaticType) and isinstance(ty.value, TmaCopy)
-
-
-def _check_tma_store(tma, tensor_map, origin, src):
-    """TypingError unless ``copy(tma, tensor_map, origin, src)`` (a TMA store) can run."""
-    check_array("copy", "the tensor map", tensor_map, itemsizes=(8,))
-    _check_tma_tile(tma, origin, src, "src")
-
-
-def _check_tma_tile(tma, origin, smem, what):
-    """TypingError unless ``origin`` is 2 or 3 integers and ``smem`` a data tensor of the
-    copy's element size holding its tile."""
-    copy = tma.value
-    if not (isinstance(origin, types.BaseTuple) and len(origin) in (2, 3)
-            and all(isinstance(t, types.Integer) for t in origin)):
-        raise TypingError(f"copy: the tile's origin must be integers (mn, k) or, in a 3-D map "
-                          f"(a batch of matrices), (mn, k, matrix), got {origin}")
-    if not _data_tensors(smem):
-        raise TypingError(f"copy: {what} must be a data tensor in shared memory, got {smem}")
-    if smem.dtype.bitwidth != copy.bits:
-        raise TypingError(f"copy: the TMA copy moves {copy.bits}-bit elements, {what} holds "
-                          f"{smem.dtype}")
-    span = max(b.smem_offset for b in copy.boxes) + copy.box[0] * copy.box[1]
-    if not smem.dyn and cute.cosize(smem.layout) < span:
-        raise TypingError(f"copy: {what} ({smem.layout}) holds {cute.cosize(smem.layout)} "
-                          f"elements, the TMA tile spans {span}")
-
-
-def _check_tma_copy(tma, tensor_map, origin, dst, bars, bar):
-    """TypingError unless ``copy(tma, tensor_map, (mn, k), dst, bars, bar)`` can run: the
-    map an array of 8-byte words, two integer coordinates, ``dst`` a data tensor of the
-    copy's element size holding the tile, ``bars`` 8-byte mbarriers and ``bar`` an
-    integer (the arrays checked as gemm.arch checks its own)."""
-    check_array("copy", "the tensor map", tensor_map, itemsizes=(8,))
-    check_array("copy", "bars", bars, itemsizes=(8,))
-    check_int("copy", "bar", bar)
-    _check_tma_tile(tma, origin, dst, "dst")
-
-
 @type_callable(cute.copy)
 def _type_copy(context):
     def typer(a, b, c=None, d=None, e=None, f=None):
-        if f is not None and _is_tma(a):
-            _check_tma_copy(a, b, c, d, e, f)
+        if f is not None and is_tma(a):
+            check_tma_copy(a, b, c, d, e, f)
             return types.none
-        if d is not None and e is None and _is_tma(a):
-            _check_tma_store(a, b, c, d)
+        if d is not None and e is None and is_tma(a):
+            check_tma_store(a, b, c, d)
             return types.none
         if d is not None or e is not None or f is not None:
             return None                 # no copy of 4 or 5 arguments, nor of 6 without TMA
         tensors = (a, b) if c is None else (b, c)
-        if _data_tensors(*tensors) and (c is None or _is_tiled_copy(a)):
+        if data_tensors(*tensors) and (c is None or _is_tiled_copy(a)):
             for t in tensors:
                 _static_size(t, "copy")
             if c is not None and a.value.atom.kind == "ldmatrix":
@@ -263,7 +220,7 @@ def _check_ldmatrix(tiled, src, dst):
 @type_callable(cute.copy_if)
 def _type_copy_if(context):
     def typer(tiled, pred, src, dst):
-        if _is_tiled_copy(tiled) and _data_tensors(pred, src, dst):
+        if _is_tiled_copy(tiled) and data_tensors(pred, src, dst):
             for t in (pred, src, dst):
                 _static_size(t, "copy_if")
             return types.none
@@ -305,47 +262,6 @@ def _tiled_copy(context, builder, sig, args):
     for r in range(_static_size(src, "copy") // per):
         _cp_async(context, builder, kind, nbytes, _at(context, builder, dst, args[2], r * per),
                   _at(context, builder, src, args[1], r * per))
-    return context.get_dummy_value()
-
-
-@lower_builtin(cute.copy, StaticType, types.Array, types.BaseTuple, TensorType, types.Array,
-               types.Integer)
-def _tma_copy(context, builder, sig, args):
-    """One ``cp.async.bulk.tensor`` (2d, or 3d for an origin naming a matrix) per box of the
-    TMA copy, to ``dst``'s element at the box's offset, at the tile's origin plus the box's
-    coordinates (the map's order: its contiguous dimension first), completing on
-    ``bars[bar]``."""
-    copy, (map_ty, origin_ty, dst_ty, bars_ty, bar_ty) = sig.args[0].value, sig.args[1:]
-    _, tensor_map, origin, dst, bars, bar = args
-    tmap = builder.ptrtoint(context.make_array(map_ty)(context, builder, tensor_map).data,
-                            ir.IntType(64))
-    at_bar = sm90.mbarrier_address(context, builder, bars_ty, bars, bar_ty, bar)
-    for d32, at in _tma_boxes(context, builder, copy, origin_ty, origin, dst_ty, dst):
-        sm90.emit_tma_load(builder, d32, tmap, at, at_bar)
-    return context.get_dummy_value()
-
-
-def _tma_boxes(context, builder, copy, origin_ty, origin, smem_ty, smem):
-    """(32-bit shared address, map coordinates) of each box of a TMA tile at ``origin``."""
-    mn, k, *matrix = (to_int(builder, origin_ty[i], builder.extract_value(origin, i), 32)
-                      for i in range(len(origin_ty)))
-    c0, c1 = (k, mn) if copy.major == "K" else (mn, k)
-    for box in copy.boxes:
-        ptr = _pointer(context, builder, smem_ty, smem, ir.Constant(I32, box.smem_offset))
-        at = [builder.add(c, ir.Constant(I32, x)) for c, x in zip((c0, c1), box.coords)]
-        yield builder.ptrtoint(_in_space(builder, ptr, SHARED), I32), at + matrix
-
-
-@lower_builtin(cute.copy, StaticType, types.Array, types.BaseTuple, TensorType)
-def _tma_store(context, builder, sig, args):
-    """One ``cp.async.bulk.tensor`` store (2d, or 3d for an origin naming a matrix) per box
-    of the TMA copy, from ``src``'s element at the box's offset, in the thread's bulk group."""
-    copy, (map_ty, origin_ty, src_ty) = sig.args[0].value, sig.args[1:]
-    _, tensor_map, origin, src = args
-    tmap = builder.ptrtoint(context.make_array(map_ty)(context, builder, tensor_map).data,
-                            ir.IntType(64))
-    for s32, at in _tma_boxes(context, builder, copy, origin_ty, origin, src_ty, src):
-        sm90.emit_tma_store(builder, s32, tmap, at)
     return context.get_dummy_value()
 
 
@@ -402,7 +318,7 @@ def _type_gemm(context):
             return None
         args = (a, b, c) if d is None else (a, b, c, d)
         if len(args) == 4 and isinstance(args[0], StaticType) and isinstance(
-                args[0].value, TiledMMA) and _data_tensors(*args[1:]):
+                args[0].value, TiledMMA) and data_tensors(*args[1:]):
             atom = args[0].value.atom
             if not atom.name.startswith("UniversalFMA"):
                 try:
@@ -411,7 +327,7 @@ def _type_gemm(context):
                     raise TypingError(str(e)) from None
                 _check_mma_types(atom, op, *args[1:])
             return types.none
-        if len(args) == 3 and _data_tensors(*args):
+        if len(args) == 3 and data_tensors(*args):
             return types.none
     return typer
 
@@ -419,7 +335,7 @@ def _type_gemm(context):
 @type_callable(cute.fill)
 def _type_fill(context):
     def typer(tensor, value):
-        if _data_tensors(tensor) and isinstance(value, types.Number):
+        if data_tensors(tensor) and isinstance(value, types.Number):
             _static_size(tensor, "fill")
             return types.none
     return typer
@@ -534,7 +450,7 @@ def _gemm(context, builder, sig, args):
 def _type_axpby(context):
     def typer(alpha, x, beta, y, coords=None, bound=None):
         if not (isinstance(alpha, types.Number) and isinstance(beta, types.Number)
-                and _data_tensors(x, y)):
+                and data_tensors(x, y)):
             return None
         if not isinstance(y.dtype, types.Float):
             raise TypingError(f"axpby: y must hold floats, got {y.dtype}")

@@ -254,11 +254,12 @@ def copy(*args: Any) -> None:
     (:class:`layoutalg.atom.tma.TmaCopy`, from ``make_tma_copy``), the tile whose first
     element is element ``(mn, k)`` of the global (MN, K) matrix that ``tensor_map`` (a
     device array of its 16 words, ``gemm.tma.tensor_map``) describes (``(mn, k, matrix)``
-    in a 3-D map of a batch of matrices): each of the copy's boxes lands at its offset in the copy's shared layout from ``dst``'s first element
-    (``dst`` in shared memory, aligned as the swizzle needs: 1024 bytes for 128), zeros past
-    the matrix's edges, and the bytes complete on mbarrier ``bars[bar]`` (expect them first:
-    ``gemm.cute.pipeline.producer_expect_tx`` with ``tma.bytes``, read on the host into a
-    global constant of the kernel). One thread issues it. ``copy(tma, tensor_map, (mn, k),
+    in a 3-D map of a batch of matrices): each of the copy's boxes lands at its offset in the
+    copy's shared layout from ``dst``'s first element (``dst`` in shared memory, aligned as
+    the swizzle needs: 1024 bytes for 128), zeros past the matrix's edges, and the bytes
+    complete on mbarrier ``bars[bar]`` (expect them first: ``gemm.cute.pipeline.
+    producer_expect_tx`` with ``tma.bytes``, read on the host into a global constant of the
+    kernel). One thread issues it. ``copy(tma, tensor_map, (mn, k),
     src)`` is the TMA store, the other way: from shared ``src`` to the tile (the parts past
     the matrix's edges not written), in the thread's bulk group: write ``src`` and
     ``fence_view_async_shared()`` before it, ``tma_store_arrive()`` after, and

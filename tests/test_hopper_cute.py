@@ -51,13 +51,15 @@ def test_cute_hopper_matches_float64_in_the_simulator():
     assert len(ratios) == len(CASES) and all(r <= 1 for r in ratios), (seed, ratios)
 
 
-@pytest.mark.parametrize("dtype, majors, out, tma", [
-    ("bfloat16", ("K", "K"), "bfloat16", True), ("float16", ("MN", "MN"), "float32", False),
-    ("bfloat16", ("K", "MN"), "float16", True)])
-def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma):
+@pytest.mark.parametrize("dtype, majors, out, tma, fields", [
+    ("bfloat16", ("K", "K"), "bfloat16", True, {}),
+    ("float16", ("MN", "MN"), "float32", False, {}),
+    ("bfloat16", ("K", "MN"), "float16", True, {}),
+    ("float16", ("K", "K"), "float32", True, dict(bM=128, bN=128, consumers=1))])
+def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fields):
     from numba import cuda
     from gemm.hopper import hopper_function
-    cfg = HopperConfig(dtype=dtype)
+    cfg = HopperConfig(dtype=dtype, **fields)
     v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True)
     ptx, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
                               launch_bounds=(cfg.threads, cfg.blocks_per_sm))

@@ -86,6 +86,7 @@ def kernel_function(v):
     pipe = pipeline_of(v)               # the generated kernel's register split, to match it
     tma_store = v.tma_store
     group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
+    split_registers = low is not None               # (a bool: numba prunes its branches)
     to_out, from_out = _out_functions(v.out_dtype)
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
@@ -95,7 +96,6 @@ def kernel_function(v):
     mma_c = make_tiled_mma(ATOMS[cfg.dtype](chunk))  # a piece's share of each thread
     per_atom = bn // chunk                          # pieces q: atom q // per_atom's rows,
     n_pieces = static_range(bm // 64 * per_atom)    # columns chunk * (q % per_atom)
-    piece_values = static_range(chunk // 2)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
     staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
 
@@ -125,7 +125,7 @@ def kernel_function(v):
             pipeline_init(bars, stages, 1, wgs)         # one release per consumer
         cuda.syncthreads()
         if wg == 0:                                     # the producer warpgroup
-            if low:
+            if split_registers:
                 arch.setmaxnreg_dec(low)
             if t == 0:
                 st = producer_start()
@@ -141,7 +141,7 @@ def kernel_function(v):
                              make_tensor(raw, flat_b, slot + a_elems), bars, st[0])
                         st = advance(st, stages)
             return
-        if low:
+        if split_registers:
             arch.setmaxnreg_inc(high)
         thr, thr_c = get_slice(mma, t % 128), get_slice(mma_c, t % 128)
         c = wg - 1                                      # this consumer's rows of the tile
@@ -172,7 +172,9 @@ def kernel_function(v):
                     arch.named_barrier(1 + c, 128)      # ... its buffer, which we refill
                     sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
                     tCsC = partition_C(thr_c, sC)
-                    for i in unroll(piece_values):
+                    # a loop that NVVM unrolls (written out by unroll(), it took 5 s more
+                    # to compile; the epilogue below branches, and a loop of it would not)
+                    for i in range(chunk // 2):
                         tCsC[i] = to_out(alpha * acc[q // per_atom * (bn // 2)
                                                      + q % per_atom * (chunk // 2) + i])
                     fence_view_async_shared()           # the stores, seen by TMA

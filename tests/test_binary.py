@@ -87,7 +87,7 @@ class FakeDriver:
         return (0,)
 
 
-def test_binary_loads_once_per_context_and_raises_shared_memory_once(monkeypatch):
+def test_binary_loads_once_per_context_and_raises_shared_memory_once_in_each(monkeypatch):
     drv = FakeDriver()
     monkeypatch.setattr(binary, "_driver", lambda: drv)
     b = binary.Binary("kern", b"image")
@@ -97,9 +97,13 @@ def test_binary_loads_once_per_context_and_raises_shared_memory_once(monkeypatch
     b.allow_dynamic_shared(100_000)
     b.allow_dynamic_shared(64_000)              # already allowed
     assert drv.calls[-1] == ("attr", 1010, 100_000) and len(drv.calls) == 3
-    drv.context = 8                             # another context: loaded again
-    assert b.function() != f
+    drv.context = 8                             # another context (GPU): loaded again, and
+    g = b.function()                            # allowed the shared memory there too
+    assert g != f
     assert [c[0] for c in drv.calls].count("load") == 2
+    assert drv.calls[-1] == ("attr", g, 100_000)
+    b.function()
+    assert [c[0] for c in drv.calls].count("attr") == 2
 
 
 def test_device_properties_and_arch_from_the_driver(monkeypatch):

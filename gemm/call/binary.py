@@ -100,11 +100,14 @@ def device_arch():
 
 class Binary:
     """One compiled kernel: its entry name and cubin. :meth:`function` loads it into the
-    current context (once per context) and returns the ``CUfunction`` handle as an int."""
+    current context (once per context) and returns the ``CUfunction`` handle as an int; the
+    dynamic shared memory :meth:`allow_dynamic_shared` asked for is allowed in every context
+    it is loaded into."""
 
     def __init__(self, entry, cubin):
         self.entry, self.cubin = entry, cubin
         self._functions = {}        # context handle -> (CUfunction, dynamic shared allowed)
+        self._dynamic_shared = 0    # bytes asked for, in any context
 
     def _loaded(self):
         ctx = int(_current_context())
@@ -115,6 +118,12 @@ class Binary:
             func = _check(drv.cuModuleGetFunction(module, self.entry.encode()),
                           f"cuModuleGetFunction({self.entry})")
             got = self._functions[ctx] = [func, 0]
+        if got[1] < self._dynamic_shared:   # a function attribute: set in each context
+            drv = _driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(drv.cuFuncSetAttribute(got[0], attr, self._dynamic_shared),
+                   f"cuFuncSetAttribute({self._dynamic_shared} bytes of dynamic shared memory)")
+            got[1] = self._dynamic_shared
         return got
 
     def function(self):
@@ -122,14 +131,9 @@ class Binary:
 
     def allow_dynamic_shared(self, nbytes):
         """Let launches use ``nbytes`` of dynamic shared memory (more than 48 KiB needs the
-        function attribute raised, per function)."""
-        got = self._loaded()
-        if got[1] < nbytes:
-            drv = _driver()
-            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _check(drv.cuFuncSetAttribute(got[0], attr, nbytes),
-                   f"cuFuncSetAttribute({nbytes} bytes of dynamic shared memory)")
-            got[1] = nbytes
+        function attribute raised, per function), in this context and every later one."""
+        self._dynamic_shared = max(self._dynamic_shared, nbytes)
+        self._loaded()
 
 
 @lru_cache(maxsize=None)

@@ -255,4 +255,4 @@ else:
     from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
     # importing it registers the types, their typing and lowering with numba
     from gemm.cute._numba import LayoutType, TensorType  # noqa: E402
-    from gemm.cute import _numba_ops  # noqa: E402,F401
+    from gemm.cute import _numba_derive, _numba_ops  # noqa: E402,F401

@@ -12,11 +12,11 @@ layout)``: element ``c`` is then ``array[swizzle(offset + layout(c))]``, the swi
 offset from the array's first element (CuTe's swizzled shared-memory pointers: slices and
 partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``)
 has no array and a tuple of uint32 coordinates for its offset.
-The constructors and algorithms (make_layout, identity, shared and register tensors, copy,
-copy_if, fill, axpby, gemm, elem_less) are in :mod:`gemm.cute._numba_ops`.
+Element access, slices, tiles and partitions are in :mod:`gemm.cute._numba_derive`; the
+constructors and algorithms (make_layout, identity, shared and register tensors, copy,
+copy_if, fill, axpby, gemm, elem_less) in :mod:`gemm.cute._numba_ops`.
 """
 
-import operator
 from functools import lru_cache
 
 from llvmlite import ir
@@ -29,10 +29,9 @@ from numba.cuda.typing import signature
 from numba.cuda import cgutils
 
 from layoutalg import Layout
-from layoutalg.errors import LayoutError
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.swizzle import ComposedLayout
-from layoutalg.tensor import ArithTuple, ScaledBasis
+from layoutalg.tensor import ScaledBasis
 from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
@@ -136,6 +135,49 @@ def _value(builder, x, values):
     if is_int(x):
         return ir.Constant(I32, int(x))
     return _lower_sympy(builder, x, values)
+
+
+def _ceil_quotient(expr):
+    """(x, c) where ``expr`` is ``-floor(-x / c)`` (ceil(x / c), as layoutalg writes it for
+    a run-time extent divided by a constant), else None."""
+    import sympy    # (see _symbol)
+    if not (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1
+            and isinstance(expr.args[1], sympy.floor)):
+        return None
+    num, den = expr.args[1].args[0].as_numer_denom()
+    return (-num, den) if den.is_Integer else None
+
+
+def _lower_sympy(builder, expr, values):
+    """uint32 IR of a non-negative integer sympy expression (sums, products, floor of a
+    quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
+    import sympy    # (see _symbol)
+    if expr.is_Integer:
+        if expr < 0:        # uint32 sums marked no-wrap: a negative term would be poison
+            raise NotImplementedError(f"cannot lower the offset term {expr}: negative")
+        return ir.Constant(I32, int(expr))
+    if expr.is_Symbol:
+        return values[expr]
+    ceil = _ceil_quotient(expr)
+    if ceil is not None:
+        x, c = ceil
+        up = builder.add(_lower_sympy(builder, x, values), ir.Constant(I32, int(c) - 1),
+                         flags=NUW)
+        return builder.udiv(up, ir.Constant(I32, int(c)))
+    if expr.is_Add or expr.is_Mul:
+        parts = [_lower_sympy(builder, a, values) for a in expr.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (builder.add if expr.is_Add else builder.mul)(out, p, flags=NUW)
+        return out
+    if isinstance(expr, sympy.floor):
+        num, den = expr.args[0].as_numer_denom()
+        if den.is_Integer:
+            return builder.udiv(_lower_sympy(builder, num, values), ir.Constant(I32, int(den)))
+    if isinstance(expr, sympy.Mod):
+        return builder.urem(_lower_sympy(builder, expr.args[0], values),
+                            _lower_sympy(builder, expr.args[1], values))
+    raise NotImplementedError(f"cannot lower the offset {expr} to integer arithmetic")
 
 
 def _check_coordinate(ty, shape, layout):
@@ -411,46 +453,6 @@ def _in_space(builder, ptr, space):
     return builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(space))
 
 
-@type_callable(operator.getitem)
-def _type_getitem(context):
-    def typer(tensor, crd):
-        if isinstance(tensor, TensorType):
-            if _has_none(crd):
-                return _derive(_slice, tensor, (crd,))[0]
-            _check_coordinate(crd, tensor.layout.shape, tensor.layout)
-            return tensor.dtype
-    return typer
-
-
-@type_callable(operator.setitem)
-def _type_setitem(context):
-    def typer(tensor, crd, value):
-        if isinstance(tensor, TensorType):
-            if tensor.coords:
-                raise TypingError(f"{tensor} is an identity tensor: its elements are read only")
-            _check_coordinate(crd, tensor.layout.shape, tensor.layout)
-            return types.none
-    return typer
-
-
-@lower_builtin(operator.getitem, TensorType, types.Any)
-def _getitem(context, builder, sig, args):
-    if _has_none(sig.args[1]):
-        return _lower_derived(_slice, context, builder, sig, args)
-    if sig.args[0].coords:
-        return _coordinate(context, builder, sig.args[0], args[0], sig.args[1], args[1])
-    ptr = _element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
-    return builder.load(ptr)
-
-
-@lower_builtin(operator.setitem, TensorType, types.Any, types.Any)
-def _setitem(context, builder, sig, args):
-    ptr = _element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
-    value = context.cast(builder, args[2], sig.args[2], sig.args[0].dtype)
-    builder.store(value, ptr)
-    return context.get_dummy_value()
-
-
 # --- identity tensors: coordinates for predicates ----------------------------------------
 
 @lru_cache(maxsize=None)
@@ -482,167 +484,6 @@ def _identity_constant(context, builder, tensor_ty, tensor, crd):
     return [builder.add(builder.extract_value(origin, j),
                         _value(builder, _component(tensor_ty.layout, j)(crd), values),
                         flags=NUW) for j in range(tensor_ty.coords)]
-
-
-# --- tensors derived by the algebra: slices, tiles, partitions ------------------------
-#
-# A derived tensor's layout is in its type and its offset an expression of run-time
-# integers (the parent's offset and run-time leaves, block and thread indices). Both come
-# from layoutalg's own functions, run at typing time on a tensor whose engine is a sympy
-# symbol (a tuple of them for an identity tensor) and with a symbol for every run-time
-# integer argument; the offset expression is then lowered to uint32 IR with those symbols
-# bound to the argument values.
-
-def _has_none(ty):
-    if isinstance(ty, types.NoneType):
-        return True
-    return isinstance(ty, types.BaseTuple) and any(_has_none(t) for t in ty.types)
-
-
-def _symbolic(ty, path, leaves):
-    """The Python value standing for an argument of numba type ``ty`` at typing time:
-    a symbol per run-time integer (recorded in ``leaves`` with its tuple path), None for
-    None, the constant of a static layout or shape."""
-    if isinstance(ty, types.Integer):
-        sym = _symbol(f"a{len(leaves)}")
-        leaves.append((sym, path, ty))
-        return sym
-    if isinstance(ty, types.NoneType):
-        return None
-    if isinstance(ty, LayoutType):
-        if ty.dyn:
-            raise TypingError(f"{ty.layout}: a layout with run-time leaves cannot be an "
-                              "argument of a tensor operation (only of make_tensor)")
-        return ty.layout
-    if isinstance(ty, StaticType):
-        return ty.value
-    if isinstance(ty, ThrSliceType):
-        sym = _symbol(f"a{len(leaves)}")
-        leaves.append((sym, path, ty))
-        return ty.tiled.get_slice(sym)
-    if isinstance(ty, types.BaseTuple):
-        return tuple(_symbolic(t, path + (k,), leaves) for k, t in enumerate(ty.types))
-    raise TypingError(f"{ty} cannot be an argument of a tensor operation in a kernel: use "
-                      f"integers, None, tuples of them, static layouts or cute.static shapes")
-
-
-def _slice(tensor, crd):
-    return tensor[crd]
-
-
-@lru_cache(maxsize=None)
-def _derive(op, tensor_ty, arg_types):
-    """(TensorType of ``op(tensor, *args)``, its offset expression (a tuple of them for an
-    identity tensor), the argument leaves, the parent's offset symbols): computed once per
-    kind of call, for typing and for lowering."""
-    name = getattr(op, '__name__', op)
-    offsets = tuple(_symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
-    engine = ArithTuple(offsets) if tensor_ty.coords else offsets[0]
-    leaves = []
-    args = [_symbolic(t, (k,), leaves) for k, t in enumerate(arg_types)]
-    leaves = tuple(leaves)
-    try:
-        result = op(cute.Tensor(engine, tensor_ty.layout), *args)
-    except (LayoutError, TypeError, ValueError) as e:
-        raise TypingError(f"{name} of a tensor of layout {tensor_ty.layout}: {e}") from None
-    try:
-        layout = _kernel_layout(result.layout)
-    except TypingError as e:
-        raise TypingError(f"{name}: the result's layout depends on values other than the "
-                          f"tensor's run-time extents and strides: {e}") from None
-    result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords,
-                           tensor_ty.swizzle)
-    return result_ty, result.engine, leaves, offsets
-
-
-def _ceil_quotient(expr):
-    """(x, c) where ``expr`` is ``-floor(-x / c)`` (ceil(x / c), as layoutalg writes it for
-    a run-time extent divided by a constant), else None."""
-    import sympy    # (see _symbol)
-    if not (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1
-            and isinstance(expr.args[1], sympy.floor)):
-        return None
-    num, den = expr.args[1].args[0].as_numer_denom()
-    return (-num, den) if den.is_Integer else None
-
-
-def _lower_sympy(builder, expr, values):
-    """uint32 IR of a non-negative integer sympy expression (sums, products, floor of a
-    quotient by a constant, its ceil, Mod) with symbols bound in ``values``."""
-    import sympy    # (see _symbol)
-    if expr.is_Integer:
-        if expr < 0:        # uint32 sums marked no-wrap: a negative term would be poison
-            raise NotImplementedError(f"cannot lower the offset term {expr}: negative")
-        return ir.Constant(I32, int(expr))
-    if expr.is_Symbol:
-        return values[expr]
-    ceil = _ceil_quotient(expr)
-    if ceil is not None:
-        x, c = ceil
-        up = builder.add(_lower_sympy(builder, x, values), ir.Constant(I32, int(c) - 1),
-                         flags=NUW)
-        return builder.udiv(up, ir.Constant(I32, int(c)))
-    if expr.is_Add or expr.is_Mul:
-        parts = [_lower_sympy(builder, a, values) for a in expr.args]
-        out = parts[0]
-        for p in parts[1:]:
-            out = (builder.add if expr.is_Add else builder.mul)(out, p, flags=NUW)
-        return out
-    if isinstance(expr, sympy.floor):
-        num, den = expr.args[0].as_numer_denom()
-        if den.is_Integer:
-            return builder.udiv(_lower_sympy(builder, num, values), ir.Constant(I32, int(den)))
-    if isinstance(expr, sympy.Mod):
-        return builder.urem(_lower_sympy(builder, expr.args[0], values),
-                            _lower_sympy(builder, expr.args[1], values))
-    raise NotImplementedError(f"cannot lower the offset {expr} to integer arithmetic")
-
-
-def _lower_derived(op, context, builder, sig, args):
-    tensor_ty = sig.args[0]
-    result_ty, expr, leaves, offsets = _derive(op, tensor_ty, sig.args[1:])
-    parent = _fields(context, builder, tensor_ty, args[0])
-    values = _dyn_values(context, builder, tensor_ty, args[0])
-    if tensor_ty.coords:
-        values.update((o, builder.extract_value(parent["offset"], j))
-                      for j, o in enumerate(offsets))
-    else:
-        values[offsets[0]] = parent["offset"]
-    for sym, path, ty in leaves:
-        v = args[1 + path[0]]
-        for k in path[1:]:
-            v = builder.extract_value(v, k)
-        if isinstance(ty, ThrSliceType):
-            values[sym] = _fields(context, builder, ty, v)["idx"]
-        else:
-            values[sym] = _to_u32(context, builder, ty, v)
-    if tensor_ty.coords:
-        offset = context.make_tuple(builder, result_ty.offset_type,
-                                    [_value(builder, e, values) for e in expr])
-    else:
-        offset = _value(builder, expr, values)
-    dyn = {n: values[_dyn(int(n[1:]))] for n in tensor_ty.dyn}
-    return _tensor_value(context, builder, result_ty, parent.get("array"), offset, dyn)
-
-
-def _register(fn):
-    """Type and lower ``fn(tensor, a, b)`` (local_tile, local_partition) in kernels."""
-    @type_callable(fn)
-    def _type(context):
-        def typer(tensor, a, b):
-            if isinstance(tensor, TensorType):
-                return _derive(fn, tensor, (a, b))[0]
-        return typer
-
-    @lower_builtin(fn, TensorType, types.Any, types.Any)
-    def _lower(context, builder, sig, args):
-        return _lower_derived(fn, context, builder, sig, args)
-
-
-_register(cute.local_tile)
-_register(cute.local_partition)
-_register_constant(cute.size, dynamic=True)
-_register_constant(cute.cosize, dynamic=False)
 
 
 class StaticType(types.Type):
@@ -704,31 +545,8 @@ def _get_slice(context, builder, sig, args):
     return thr._getvalue()
 
 
-def _register_partition(fn, method):
-    """``fn(thr, tensor)``: the ThrCopy / ThrMMA ``method`` of layoutalg, in kernels."""
-    def op(tensor, thr):
-        return getattr(thr, method)(tensor)
-    op.__name__ = method
-
-    @type_callable(fn)
-    def _type(context):
-        def typer(thr, tensor):
-            if isinstance(thr, ThrSliceType) and isinstance(tensor, TensorType):
-                return _derive(op, tensor, (thr,))[0]
-        return typer
-
-    @lower_builtin(fn, ThrSliceType, TensorType)
-    def _lower(context, builder, sig, args):
-        flipped = signature(sig.return_type, sig.args[1], sig.args[0])
-        return _lower_derived(op, context, builder, flipped, (args[1], args[0]))
-
-
-for _name in ("S", "D", "A", "B", "C"):
-    _register_partition(getattr(cute, f"partition_{_name}"), f"partition_{_name}")
-for _name in ("S", "D"):
-    _register_partition(getattr(cute, f"retile_{_name}"), f"retile_{_name}")
-
-
+_register_constant(cute.size, dynamic=True)
+_register_constant(cute.cosize, dynamic=False)
 register_model(StaticType)(_NoData)
 lower_constant(StaticType)(_no_data_constant)
 

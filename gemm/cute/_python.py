@@ -2,9 +2,10 @@
 kernel, and what runs when a kernel runs as Python.
 
 :mod:`gemm.cute` is the public face (its docstring tells the vocabulary): it re-exports these
-names and imports :mod:`gemm.cute._numba` and :mod:`gemm.cute._numba_ops`, which register
-numba's typing and lowering of these very objects. They are defined here, below all three, so
-that the numba side names what it registers without importing gemm.cute back. Called from
+names and imports :mod:`gemm.cute._numba`, :mod:`gemm.cute._numba_derive`,
+:mod:`gemm.cute._numba_ops` and :mod:`gemm.cute._numba_sm90`, which register numba's typing
+and lowering of these very objects. They are defined here, below all of them, so that the
+numba side names what it registers without importing gemm.cute back. Called from
 Python (numba's CUDA simulator runs kernels as Python) each is layoutalg's own operation on a
 :class:`layoutalg.Tensor`; the numba side calls some of them at typing time too (the shapes
 of a copy or an MMA).

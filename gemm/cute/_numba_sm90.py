@@ -15,7 +15,8 @@ from gemm.cute._numba import (I32, StaticType, TensorType, _fields, _in_space, _
                               data_tensors)
 from layoutalg.atom.tma import TmaCopy
 from gemm.arch import sm90
-from gemm.arch._lowering import I64, SHARED, check_array, check_int, shared_base, to_int
+from gemm.arch._lowering import (I64, SHARED, check_array, check_int, shared_address,
+                                  to_int)
 
 __all__ = ["is_wgmma_call", "type_wgmma", "lower_wgmma", "is_tma", "check_tma_copy",
            "check_tma_store"]
@@ -62,9 +63,8 @@ def type_wgmma(tiled, C, A, B, accumulate=None):
 def _start(context, builder, ty, value):
     """i64: a descriptor's start field (shared address >> 4) of the tensor's own offset."""
     fields = _fields(context, builder, ty, value)
-    base, _ = shared_base(context, builder, ty.array, fields["array"])
-    at = builder.add(base, builder.mul(fields["offset"],
-                                       ir.Constant(I32, ty.dtype.bitwidth // 8)))
+    at = shared_address(context, builder, ty.array, fields["array"], types.uint32,
+                        fields["offset"])
     field = builder.and_(builder.lshr(at, ir.Constant(I32, 4)), ir.Constant(I32, START_MASK))
     return builder.zext(field, I64)
 

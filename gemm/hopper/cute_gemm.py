@@ -37,7 +37,7 @@ from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consu
                                 pipeline_init, producer_acquire, producer_expect_tx,
                                 producer_start)
 from gemm.hopper.config import STAGING_BYTES
-from gemm.hopper.gen import ATOMS, BITS, pipeline_of, stage_layout, tma_copy
+from gemm.hopper.gen import ATOMS, BITS, hopper_plan, pipeline_of, stage_layout
 
 __all__ = ["kernel_function", "supports"]
 
@@ -75,8 +75,9 @@ def kernel_function(v):
     bits = BITS[cfg.dtype]
     elem = float32 if bits == 32 else uint16
     rows, bm, bn, bk, stages, wgs = cfg.tile_m, cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.consumers
+    plan = hopper_plan(v)               # the TMA copies whose maps the host makes
     sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
-    tma_a, tma_b = tma_copy(v.a_major, rows, bk, bits), tma_copy(v.b_major, bn, bk, bits)
+    tma_a, tma_b = plan.copy_x, plan.copy_y
     step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages
     a_elems, slot_elems = rows * bk, (rows + bn) * bk
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
@@ -90,9 +91,11 @@ def kernel_function(v):
     to_out, from_out = _out_functions(v.out_dtype)
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
-    out, out_bits = _OUT[v.out_dtype], 8 * (4 if v.out_dtype == "float32" else 2)
+    out = _OUT[v.out_dtype]
+    out_bits = out.bitwidth
     chunk = 1024 // out_bits                        # 128 bytes of columns
-    sc, tma_c = stage_layout("K", 64, chunk, out_bits), tma_copy("K", 64, chunk, out_bits)
+    sc = stage_layout("K", 64, chunk, out_bits)
+    tma_c = plan.copy_c if tma_store else None      # (the host makes C's map only then)
     mma_c = make_tiled_mma(ATOMS[cfg.dtype](chunk))  # a piece's share of each thread
     per_atom = bn // chunk                          # pieces q: atom q // per_atom's rows,
     n_pieces = static_range(bm // 64 * per_atom)    # columns chunk * (q % per_atom)

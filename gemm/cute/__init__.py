@@ -66,7 +66,9 @@ the swizzle's period, so the kernel's loads and stores, TMA and wgmma see the sa
 atoms issues one wgmma per (k, m, n) block, its descriptors derived from the shared tensors'
 layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragment of
 ``partition_C``; ``warpgroup_arrive()``, ``warpgroup_commit_batch()`` and
-``warpgroup_wait(n)`` are its fence, commit and wait.
+``warpgroup_wait(n)`` are its fence, commit and wait. :mod:`gemm.cute.pallas` is Pallas'
+``emit_pipeline`` and ``emit_pipeline_warp_specialized`` over these, with BlockSpecs whose
+shared layouts are layoutalg layouts.
 """
 
 from __future__ import annotations

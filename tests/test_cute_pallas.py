@@ -2,7 +2,8 @@
 kernels, with BlockSpecs whose shared layouts are layoutalg layouts.
 
 Three kernels on fresh random data of odd sizes (blocks cut at every edge, zero-filled by TMA
-and clipped by its stores): an elementwise ``2 a + b`` through in and out specs; seed 000's
+and clipped by its stores): an elementwise ``2 a + b`` over a batch of matrices through in and
+out specs (a 3-D grid); seed 000's
 GEMM (one warpgroup, wgmma on 128-byte-swizzled stages, ``delay_release=1`` with
 ``wgmma_wait(1)``); and seed 000's warp-specialized GEMM (a memory warpgroup, two compute
 warpgroups each taking half of B's block, the accumulators made in the compute context).
@@ -46,25 +47,28 @@ def ew_step(idx, a, b, o, carry):
         o[r, c] = 2 * a[r, c] + b[r, c]
 
 
-EW_SPEC = dict(block_shape=EW_BLOCK, index_map=lambda i, j, rows, cols: (i, j), bits=32)
-ew_pipeline = emit_pipeline(ew_step, grid=(lambda rows, cols: rows, lambda rows, cols: cols),
+EW_SPEC = dict(block_shape=(None,) + EW_BLOCK, index_map=lambda b, i, j, nb, rows, cols: (b, i, j),
+               bits=32)                 # a batch of matrices: the matrix index first
+ew_pipeline = emit_pipeline(ew_step, grid=(lambda nb, rows, cols: nb,
+                                           lambda nb, rows, cols: rows,
+                                           lambda nb, rows, cols: cols),
                             in_specs=[BlockSpec(**EW_SPEC), BlockSpec(**EW_SPEC)],
                             out_specs=[BlockSpec(**EW_SPEC)], max_concurrent_steps=3)
 
 
-def ew_kernel(a_map, b_map, o_map, rows, cols):
-    ew_pipeline((a_map, b_map, o_map), (rows, cols), 0)
+def ew_kernel(a_map, b_map, o_map, nb, rows, cols):
+    ew_pipeline((a_map, b_map, o_map), (nb, rows, cols), 0)
 
 
 def check_elementwise(seed, tensor_maps, launch):
     rng = np.random.default_rng(seed)
-    m, n = 16 * 3 + 5, 32 * 2 + 8
-    a = rng.integers(-50, 50, (m, n)).astype(np.float32)
-    b = rng.integers(-50, 50, (m, n)).astype(np.float32)
-    o = np.full((m, n), np.nan, np.float32)
+    nb, m, n = 2, 16 * 2 + 5, 32 * 2 + 8
+    a = rng.integers(-50, 50, (nb, m, n)).astype(np.float32)
+    b = rng.integers(-50, 50, (nb, m, n)).astype(np.float32)
+    o = np.full((nb, m, n), np.nan, np.float32)
     maps, back = tensor_maps(ew_pipeline.specs[0], [a, b, o])
     launch(ew_kernel, EW_SIG, None, 1, EW_THREADS, ew_pipeline.shared_bytes,
-           (*maps, -(-m // EW_BLOCK[0]), -(-n // EW_BLOCK[1])))
+           (*maps, nb, -(-m // EW_BLOCK[0]), -(-n // EW_BLOCK[1])))
     return bool(np.array_equal(back(2), 2 * a + b))
 
 
@@ -204,7 +208,7 @@ def gpu_launch(fn, signature, bounds, grid, block, shared, args):
     cuda.synchronize()
 
 
-EW_SIG = "void(uint64[::1], uint64[::1], uint64[::1], int64, int64)"
+EW_SIG = "void(uint64[::1], uint64[::1], uint64[::1], int64, int64, int64)"
 MM_SIG = "void(uint64[::1], uint64[::1], float32[::1], int64, int64, int64)"
 
 
@@ -227,9 +231,10 @@ def test_pipelines_compile_for_sm90_without_local_memory(name):
                "warp_specialized": (ws_kernel, MM_SIG)}[name]
     ptx = cuda.compile_ptx(fn, sig, cc=(9, 0))[0]
     assert ".local" not in ptx
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx       # TMA loads
+    dims = "3d" if name == "elementwise" else "2d"                      # (a batch: 3-D)
+    assert f"cp.async.bulk.tensor.{dims}.shared::cluster.global" in ptx  # TMA loads
     if name == "elementwise":
-        assert "cp.async.bulk.tensor.2d.global.shared" in ptx               # and a store
+        assert "cp.async.bulk.tensor.3d.global.shared" in ptx               # and a store
     else:
         wgmma = ptx.count("wgmma.mma_async.sync.aligned")
         assert wgmma == BK // 16 * (BM // 64), wgmma      # (k, m) blocks of one atom
@@ -253,7 +258,8 @@ SPEC = BlockSpec((64, 64), lambda k: (0, k))
      "TMA"),
     (lambda: emit_pipeline(_body, grid=(4,), in_specs=[SPEC], max_concurrent_steps=2,
                            delay_release=2), ValueError, "delay_release"),
-    (lambda: emit_pipeline(_body, grid=(4,), in_specs=[SPEC, SPEC]), TypeError, "4 parameters, not 3"),
+    (lambda: emit_pipeline(_body, grid=(4,), in_specs=[SPEC, SPEC]), TypeError,
+     "4 parameters, not 3"),
     (lambda: emit_pipeline(_body, grid=4, in_specs=[SPEC]), ValueError, "grid"),
     (lambda: emit_pipeline(_body, grid=(4,), in_specs=[SPEC], max_concurrent_steps=0),
      ValueError, "max_concurrent_steps"),

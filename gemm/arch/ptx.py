@@ -57,7 +57,7 @@ __all__ = [
     "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
-    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "syncwarp",
 ] + ptx_convert.__all__
 
 
@@ -381,3 +381,9 @@ def shfl_xor_f32(typingctx, x, lane_mask):
         return asm(builder, F32, f"shfl.sync.bfly.b32 $0, $1, {mask}, 0x1f, 0xffffffff;",
                    "=f,f", [x32], side_effect=True)
     return types.float32(x, lane_mask), codegen
+
+
+syncwarp = fence_intrinsic(
+    "syncwarp", "bar.warp.sync -1;",
+    "``bar.warp.sync 0xffffffff``: the warp's lanes meet here, their memory accesses before "
+    "it ordered before those after it (CUDA's ``__syncwarp()``; the whole warp calls it).")

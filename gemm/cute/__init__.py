@@ -258,3 +258,5 @@ else:
     # importing it registers the types, their typing and lowering with numba
     from gemm.cute._numba import LayoutType, TensorType  # noqa: E402
     from gemm.cute import _numba_derive, _numba_ops  # noqa: E402,F401
+    from gemm.cute._inline import install as _install_inline  # noqa: E402
+    _install_inline()       # inlined bodies copied once per scope (compile time)

@@ -30,7 +30,7 @@ run-time values that the index maps and extents read, ``carry`` whatever the bod
 TMA stores leave out what lies past it.
 
 :func:`emit_pipeline` (every thread runs the body): thread 0 loads steps ahead into
-``max_concurrent_steps`` slots; after a step's body each thread releases the slot of the step
+``max_concurrent_steps`` slots; after a step's body each warp releases the slot of the step
 ``delay_release`` steps back (``delay_release=1`` lets the body keep one wgmma group in
 flight: the seed's ``wgmma_wait(1)``), and thread 0 refills it. ``out_specs`` blocks are
 written by the body into one of two shared buffers and stored by TMA after the step.
@@ -43,9 +43,11 @@ loads, with ``memory_registers`` registers (``setmaxnreg``; the kernel is compil
 
 A pipeline uses the block's dynamic shared memory from its start (launch with at least
 ``pipeline.shared_bytes``) and a static array of mbarriers; it synchronises the block on
-entry and on exit, so calls follow each other (e.g. one per output tile). The block is 1-D
-(``wg_axis="x"``: warpgroup ``threadIdx.x // 128``) or ``(128, warpgroups)``
-(``wg_axis="y"``). In numba's CUDA simulator the same kernel runs on the instructions' twins.
+entry and on exit, so calls follow each other. A slot is released by one lane of each
+warp after ``syncwarp`` (8 arrivals a step for two compute warpgroups, not 256), so the block
+is made of whole warps: for the warp-specialized pipeline 1-D (``wg_axis="x"``: warpgroup
+``threadIdx.x // 128``) or ``(128, warpgroups)`` (``wg_axis="y"``). In numba's CUDA
+simulator the same kernel runs on the instructions' twins.
 """
 
 from __future__ import annotations
@@ -156,19 +158,25 @@ def _empty(a, b):
 class BlockSpec:
     """One operand of a pipeline step: a ``block_shape`` (rows, columns) block of a 2-D global
     matrix, at block index ``index_map(*grid_indices, *args)`` (its first element at index *
-    block_shape), in shared memory as ``layout`` ((rows, columns) -> element offset, swizzled
-    or not; default row-major) of ``bits``-bit elements (16: bf16 / f16 bits as uint16, 32:
-    float32). The TMA copy that fills it (:attr:`tma`) is read off the layout; the global
-    matrix must be contiguous along the layout's contiguous mode (TMA does not transpose).
+    block_shape); with ``block_shape`` (None, rows, columns), of a batch of matrices (a 3-D
+    array, the matrix index first, as Pallas' squeezed dimension), the index map giving
+    (matrix, row block, column block). The block lives in shared memory as ``layout``
+    ((rows, columns) -> element offset, swizzled or not; default row-major) of ``bits``-bit
+    elements (16: bf16 / f16 bits as uint16, 32: float32). The TMA copy that fills it
+    (:attr:`tma`) is read off the layout; the global matrix must be contiguous along the
+    layout's contiguous mode (TMA does not transpose).
     LayoutError when TMA cannot write the layout, ValueError or TypeError for other bad
     arguments."""
 
     def __init__(self, block_shape: Any, index_map: Any, layout: Any = None,
                  bits: int = 16) -> None:
+        batched = isinstance(block_shape, tuple) and len(block_shape) == 3
+        if batched and block_shape[0] is None:      # Pallas' squeezed leading dimension
+            block_shape = block_shape[1:]
         if (not isinstance(block_shape, tuple) or len(block_shape) != 2
                 or not all(isinstance(e, int) and e > 0 for e in block_shape)):
-            raise ValueError(f"BlockSpec: block_shape must be (rows, columns) of positive "
-                             f"ints, got {block_shape!r}")
+            raise ValueError(f"BlockSpec: block_shape must be (rows, columns) or (None, rows, "
+                             f"columns) of positive ints, got {block_shape!r}")
         if bits not in _ELEMENT:
             raise ValueError(f"BlockSpec: bits must be 16 or 32, got {bits!r}")
         if not callable(index_map):
@@ -177,9 +185,11 @@ class BlockSpec:
         if layout is None:
             layout = Layout((rows, cols), (cols, 1))
         inner = layout.inner if isinstance(layout, ComposedLayout) else layout
-        if not isinstance(inner, Layout) or inner.rank != 2 or (size(inner.shape[0]), size(inner.shape[1])) != block_shape:
+        if (not isinstance(inner, Layout) or inner.rank != 2
+                or (size(inner.shape[0]), size(inner.shape[1])) != block_shape):
             raise LayoutError(f"BlockSpec: the layout {layout} is not a {rows} x {cols} block")
         self.block_shape, self.layout, self.bits = block_shape, layout, bits
+        self.batched = batched
         self.index_arity = _arity(index_map, "index_map", "BlockSpec")
         self.index_map = index_map
         self.tma = self._tma_copy()
@@ -203,21 +213,24 @@ class BlockSpec:
         return self.tma.bytes
 
     def tensor_map(self, array: Any) -> Any:
-        """The tensor map of 2-D ``array`` for this block's TMA copy: a device array of its 16
-        words for a CUDA array (numba's, CuPy's or torch's), the simulator's twin for a numpy
-        array in the simulator. ``array`` is contiguous along the block's contiguous mode
-        (row-major when the layout's columns are contiguous), its other stride a multiple of
-        16 bytes, its address 16-byte aligned; ValueError otherwise."""
-        shape, strides, itemsize = _array_geometry(array)
+        """The tensor map of ``array`` (2-D; 3-D, the matrix index first, for a batched spec)
+        for this block's TMA copy: a device array of its 16 words for a CUDA array (numba's,
+        CuPy's or torch's), the simulator's twin for a numpy array in the simulator.
+        ``array`` is contiguous along the block's contiguous mode (row-major when the
+        layout's columns are contiguous), its other strides multiples of 16 bytes, its
+        address 16-byte aligned; ValueError otherwise."""
+        shape, strides, itemsize = _array_geometry(array, 3 if self.batched else 2)
         if 8 * itemsize != self.bits:
             raise ValueError(f"BlockSpec.tensor_map: the block holds {self.bits}-bit elements, "
                              f"the array {8 * itemsize}-bit ones")
+        shape, strides, batch = shape[-2:], strides[-2:], tuple(zip(shape[:-2], strides[:-2]))
         c = 1 if self.tma.major == "K" else 0          # the block mode that is contiguous
         if strides[c] != 1 and shape[c] > 1:
             raise ValueError(f"BlockSpec.tensor_map: the block's {'columns' if c else 'rows'} "
                              f"are contiguous; the array's strides are {strides} elements")
-        copy_ = replace(self.tma, dims=(shape[c], shape[1 - c]),
-                        strides=(strides[1 - c] * itemsize,))
+        copy_ = replace(self.tma, dims=(shape[c], shape[1 - c]) + tuple(n for n, _ in batch),
+                        strides=tuple(st * itemsize for st in (strides[1 - c],)
+                                      + tuple(b for _, b in batch)))
         if simulator_active():
             from gemm.arch.sim_sm90 import sim_tensor_map
             flat = np.asarray(array)
@@ -229,21 +242,21 @@ class BlockSpec:
         return cuda.to_device(tensor_map(address, copy_, "f32" if self.bits == 32 else "bf16"))
 
 
-def _array_geometry(array):
-    """(shape, strides in elements, item size) of a 2-D host or device array."""
+def _array_geometry(array, rank):
+    """(shape, strides in elements, item size) of a host or device array of ``rank``."""
     if hasattr(array, "__cuda_array_interface__") and not simulator_active():
         cai = array.__cuda_array_interface__
         itemsize = np.dtype(cai["typestr"]).itemsize
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         strides = (tuple(s // itemsize for s in strides) if strides
-                   else (shape[1] if len(shape) == 2 else 1, 1))
+                   else tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape))))
     else:
         a = np.asarray(array)
         shape, itemsize = a.shape, a.itemsize
         strides = tuple(s // itemsize for s in a.strides)
-    if len(shape) != 2:
-        raise ValueError(f"BlockSpec.tensor_map: the array must be 2-D, got shape {shape}")
+    if len(shape) != rank:
+        raise ValueError(f"BlockSpec.tensor_map: the array must be {rank}-D, got shape {shape}")
     return shape, strides, itemsize
 
 
@@ -354,8 +367,9 @@ def _constant(value):
 
 
 def _unravel(rank):
-    """``(count(ext), unravel(i, ext))``: the steps of extents ``ext``, and step ``i``'s grid
-    indices (the last fastest)."""
+    """``(count(ext), unravel(i, ext), after(idx, ext))``: the steps of extents ``ext``, step
+    ``i``'s grid indices (the last fastest), and the indices of the step after ``idx``
+    (without a division: the loops keep their indices as they go)."""
     r1, r2 = rank == 1, rank == 2
 
     @cuda.jit(device=True, inline="always")
@@ -375,17 +389,36 @@ def _unravel(rank):
             return i // ext[1], i % ext[1]
         else:
             return i // (ext[1] * ext[2]), i // ext[2] % ext[1], i % ext[2]
-    return count, unravel
+
+    @cuda.jit(device=True, inline="always")
+    def after(idx, ext):
+        if r1:
+            return (idx[0] + 1,)
+        elif r2:
+            if idx[1] + 1 == ext[1]:
+                return idx[0] + 1, idx[1] - idx[1]
+            return idx[0], idx[1] + 1
+        else:
+            if idx[2] + 1 < ext[2]:
+                return idx[0], idx[1], idx[2] + 1
+            if idx[1] + 1 < ext[1]:
+                return idx[0], idx[1] + 1, idx[2] - idx[2]
+            return idx[0] + 1, idx[1] - idx[1], idx[2] - idx[2]
+    return count, unravel, after
 
 
 def _origin(spec):
-    """``origin(idx, args) -> (row, column)``: the first element of the step's block."""
+    """``origin(idx, args)``: the first element of the step's block, (row, column) or
+    (row, column, matrix)."""
     index = _splat(spec.index_map, spec.index_arity)
     rows, cols = spec.block_shape
+    batched = spec.batched
 
     @cuda.jit(device=True, inline="always")
     def origin(idx, args):
         b = index(idx + args)
+        if batched:
+            return b[1] * rows, b[2] * cols, b[0]
         return b[0] * rows, b[1] * cols
     return origin
 
@@ -435,14 +468,14 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
     ``pipeline(refs, args, carry)`` that every thread of the block calls. Step ``i`` waits
     for its in blocks, runs ``body(indices, *shared_tensors, carry)`` in every thread, then
     stores its out blocks; the slot of step ``i - delay_release`` is then released (by each
-    thread) and refilled by thread 0 with the step ``max_concurrent_steps`` later. Attributes:
+    warp) and refilled by thread 0 with the step ``max_concurrent_steps`` later. Attributes:
     ``shared_bytes`` (dynamic shared memory to launch with at least)."""
     ring = _Ring("emit_pipeline", body, grid, in_specs, out_specs, max_concurrent_steps,
                  delay_release)
     S, D, n_bars = ring.stages, ring.delay, 2 * ring.stages
     step_bytes, slot_bytes, has_in = ring.step_bytes, ring.slot_bytes, ring.n_in > 0
     has_out = len(ring.specs) > ring.n_in
-    body_, extents, (count, unravel) = ring.body, ring.extents, _unravel(ring.rank)
+    body_, extents, (count, unravel, after) = ring.body, ring.extents, _unravel(ring.rank)
     loads, views, stores = ring.loads, ring.views, ring.stores
 
     @cuda.jit(device=True, inline="always")
@@ -456,17 +489,17 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
         steps = count(ext)
         base = arch.shared_offset_of(raw, SLOT_ALIGN) * 2       # bytes
         if t == 0:
-            pipeline_init(bars, S, 1, threads)          # every thread releases (as CUTLASS)
+            pipeline_init(bars, S, 1, threads // 32)    # one release per warp
         cuda.syncthreads()
         if has_in and t == 0:
             for j in range(min(S, steps)):
                 arch.mbarrier_arrive_expect_tx(bars, j, step_bytes)
                 loads(unravel(j, ext), refs, args, (bars, j), base + j * slot_bytes)
+        idx = unravel(0, ext)
         for i in range(steps):
             s = i % S
             if has_in:
                 arch.mbarrier_wait(bars, s, (i // S) & 1)
-            idx = unravel(i, ext)
             body_((idx,) + views((base + s * slot_bytes, base), i & 1) + (carry,))
             if has_out:
                 arch.fence_proxy_async()                # the body's stores, seen by TMA
@@ -478,17 +511,22 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
                     arch.bulk_commit()
             r = i - D
             if has_in and r >= 0:
-                arch.mbarrier_arrive(bars, S + r % S)
+                arch.syncwarp()                         # the warp is done with step r
+                if t % 32 == 0:
+                    arch.mbarrier_arrive(bars, S + r % S)
                 if t == 0 and r + S < steps:
                     q = r % S
                     arch.mbarrier_wait(bars, S + q, (r // S) & 1)
                     arch.mbarrier_arrive_expect_tx(bars, q, step_bytes)
                     loads(unravel(r + S, ext), refs, args, (bars, q), base + q * slot_bytes)
+                arch.syncwarp()
+            idx = after(idx, ext)
         if has_out and t == 0:
             arch.bulk_wait_read(0)
         cuda.syncthreads()
 
     pipeline.shared_bytes, pipeline.specs = ring.shared_bytes, ring.specs
+    pipeline.ring_bytes = ring.stages * ring.slot_bytes
     return pipeline
 
 
@@ -538,22 +576,26 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
         raise TypeError(f"{fn}: compute_context takes (run, ring, ctx)")
     S, D, n_bars = ring.stages, ring.delay, 2 * ring.stages
     step_bytes, slot_bytes = ring.step_bytes, ring.slot_bytes
-    body_, extents, (count, unravel) = ring.body, ring.extents, _unravel(ring.rank)
+    body_, extents, (count, unravel, after) = ring.body, ring.extents, _unravel(ring.rank)
     loads, views = ring.loads, ring.views
     by_x = wg_axis == "x"
-    consumers = 128 * num_compute_wgs
+    consumer_warps = 4 * num_compute_wgs
 
     @cuda.jit(device=True, inline="always")
     def run(state, carry):
         """The compute warpgroups' steps (``state``: the ring, made by the pipeline)."""
-        bars, base, args, ext, steps = state
+        bars, base, args, ext, steps, lane = state
+        idx = unravel(0, ext)
         for i in range(steps):
             s = i % S
             arch.mbarrier_wait(bars, s, (i // S) & 1)
-            body_((unravel(i, ext),) + views((base + s * slot_bytes, base), 0) + (carry,))
+            body_((idx,) + views((base + s * slot_bytes, base), 0) + (carry,))
+            idx = after(idx, ext)
             r = i - D
             if r >= 0:
-                arch.mbarrier_arrive(bars, S + r % S)
+                arch.syncwarp()                         # the warp is done with step r
+                if lane == 0:
+                    arch.mbarrier_arrive(bars, S + r % S)
 
     @cuda.jit(device=True, inline="always")
     def pipeline(refs, args, ctx):
@@ -567,25 +609,28 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
         steps = count(ext)
         base = arch.shared_offset_of(raw, SLOT_ALIGN) * 2       # bytes
         if t == 0 and wg == 0:
-            pipeline_init(bars, S, 1, consumers)        # every compute thread releases
+            pipeline_init(bars, S, 1, consumer_warps)   # one release per warp
         cuda.syncthreads()
         if wg == memory:
             if split:
                 arch.setmaxnreg_dec(low)
             if t == 0:
+                idx = unravel(0, ext)
                 for j in range(steps):
                     q = j % S
                     arch.mbarrier_wait(bars, S + q, ((j // S) & 1) ^ 1)
                     arch.mbarrier_arrive_expect_tx(bars, q, step_bytes)
-                    loads(unravel(j, ext), refs, args, (bars, q), base + q * slot_bytes)
+                    loads(idx, refs, args, (bars, q), base + q * slot_bytes)
+                    idx = after(idx, ext)
         else:
             if split:
                 arch.setmaxnreg_inc(high)
             c = wg if wg < memory else wg - 1
-            context(run, (bars, base, args, ext, steps), (c, ctx))
+            context(run, (bars, base, args, ext, steps, t % 32), (c, ctx))
         cuda.syncthreads()
 
     pipeline.shared_bytes, pipeline.specs = ring.shared_bytes, ring.specs
+    pipeline.ring_bytes = ring.stages * ring.slot_bytes
     pipeline.threads = 128 * (num_compute_wgs + 1)
     pipeline.compute_registers = high if split else None
     return pipeline

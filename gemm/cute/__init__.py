@@ -66,7 +66,9 @@ the swizzle's period, so the kernel's loads and stores, TMA and wgmma see the sa
 atoms issues one wgmma per (k, m, n) block, its descriptors derived from the shared tensors'
 layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragment of
 ``partition_C``; ``warpgroup_arrive()``, ``warpgroup_commit_batch()`` and
-``warpgroup_wait(n)`` are its fence, commit and wait. :mod:`gemm.cute.pallas` is Pallas'
+``warpgroup_wait(n)`` are its fence, commit and wait. Warp specialization's roles take
+``named_barrier_sync(id, threads)``, ``warpgroup_reg_alloc(n)`` / ``warpgroup_reg_dealloc(n)``
+(``setmaxnreg``) and ``syncwarp()``. :mod:`gemm.cute.pallas` is Pallas'
 ``emit_pipeline`` and ``emit_pipeline_warp_specialized`` over these, with BlockSpecs whose
 shared layouts are layoutalg layouts.
 """
@@ -101,7 +103,8 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
            "static_range", "unroll", "unrolled", "LayoutType", "TensorType",
            "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait",
-           "fence_view_async_shared", "tma_store_arrive", "tma_store_wait"]
+           "fence_view_async_shared", "tma_store_arrive", "tma_store_wait",
+           "named_barrier_sync", "warpgroup_reg_alloc", "warpgroup_reg_dealloc", "syncwarp"]
 
 # wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
 # instructions: on a GPU the PTX, in the simulator the twins)
@@ -112,6 +115,11 @@ warpgroup_wait = arch.wgmma_wait                # wgmma.wait_group n: at most n 
 fence_view_async_shared = arch.fence_proxy_async    # shared stores, seen by TMA (and wgmma)
 tma_store_arrive = arch.bulk_commit                 # close the thread's group of TMA stores
 tma_store_wait = arch.bulk_wait_read                # at most n groups still read shared memory
+# warp specialization's roles, by CUTLASS's names
+named_barrier_sync = arch.named_barrier     # (id, threads): bar.sync id, threads (1..15)
+warpgroup_reg_alloc = arch.setmaxnreg_inc   # (n): the warpgroup's registers raised to n
+warpgroup_reg_dealloc = arch.setmaxnreg_dec     # (n): lowered to n (the producer's)
+syncwarp = arch.syncwarp                    # (): the warp's lanes meet
 
 
 def static_range(n: int) -> tuple:

@@ -61,7 +61,8 @@ from numba import cuda, float32, uint16, uint64
 
 from gemm import arch
 from gemm._env import simulator_active
-from gemm.cute._python import copy, make_tensor
+from gemm.cute import (copy, make_tensor, syncwarp, warpgroup_reg_alloc,
+                       warpgroup_reg_dealloc)
 from gemm.cute.pipeline import pipeline_init
 from layoutalg import Layout, cosize, size
 from layoutalg.atom.tma import make_tma_copy
@@ -511,7 +512,7 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
                     arch.bulk_commit()
             r = i - D
             if has_in and r >= 0:
-                arch.syncwarp()                         # the warp is done with step r
+                syncwarp()                         # the warp is done with step r
                 if t % 32 == 0:
                     arch.mbarrier_arrive(bars, S + r % S)
                 if t == 0 and r + S < steps:
@@ -519,7 +520,7 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
                     arch.mbarrier_wait(bars, S + q, (r // S) & 1)
                     arch.mbarrier_arrive_expect_tx(bars, q, step_bytes)
                     loads(unravel(r + S, ext), refs, args, (bars, q), base + q * slot_bytes)
-                arch.syncwarp()
+                syncwarp()
             idx = after(idx, ext)
         if has_out and t == 0:
             arch.bulk_wait_read(0)
@@ -593,7 +594,7 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
             idx = after(idx, ext)
             r = i - D
             if r >= 0:
-                arch.syncwarp()                         # the warp is done with step r
+                syncwarp()                         # the warp is done with step r
                 if lane == 0:
                     arch.mbarrier_arrive(bars, S + r % S)
 
@@ -613,7 +614,7 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
         cuda.syncthreads()
         if wg == memory:
             if split:
-                arch.setmaxnreg_dec(low)
+                warpgroup_reg_dealloc(low)
             if t == 0:
                 idx = unravel(0, ext)
                 for j in range(steps):
@@ -624,7 +625,7 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
                     idx = after(idx, ext)
         else:
             if split:
-                arch.setmaxnreg_inc(high)
+                warpgroup_reg_alloc(high)
             c = wg if wg < memory else wg - 1
             context(run, (bars, base, args, ext, steps, t % 32), (c, ctx))
         cuda.syncthreads()

@@ -30,9 +30,10 @@ from layoutalg import Layout, make_tiled_mma
 from gemm import arch
 from gemm.cute import (copy, elem_less, fence_view_async_shared, gemm, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout, make_tensor,
-                       partition_A, partition_B, partition_C, static, static_range,
-                       tma_store_arrive, tma_store_wait, unroll, unrolled, warpgroup_arrive,
-                       warpgroup_commit_batch, warpgroup_wait)
+                       named_barrier_sync, partition_A, partition_B, partition_C, static,
+                       static_range, tma_store_arrive, tma_store_wait, unroll, unrolled,
+                       warpgroup_arrive, warpgroup_commit_batch, warpgroup_reg_alloc,
+                       warpgroup_reg_dealloc, warpgroup_wait)
 from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consumer_wait,
                                 pipeline_init, producer_acquire, producer_expect_tx,
                                 producer_start)
@@ -129,7 +130,7 @@ def kernel_function(v):
         cuda.syncthreads()
         if wg == 0:                                     # the producer warpgroup
             if split_registers:
-                arch.setmaxnreg_dec(low)
+                warpgroup_reg_dealloc(low)
             if t == 0:
                 st = producer_start()
                 for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
@@ -145,7 +146,7 @@ def kernel_function(v):
                         st = advance(st, stages)
             return
         if split_registers:
-            arch.setmaxnreg_inc(high)
+            warpgroup_reg_alloc(high)
         thr, thr_c = get_slice(mma, t % 128), get_slice(mma_c, t % 128)
         c = wg - 1                                      # this consumer's rows of the tile
         st, sq = consumer_start(), 0                    # sq: the pieces staged so far
@@ -172,7 +173,7 @@ def kernel_function(v):
                 for q in unroll(n_pieces):
                     if t % 128 == 0:
                         tma_store_wait(1)               # the store two pieces back has read
-                    arch.named_barrier(1 + c, 128)      # ... its buffer, which we refill
+                    named_barrier_sync(1 + c, 128)      # ... its buffer, which we refill
                     sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
                     tCsC = partition_C(thr_c, sC)
                     # a loop that NVVM unrolls (written out by unroll(), it took 5 s more
@@ -181,7 +182,7 @@ def kernel_function(v):
                         tCsC[i] = to_out(alpha * acc[q // per_atom * (bn // 2)
                                                      + q % per_atom * (chunk // 2) + i])
                     fence_view_async_shared()           # the stores, seen by TMA
-                    arch.named_barrier(1 + c, 128)
+                    named_barrier_sync(1 + c, 128)
                     if t % 128 == 0:
                         copy(tma_c, CM, (at[0] * bm + q // per_atom * 64,
                                          tn * bn + q % per_atom * chunk, bz), sC)

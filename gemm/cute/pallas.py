@@ -323,11 +323,12 @@ class _Ring:
         return fn
 
     def _views(self):
-        """``views(slot_base, out_base) -> tuple``: each spec's shared tensor of a step."""
+        """``views((slot, base), buffer) -> tuple``: each spec's shared tensor of a step (in
+        blocks in the slot at byte ``slot``, out blocks in out buffer ``buffer`` (0 or 1) of
+        the region past the ring, ``base`` the ring's first byte)."""
         fn = _empty
         for k in reversed(range(len(self.specs))):
-            fn = _concat(_view_one(self.specs[k], self.offsets[k], k >= self.n_in,
-                                   self.slot_bytes), fn)
+            fn = _concat(_view_one(self.specs[k], self.offsets[k], k >= self.n_in), fn)
         return fn
 
     def _stores(self):
@@ -437,7 +438,7 @@ def _load_one(spec, k, offset):
     return load
 
 
-def _view_one(spec, offset, is_out, slot_bytes):
+def _view_one(spec, offset, is_out):
     layout, elem = spec.layout, _ELEMENT[spec.bits]
     scale, size = spec.bits // 8, -(-spec.bytes // SLOT_ALIGN) * SLOT_ALIGN
 

@@ -1,4 +1,5 @@
-"""Shared by the GPU test modules (tests/test_*_gpu.py): skip a whole module without a GPU."""
+"""Shared by the GPU test modules (tests/test_*_gpu.py): skip a whole module without a GPU, or a
+test without a Hopper GPU."""
 
 import os
 
@@ -16,3 +17,12 @@ def require_gpu():
         usable = False
     if not usable:
         pytest.skip("no CUDA GPU", allow_module_level=True)
+
+
+def require_hopper():
+    """Skip the calling test unless numba sees a GPU of compute capability 9.x (wgmma, TMA,
+    mbarrier.try_wait)."""
+    require_gpu()
+    from numba import cuda
+    if cuda.get_current_device().compute_capability[0] != 9:
+        pytest.skip("needs a GPU of compute capability 9.x")

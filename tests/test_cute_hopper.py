@@ -242,10 +242,8 @@ def test_a_tma_copy_that_cannot_run_is_a_typing_error(kernel, text):
 @pytest.mark.gpu
 def test_a_producer_warp_feeds_two_consumer_warps_on_a_hopper_gpu():
     """The same ring on the GPU (mbarrier.try_wait needs compute capability 9.x)."""
-    from gpucase import require_gpu
-    require_gpu()
-    if cuda.get_current_device().compute_capability[0] != 9:
-        pytest.skip("needs a GPU of compute capability 9.x")
+    from gpucase import require_hopper
+    require_hopper()
     seed = int.from_bytes(os.urandom(4), "little")
     assert check_ring(seed), seed
 

@@ -115,11 +115,9 @@ def test_tensor_map_refuses_before_calling_the_driver(monkeypatch):
 
 def _hopper():
     """Skip unless numba sees a GPU of compute capability 9.x (the simulator off)."""
-    from gpucase import require_gpu
-    require_gpu()
+    from gpucase import require_hopper
+    require_hopper()
     from numba import cuda
-    if cuda.get_current_device().compute_capability[0] != 9:
-        pytest.skip("needs a GPU of compute capability 9.x")
     return cuda
 
 

@@ -4,9 +4,8 @@ numba's inliner (``InlineWorker.inline_ir``) copies the callee's IR block by blo
 ``copy.deepcopy``, a fresh memo for each block; every variable refers to the function's one
 ``Scope``, which holds every variable, so each block's copy copies the whole scope again:
 B blocks x V variables. gemm.cute's kernels inline large bodies (unrolled loops, the epilogue,
-a pipeline's body through several inlined layers), whose copies took most of a first compile
-(cProfile of ``cuda.compile_ptx`` of the cute_hopper bf16 variant on a CPU: 21 of 30 s in
-``deepcopy``).
+a pipeline's body through several inlined layers), so these copies are a large part of a
+first compile (RESULTS.md, "The SM90 GEMM written with gemm.cute").
 
 :func:`install` makes the blocks of one IR copy share one copy of their scope, as the blocks
 of the IR being copied share the original: the copies are the same IR, made once per scope

@@ -234,8 +234,9 @@ class BlockSpec:
                                       + tuple(b for _, b in batch)))
         if simulator_active():
             from gemm.arch.sim_sm90 import sim_tensor_map
-            flat = np.asarray(array)
-            base = flat.base if flat.base is not None else flat
+            flat = base = np.asarray(array)
+            while base.base is not None:            # the buffer the views look into
+                base = base.base
             offset = flat.__array_interface__["data"][0] - base.__array_interface__["data"][0]
             return sim_tensor_map(base.reshape(-1).view(np.uint8), offset, copy_, itemsize)
         from gemm.tma import tensor_map

@@ -70,7 +70,8 @@ layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragme
 ``named_barrier_sync(id, threads)``, ``warpgroup_reg_alloc(n)`` / ``warpgroup_reg_dealloc(n)``
 (``setmaxnreg``) and ``syncwarp()``. :mod:`gemm.cute.pallas` is Pallas'
 ``emit_pipeline`` and ``emit_pipeline_warp_specialized`` over these, with BlockSpecs whose
-shared layouts are layoutalg layouts.
+shared layouts are layoutalg layouts. :mod:`gemm.cute.divide` divides by a run-time value
+with a multiplication (CUTLASS's ``FastDivmod``), for tile schedules and index maps.
 """
 
 from __future__ import annotations

@@ -27,7 +27,11 @@ row-major order of the grid (the last index fastest). The call's ``refs`` are th
 (device arrays of 16 words, :meth:`BlockSpec.tensor_map` on the host), ``args`` a tuple of
 run-time values that the index maps and extents read, ``carry`` whatever the body needs
 (register fragments are changed in place). Blocks past a matrix's edge are zero-filled by TMA;
-TMA stores leave out what lies past it.
+TMA stores leave out what lies past it. One thread runs every step's index maps before it
+issues the step's loads, so their cost is paid once a step by one thread: a division by a
+run-time value there is tens of dependent instructions, and a few of them a step can make
+that thread, not the tensor cores, set the pace; pass :func:`gemm.cute.divide.divisor`
+values in the args and divide with ``divmod_by``.
 
 :func:`emit_pipeline` (every thread runs the body): thread 0 loads steps ahead into
 ``max_concurrent_steps`` slots; after a step's body each warp releases the slot of the step
@@ -57,7 +61,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32, uint16, uint64
+from numba import cuda, float32, uint16, uint32 as U, uint64
 
 from gemm import arch
 from gemm._env import simulator_active
@@ -589,16 +593,19 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
         """The compute warpgroups' steps (``state``: the ring, made by the pipeline)."""
         bars, base, args, ext, steps, lane = state
         idx = unravel(0, ext)
+        s, phase, r = U(0), U(0), U((S - D) % S)       # step i's slot and phase; step i - D's
         for i in range(steps):
-            s = i % S
-            arch.mbarrier_wait(bars, s, (i // S) & 1)
+            arch.mbarrier_wait(bars, s, phase)
             body_((idx,) + views((base + s * slot_bytes, base), 0) + (carry,))
             idx = after(idx, ext)
-            r = i - D
-            if r >= 0:
-                syncwarp()                         # the warp is done with step r
+            if i >= D:
+                syncwarp()                         # the warp is done with step i - D
                 if lane == 0:
-                    arch.mbarrier_arrive(bars, S + r % S)
+                    arch.mbarrier_arrive(bars, S + r)
+            r = r + U(1) if r + U(1) < U(S) else U(0)
+            s += U(1)
+            if s == U(S):
+                s, phase = U(0), phase ^ U(1)
 
     @cuda.jit(device=True, inline="always")
     def pipeline(refs, args, ctx):
@@ -619,12 +626,15 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
                 warpgroup_reg_dealloc(low)
             if t == 0:
                 idx = unravel(0, ext)
+                q, phase = U(0), U(1)               # the slot and the phase its release ends
                 for j in range(steps):
-                    q = j % S
-                    arch.mbarrier_wait(bars, S + q, ((j // S) & 1) ^ 1)
+                    arch.mbarrier_wait(bars, S + q, phase)
                     arch.mbarrier_arrive_expect_tx(bars, q, step_bytes)
                     loads(idx, refs, args, (bars, q), base + q * slot_bytes)
                     idx = after(idx, ext)
+                    q += U(1)
+                    if q == U(S):
+                        q, phase = U(0), phase ^ U(1)
         else:
             if split:
                 warpgroup_reg_alloc(high)

@@ -98,8 +98,8 @@ def kernel_function(v):
     sc = stage_layout("K", 64, chunk, out_bits)
     tma_c = plan.copy_c if tma_store else None      # (the host makes C's map only then)
     mma_c = make_tiled_mma(ATOMS[cfg.dtype](chunk))  # a piece's share of each thread
-    per_atom = bn // chunk                          # pieces q: atom q // per_atom's rows,
-    n_pieces = static_range(bm // 64 * per_atom)    # columns chunk * (q % per_atom)
+    per_atom = bn // chunk                          # pieces of an atom's rows
+    row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
     staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
 
@@ -115,10 +115,51 @@ def kernel_function(v):
         gr = tp - tp // per_group * per_group
         return g0 + gr % gs, gr // gs, bz
 
+    @cuda.jit(device=True, inline="always")
     @unrolled
+    def tma_epilogue(acc, c, at, bz, CM, alpha, sq):
+        """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
+        shared buffers past the ring, one staged while the one before is stored; returns
+        the count of pieces staged (``sq``, this one's included)."""
+        raw_c = cuda.shared.array(0, out)
+        stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
+        thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        # each wgmma atom's 64 rows, chunk columns at a time; NVVM unrolls the two inner
+        # loops (written out by unroll(), they took seconds more to compile)
+        for a in unroll(row_atoms):
+            for p in range(per_atom):
+                if cuda.threadIdx.x % 128 == 0:
+                    tma_store_wait(1)                   # the store two pieces back has read
+                named_barrier_sync(1 + c, 128)          # ... the buffer we refill
+                sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+                tCsC = partition_C(thr_c, sC)
+                for j in range(chunk // 2):
+                    tCsC[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
+                fence_view_async_shared()               # the stores, seen by TMA
+                named_barrier_sync(1 + c, 128)
+                if cuda.threadIdx.x % 128 == 0:
+                    copy(tma_c, CM, (at[0] * bm + a * 64, at[1] * bn + p * chunk, bz), sC)
+                    tma_store_arrive()
+                sq += 1
+        return sq
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def registers_epilogue(acc, at, bz, C, M, N, ldc, sCb, alpha, beta):
+        """``alpha * acc + beta * C`` through ``partition_C``, predicated at the edges."""
+        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
+        tCgC = partition_C(thr, local_tile(gC, block_c, at))
+        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+        for j in unroll(values):
+            if elem_less(tCcC[j], (M, N)):
+                x = alpha * acc[j]
+                if beta != 0:
+                    x += beta * from_out(tCgC[j])
+                tCgC[j] = to_out(x)
+
     def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, beta):
         raw = cuda.shared.array(0, elem)
-        raw_c = cuda.shared.array(0, out)               # the same memory, as the out's type
         bars = cuda.shared.array(n_bars, uint64)
         base = arch.shared_offset_of(raw, 1024)
         t = cuda.threadIdx.x
@@ -147,7 +188,7 @@ def kernel_function(v):
             return
         if split_registers:
             warpgroup_reg_alloc(high)
-        thr, thr_c = get_slice(mma, t % 128), get_slice(mma_c, t % 128)
+        thr = get_slice(mma, t % 128)
         c = wg - 1                                      # this consumer's rows of the tile
         st, sq = consumer_start(), 0                    # sq: the pieces staged so far
         for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
@@ -169,35 +210,9 @@ def kernel_function(v):
             if at[0] * bm >= M:                         # this consumer's rows are past M
                 continue
             if tma_store:
-                stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
-                for q in unroll(n_pieces):
-                    if t % 128 == 0:
-                        tma_store_wait(1)               # the store two pieces back has read
-                    named_barrier_sync(1 + c, 128)      # ... its buffer, which we refill
-                    sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
-                    tCsC = partition_C(thr_c, sC)
-                    # a loop that NVVM unrolls (written out by unroll(), it took 5 s more
-                    # to compile; the epilogue below branches, and a loop of it would not)
-                    for i in range(chunk // 2):
-                        tCsC[i] = to_out(alpha * acc[q // per_atom * (bn // 2)
-                                                     + q % per_atom * (chunk // 2) + i])
-                    fence_view_async_shared()           # the stores, seen by TMA
-                    named_barrier_sync(1 + c, 128)
-                    if t % 128 == 0:
-                        copy(tma_c, CM, (at[0] * bm + q // per_atom * 64,
-                                         tn * bn + q % per_atom * chunk, bz), sC)
-                        tma_store_arrive()
-                    sq += 1
-                continue
-            gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
-            tCgC = partition_C(thr, local_tile(gC, block_c, at))
-            tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
-            for i in unroll(values):
-                if elem_less(tCcC[i], (M, N)):
-                    x = alpha * acc[i]
-                    if beta != 0:
-                        x += beta * from_out(tCgC[i])
-                    tCgC[i] = to_out(x)
+                sq = tma_epilogue(acc, c, at, bz, CM, alpha, sq)
+            else:
+                registers_epilogue(acc, at, bz, C, M, N, ldc, sCb, alpha, beta)
         if tma_store and t % 128 == 0:
             tma_store_wait(0)                           # shared memory outlives the stores
     return kernel

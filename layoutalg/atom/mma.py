@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import LayoutError
 from ..int_tuple import check_int_tuple
 from ..layout import Layout
+from ..tensor import layout_offsets
 from .copy import _check_atom_layouts
 
 __all__ = [
@@ -131,8 +132,8 @@ class MMAAtom:
             if lay[0].size != thr_id.size:
                 raise ValueError(f"{name}: layout_{what} has {lay[0].size} threads, "
                                  f"thr_id {thr_id.size}")
-            image = {lay(i) for i in range(lay.size)}
-            if image != set(range(extent)):
+            image = np.unique(layout_offsets(lay))
+            if not np.array_equal(image, np.arange(extent)):
                 raise ValueError(f"{name}: layout_{what} {lay} does not cover its "
                                  f"{extent}-element tile")
 

@@ -21,12 +21,14 @@ TMA can read the operands (16-byte aligned rows; K-major tf32), else the SM80 mm
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from gemm import hopper, simt, skinny, splitk, tensorcore, transpose
 from gemm._env import simulator_active
+from gemm.epilogue import check_activation
 from gemm.call import plan as callplan
 from gemm.call.binary import sm_count
 from gemm.call.launch import Launcher
@@ -268,7 +270,8 @@ callplan.watch(lambda: autotune._signature(autotune.cache_path()))
 
 def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
            kernel: Any = None, allow_tf32: bool = False, out_dtype: Optional[str] = None,
-           stream: Any = None, precision: Optional[str] = None) -> Any:
+           stream: Any = None, precision: Optional[str] = None, bias: Any = None,
+           activation: Optional[str] = None) -> Any:
     """``out = alpha * A @ B + beta * out`` for an (M, K) ``A`` and a (K, N) ``B``, or for
     batches of them as ``torch.matmul``: (B, M, K) @ (B, K, N) gives (B, M, N), and a 2-D (or
     batch-of-1) operand is used by every product. A batch runs as one launch (the products
@@ -314,21 +317,35 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
       config's dtype says which).
 
+    A fused epilogue, ``out = activation(alpha * A @ B + beta * out + bias)``
+    (:mod:`gemm.epilogue`): ``bias`` a vector of bfloat16, float16 or float32 on A's device,
+    one value per column of out (shape (N,) or (1, N)) or per row ((M, 1)), the same for
+    every matrix of a batch; ``activation`` one of ``gemm.epilogue.ACTIVATIONS`` ("relu",
+    "gelu", "gelu_tanh", "silu"), applied in float32 before out's rounding. Either runs on
+    the Hopper kernel written with ``gemm.cute`` (``kernel`` None, "tensorcore", "hopper",
+    "cute_hopper" or a HopperConfig: its tiles, cooperative, no split-K or swap), so it needs
+    a GPU of compute capability 9.x, 16-bit operands (or float32 with ``allow_tf32``) that
+    TMA can read, and M, N and K of at least 1; anything else is refused with a ValueError
+    or TypeError.
+
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
-    sig = callplan.signature(A, B, out, (kernel, allow_tf32, out_dtype, precision))
+    fused = bias is not None or activation is not None
+    sig = callplan.signature(A, B, out, (kernel, allow_tf32, out_dtype, precision, activation,
+                                         bias is not None), bias)
     if sig is not None:
         plan = callplan.lookup(sig[0])
         if (plan is not None and type(alpha) in _REAL and type(beta) in _REAL
                 and (beta == 0 or out is not None)):
             return plan(sig[1], out, stream, alpha, beta)
     args = (A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision)
+    run = partial(_fused, bias=bias, activation=activation) if fused else _matmul
     device, guard = _device_guard(A)
     if guard is not None:
         with guard:
-            result, launch = _matmul(*args)
+            result, launch = run(*args)
     else:
-        result, launch = _matmul(*args)
+        result, launch = run(*args)
     if sig is not None and launch is not None:
         callplan.keep(sig[0], callplan.plan_for(launch, A, out, result, device,
                                                 guard is not None))
@@ -487,6 +504,32 @@ def _empty_result(A, a, out, shape, out_dtype, beta, k, sim):
 
 
 _MAX_BATCH = MAX_GRID_YZ        # products per launch (a larger batch is launched in parts)
+
+
+def _fused(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision, *,
+           bias, activation):
+    """matmul with a fused epilogue, ``(out, plan)``: on the Hopper kernel written with
+    gemm.cute, which alone has one (the plan takes the bias's address after out's)."""
+    check_activation(activation, "matmul")
+    if not (kernel in (None, "tensorcore", "hopper", "cute_hopper")
+            or isinstance(kernel, hopper.HopperConfig)):
+        raise ValueError(f"matmul: a bias or an activation runs on the Hopper kernel written "
+                         f"with gemm.cute (kernel None, 'hopper', 'cute_hopper' or a "
+                         f"HopperConfig), not on kernel={kernel!r}")
+    check_stream(stream)
+    sim = simulator_active()
+    a, b, _ = product_operands("matmul", A, B, sim)
+    if a.dtype == "float32" and not (allow_tf32 or precision == "tf32"):
+        raise TypeError("matmul: a bias or an activation runs on the tensor cores; float32 "
+                        "operands need allow_tf32=True (tf32 products)")
+    if not sim and not hopper.hopper_supported(a.device):
+        raise ValueError("matmul: a bias or an activation runs on the Hopper kernel, which "
+                         "needs a GPU of compute capability 9.x")
+    cfg = kernel if isinstance(kernel, hopper.HopperConfig) else None
+    family, _ = route(a.dtype, b.dtype, cfg or "hopper", a.dtype == "float32", None)
+    od = _result_dtype(family, a.dtype, out, out_dtype, sim)
+    return hopper.launch_matmul(A, B, out, alpha, beta, cfg, od, "matmul", stream, cute=True,
+                                bias=bias, activation=activation)
 
 
 def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None,

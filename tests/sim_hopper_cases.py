@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from numba import cuda  # noqa: E402
 
+import gemm  # noqa: E402
 from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from sim_tensorcore_cases import error_ratio, out_start, to_operand  # noqa: E402
 from simcase import outcomes, switch_threads_often  # noqa: E402
@@ -49,10 +50,12 @@ def operand(x, dtype, x3=False):
 
 
 def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
-         out_dtype="float32", col_out=False, pad=0, batch=0, cute=False):
+         out_dtype="float32", col_out=False, pad=0, batch=0, cute=False, bias=None,
+         bias_dtype="float32", activation=None):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
     ``batch`` > 0: that many products of A's, one B shared by all; ``cute``: the kernel
-    written with gemm.cute."""
+    written with gemm.cute; ``bias`` "columns" (a vector of n) or "rows" (an (m, 1) one) of
+    ``bias_dtype``, and ``activation``: its fused epilogue."""
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
     shape_a = (batch, m, k) if batch else (m, k)
@@ -67,9 +70,21 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
     init, c0 = out_start(rng.standard_normal((batch, m, n) if batch else (m, n)), out_dtype,
                          beta)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
+    vec, bias64 = None, None
+    if bias is not None:
+        shape = (n,) if bias == "columns" else (m, 1)
+        values = rng.standard_normal(shape)
+        if bias_dtype == "float32":         # read as it is (to_operand's is tf32's rounding)
+            vec = values.astype(np.float32)
+            bias64 = vec.astype(np.float64)
+        else:
+            vec, bias64 = to_operand(values, bias_dtype)
+        vec = cuda.to_device(vec)
     hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
-                  out_dtype=out_dtype if out_dtype == "bfloat16" else None, cute=cute)
-    return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype)
+                  out_dtype=out_dtype if out_dtype == "bfloat16" else None, cute=cute,
+                  bias=vec, activation=activation)
+    return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype, bias64,
+                       activation)
 
 
 def specials_case(cfg, m, n, k, seed=0):
@@ -110,6 +125,22 @@ def errors():
         "inner dims": lambda: hopper_matmul(d(u16), d(np.zeros((16, 16), np.uint16)).T),
         "narrow tile, B N-major": lambda: hopper_matmul(d(u16), d(u16.T.copy()),
                                                         config=small(bN=16)),
+        "bias length": lambda: hopper_matmul(d(u16), d(u16).T, bias=d(np.zeros(15, np.float32))),
+        "bias type": lambda: hopper_matmul(d(u16), d(u16).T, bias=d(np.zeros(16, np.int32))),
+        "bias strided": lambda: hopper_matmul(d(u16), d(u16).T,
+                                              bias=d(np.zeros(32, np.float32))[::2]),
+        "bias matrix": lambda: hopper_matmul(d(u16), d(u16).T,
+                                             bias=d(np.zeros((16, 16), np.float32))),
+        "activation name": lambda: hopper_matmul(d(u16), d(u16).T, activation="gelu_erf"),
+        "activation type": lambda: hopper_matmul(d(u16), d(u16).T, activation=1),
+        "fused matmul": lambda: gemm.matmul(d(u16), d(u16).T, kernel=small(),
+                                            bias=d(np.zeros(16, np.uint16)),
+                                            activation="relu"),
+        "fused on sm80": lambda: gemm.matmul(d(u16), d(u16).T, kernel="sm80",
+                                             activation="relu"),
+        "fused float32": lambda: gemm.matmul(d(np.zeros((16, 24), np.float32)),
+                                             d(np.zeros((16, 24), np.float32)).T,
+                                             activation="relu"),
     }
     return outcomes(cases)
 

@@ -9,6 +9,7 @@ printed number is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out ro
 """
 
 import json
+import math
 import os
 import sys
 
@@ -77,12 +78,35 @@ def out_start(c0, out_dtype, beta):
     return init, init.astype(np.float64)
 
 
-def error_ratio(got, a64, bt64, alpha, beta, c0, out_dtype):
-    """max |got - ref| / tolerance of ``alpha * A B^T + beta * c0`` (see the module)."""
+def _gelu(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+# float64 activations, written from their definitions (not the kernels' code)
+ACTIVATIONS64 = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": _gelu,
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi)
+                                                  * (x + 0.044715 * x ** 3))),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+def error_ratio(got, a64, bt64, alpha, beta, c0, out_dtype, bias64=None, activation=None):
+    """max |got - ref| / tolerance of ``activation(alpha * A B^T + beta * c0 + bias64)``
+    (see the module; ``bias64`` broadcasts against the product). An activation's slope is
+    at most 1.2, so it scales the tolerance of its argument by that, plus float32's
+    evaluation of it (1e-6 of the argument)."""
     got = from_bf16(got) if out_dtype == "bfloat16" else got.astype(np.float64)
     ref = alpha * (a64 @ bt64.T) + (beta * c0 if beta else 0.0)
     bound = abs(alpha) * (np.abs(a64) @ np.abs(bt64.T)) + (abs(beta) * np.abs(c0) if beta else 0)
-    tol = 1e-5 * bound + OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
+    if bias64 is not None:
+        ref, bound = ref + bias64, bound + np.abs(bias64)
+    tol = 1e-5 * bound
+    if activation is not None:
+        tol = 1.2 * tol + 1e-6 * np.abs(ref)
+        ref = ACTIVATIONS64[activation](ref)
+    tol = tol + OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
     return float(np.nan_to_num(np.abs(got - ref) / tol, nan=np.inf).max())
 
 

@@ -34,6 +34,15 @@ CASES = [
     (dict(SMALL, consumers=2, stages=3, dtype="float16"), 130, 72, 64,
      dict(a_col=True, b_kmajor=False, alpha=0.5, beta=0.5, out_dtype="bfloat16")),
     (SMALL, 40, 24, 136, dict(col_out=True, beta=-1.0)),
+    # fused epilogues: a bias per column into the TMA epilogue, per row with beta, per
+    # column of a column-major out (the kernel's rows), over a batch
+    (SMALL, 70, 96, 104, dict(out_dtype="bfloat16", bias="columns", activation="gelu")),
+    (SMALL, 70, 90, 100, dict(beta=0.5, bias="rows", bias_dtype="bfloat16",
+                              activation="silu")),
+    (dict(SMALL, dtype="float16"), 40, 24, 136, dict(col_out=True, bias="columns",
+                                                     bias_dtype="float16", activation="relu")),
+    (dict(SMALL, bM=128), 72, 64, 64, dict(batch=2, bias="columns", activation="gelu_tanh",
+                                           out_dtype="bfloat16")),
 ]
 
 
@@ -55,12 +64,17 @@ def test_cute_hopper_matches_float64_in_the_simulator():
     ("bfloat16", ("K", "K"), "bfloat16", True, {}),
     ("float16", ("MN", "MN"), "float32", False, {}),
     ("bfloat16", ("K", "MN"), "float16", True, {}),
-    ("float16", ("K", "K"), "float32", True, dict(bM=128, bN=128, consumers=1))])
+    ("float16", ("K", "K"), "float32", True, dict(bM=128, bN=128, consumers=1)),
+    ("bfloat16", ("K", "K"), "bfloat16", True, dict(bias="columns", activation="gelu")),
+    ("float16", ("K", "MN"), "float32", False, dict(bias="rows", bias_dtype="float16",
+                                                    activation="silu"))])
 def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fields):
     from numba import cuda
     from gemm.hopper import hopper_function
+    epilogue = {k: fields.pop(k) for k in ("bias", "bias_dtype", "activation") if k in fields}
     cfg = HopperConfig(dtype=dtype, **fields)
-    v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True)
+    v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True,
+                      **epilogue)
     ptx, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
                               launch_bounds=(cfg.threads, cfg.blocks_per_sm))
     assert ".local" not in ptx
@@ -124,6 +138,65 @@ def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row,
     tol = 2 ** -7 if od != torch.float32 else 2 ** -12
     assert got is out and not torch.isnan(got).any()
     assert ((got.double() - ref).abs() <= tol * bound + 1e-30).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, dtype, bias, bias_dtype, activation, out_dtype, beta, col_out", [
+    ((4096, 4096, 4096), "bfloat16", "columns", "bfloat16", "gelu", "bfloat16", 0.0, False),
+    ((1000, 520, 264), "float16", "rows", "float32", "silu", "float32", 0.5, False),
+    ((130, 136, 104), "bfloat16", "columns", "float32", "gelu_tanh", "float32", 0.0, True),
+    ((257, 384, 512), "bfloat16", "rows", "bfloat16", "relu", "bfloat16", 0.0, False)])
+def test_cute_hopper_fused_epilogue_on_a_hopper_gpu(shape, dtype, bias, bias_dtype, activation,
+                                                    out_dtype, beta, col_out):
+    torch = pytest.importorskip("torch")
+    from gpucase import require_hopper
+    from gemm.hopper import hopper_matmul
+    require_hopper()
+    F = torch.nn.functional
+    (m, n, k), dt, od = shape, getattr(torch, dtype), getattr(torch, out_dtype)
+    a = torch.randn(m, k, device="cuda").to(dt)
+    b = torch.randn(n, k, device="cuda").to(dt).T
+    vec = torch.randn(n if bias == "columns" else m, device="cuda").to(getattr(torch,
+                                                                                bias_dtype))
+    vec = vec if bias == "columns" else vec[:, None]
+    c0 = torch.randn(m, n, device="cuda").to(od)
+    if col_out:
+        c0 = c0.T.contiguous().T
+    out = c0.clone() if beta else torch.full_like(c0, float("nan"))
+    got = hopper_matmul(a, b, out, beta=beta, bias=vec, activation=activation)
+    pre = a.double() @ b.double() + beta * c0.double() + vec.double()
+    act = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu,
+           "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[activation]
+    ref = act(pre)
+    bound = a.double().abs() @ b.double().abs() + abs(beta) * c0.double().abs() \
+        + vec.double().abs()
+    rounding = 2 ** -8 if od != torch.float32 else 0.0
+    tol = 1.2 * k * 2 ** -24 * bound + 1e-6 * pre.abs() + rounding * ref.abs() + 1e-30
+    assert got is out and not torch.isnan(got).any()
+    assert ((got.double() - ref).abs() <= tol).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["gelu", None])
+def test_matmul_fused_epilogue_keeps_its_plan_on_a_hopper_gpu(activation):
+    """gemm.matmul with a bias (and an activation) as a linear layer calls it: no out; the
+    second and third calls take the kept plan with new operands and a new bias."""
+    torch = pytest.importorskip("torch")
+    from gpucase import require_hopper
+    import gemm
+    require_hopper()
+    F = torch.nn.functional
+    for _ in range(3):
+        x = torch.randn(300, 512, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(264, 512, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(264, device="cuda", dtype=torch.bfloat16)
+        got = gemm.matmul(x, w.T, bias=b, activation=activation)
+        pre = x.double() @ w.double().T + b.double()
+        ref = F.gelu(pre) if activation else pre
+        bound = x.double().abs() @ w.double().abs().T + b.double().abs()
+        assert got.dtype == torch.bfloat16 and got.shape == (300, 264)
+        assert ((got.double() - ref).abs() <= 1.2 * 512 * 2 ** -24 * bound
+                + 1e-6 * pre.abs() + 2 ** -8 * ref.abs() + 1e-30).all()
 
 
 if __name__ == "__main__":

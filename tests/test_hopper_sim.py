@@ -31,6 +31,15 @@ EXPECTED_ERRORS = {
     "inner dims": ("ValueError", "inner dimensions"),
     "narrow tile, B N-major": ("ValueError", "need B, the operand on the tile's columns, "
                                              "contiguous along K"),
+    "bias length": ("ValueError", "bias of shape (15,) fits neither out's columns ((16,)"),
+    "bias type": ("TypeError", "bias must be float32, bfloat16 or float16, not int32"),
+    "bias strided": ("ValueError", "bias must be contiguous"),
+    "bias matrix": ("ValueError", "bias of shape (16, 16) fits neither"),
+    "activation name": ("ValueError", "unknown activation 'gelu_erf'"),
+    "activation type": ("TypeError", "activation must be None or one of"),
+    "fused matmul": ("no error", ""),            # (its values: test_hopper_cute on a GPU)
+    "fused on sm80": ("ValueError", "not on kernel='sm80'"),
+    "fused float32": ("TypeError", "float32 operands need allow_tf32=True"),
 }
 
 

@@ -21,6 +21,7 @@ from gemm._env import simulator_active
 
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
            "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
+           "bias_operand",
            "MAX_GRID_YZ"]
 
 MAX_GRID_YZ = 65535     # a launch's most blocks along y and z (batches are launched along z)
@@ -261,6 +262,38 @@ def check_spans(caller, named, limit=2 ** 32):
         if op.span >= limit:
             raise ValueError(f"{caller}: {name} spans {op.span} elements; the kernel indexes "
                              f"with 32 bits (at most {limit - 1})")
+
+
+_BIAS_DTYPES = ("float32", "bfloat16", "float16")
+_BITS16 = ("uint16", "int16", "<u2", "<i2")
+
+
+def bias_operand(x, m, n, caller, simulator=None, bits16=None):
+    """``(Operand, per_row)`` of a bias vector for an (m, n) out, described as a 1 x L or
+    L x 1 matrix: shape (n,) or (1, n) holds one value per column, (m, 1) one per row, its
+    elements contiguous; dtype float32, bfloat16 or float16 (16-bit integers hold ``bits16``
+    bits, the operands' 16-bit type, where given). TypeError or ValueError naming
+    ``caller`` otherwise."""
+    shape = tuple(getattr(x, "shape", ()))
+    if len(shape) == 1 and hasattr(x, "reshape"):
+        x = x.reshape(1, shape[0])
+    elif len(shape) != 2:
+        raise ValueError(f"{caller}: bias must be a vector of shape ({n},), (1, {n}) or "
+                         f"({m}, 1), not of shape {shape}")
+    op = operand(x, "bias", simulator, caller)
+    per_row = op.shape == (m, 1) and op.shape != (1, n)
+    if op.shape != (1, n) and not per_row:
+        raise ValueError(f"{caller}: bias of shape {shape} fits neither out's columns (({n},) "
+                         f"or (1, {n})) nor its rows (({m}, 1))")
+    if op.span != max(op.shape):
+        raise ValueError(f"{caller}: bias must be contiguous (its strides are "
+                         f"{op.strides} elements)")
+    if op.dtype in _BITS16 and bits16 is not None:
+        op.dtype = bits16
+    if op.dtype not in _BIAS_DTYPES:
+        raise TypeError(f"{caller}: bias must be float32, bfloat16 or float16, not "
+                        f"{op.dtype}")
+    return op, per_row
 
 
 def kernel_buffer(op, dtype=None):

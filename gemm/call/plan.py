@@ -128,9 +128,11 @@ def learn_kind(x: Any) -> None:
         _KINDS[t] = _numba_kind(cuda)
 
 
-def signature(A: Any, B: Any, out: Any, options: tuple) -> Optional[Tuple[Any, tuple]]:
-    """``(key, (A's, B's, out's addresses))`` of a call, out's 0 when None; None where the
-    arrays are not of one kind the fast path reads."""
+def signature(A: Any, B: Any, out: Any, options: tuple,
+              bias: Any = None) -> Optional[Tuple[Any, tuple]]:
+    """``(key, (A's, B's, out's addresses))`` of a call, out's 0 when None, and the bias's
+    after them where there is one; None where the arrays are not of one kind the fast path
+    reads."""
     kind = _KINDS.get(type(A))
     if kind is None:
         learn_kind(A)
@@ -145,7 +147,12 @@ def signature(A: Any, B: Any, out: Any, options: tuple) -> Optional[Tuple[Any, t
         kc, pc = kind.describe(out)
     else:
         return None
-    return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
+    if bias is None:
+        return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
+    if _KINDS.get(type(bias)) is not kind:
+        return None
+    kv, pv = kind.describe(bias)
+    return (options, ka, kb, kc, kind.where(), kv), (pa, pb, pc, pv)
 
 
 def lookup(key: Any) -> Optional["CallPlan"]:
@@ -210,15 +217,14 @@ class CallPlan:
         return self._run(addresses, out, stream, alpha, beta)
 
     def _run(self, addresses, out, stream, alpha, beta):
-        a, b, c = addresses
         if out is None:
             out = self.allocate()
-            c = self.kind.address(out)
+            addresses = addresses[:2] + (self.kind.address(out),) + addresses[3:]
         if stream is None:
             stream = self.kind.stream(self.device)
         elif type(stream) is not int or stream < 0:
             stream = stream_handle(stream, None)        # (checked: TypeError if bad)
-        self.launch((a, b, c), stream, alpha, beta)
+        self.launch(addresses, stream, alpha, beta)
         return out
 
 

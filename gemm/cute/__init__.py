@@ -39,8 +39,9 @@ MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitl
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
 ``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom, ldmatrix
 into a ``retile_D``'d fragment for an ldmatrix atom), ``gemm(C, A, B)`` (UniversalFMA
-fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`) and
-``axpby``, all unrolled at compile time, and loops written out at compile time by
+fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`),
+``axpby`` and ``transform(T, fn)`` (a device function on each element, compiled once), all
+unrolled at compile time, and loops written out at compile time by
 :func:`unrolled` (``for k in unroll(static_range(n))``).
 
 **Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
@@ -92,20 +93,20 @@ from gemm.cute._python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
                                make_layout, make_shared_tensor, make_tensor, mma_crd,
                                mma_shapes, partition_A, partition_B, partition_C,
                                partition_D, partition_S, retile_D, retile_S, size,
-                               static)
+                               static, transform)
 from gemm import arch
 from gemm._env import simulator_active
 from layoutalg.int_tuple import is_int
 
 __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
-           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition",
-           "get_slice", "partition_S", "partition_D", "partition_A", "partition_B",
-           "partition_C", "retile_S", "retile_D", "make_fragment_like", "fill", "copy",
-           "copy_if", "axpby", "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape",
-           "static_range", "unroll", "unrolled", "LayoutType", "TensorType",
-           "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait",
-           "fence_view_async_shared", "tma_store_arrive", "tma_store_wait",
-           "named_barrier_sync", "warpgroup_reg_alloc", "warpgroup_reg_dealloc", "syncwarp"]
+           "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition", "get_slice",
+           "partition_S", "partition_D", "partition_A", "partition_B", "partition_C", "retile_S",
+           "retile_D", "make_fragment_like", "fill", "copy", "copy_if", "axpby", "transform",
+           "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape", "static_range",
+           "unroll", "unrolled", "LayoutType", "TensorType", "warpgroup_arrive",
+           "warpgroup_commit_batch", "warpgroup_wait", "fence_view_async_shared",
+           "tma_store_arrive", "tma_store_wait", "named_barrier_sync", "warpgroup_reg_alloc",
+           "warpgroup_reg_dealloc", "syncwarp"]
 
 # wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
 # instructions: on a GPU the PTX, in the simulator the twins)

@@ -350,6 +350,28 @@ def _fill(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+@type_callable(cute.transform)
+def _type_transform(context):
+    def typer(tensor, fn):
+        if not (data_tensors(tensor) and isinstance(fn, types.Dispatcher)):
+            return None
+        _static_size(tensor, "transform")       # (fn is typed on the element's type when
+        return types.none                       # lowered: a dispatcher would need a GPU)
+    return typer
+
+
+@lower_builtin(cute.transform, TensorType, types.Dispatcher)
+def _transform(context, builder, sig, args):
+    tensor, fn = sig.args
+    py_func = fn.dispatcher.py_func
+    call = signature(tensor.dtype, tensor.dtype)   # the element's type in and out
+    for i in range(_static_size(tensor, "transform")):
+        ptr = _at(context, builder, tensor, args[0], i)
+        value = context.compile_internal(builder, py_func, call, [builder.load(ptr)])
+        builder.store(value, ptr)
+    return context.get_dummy_value()
+
+
 @lower_builtin(cute.copy, TensorType, TensorType)
 def _copy(context, builder, sig, args):
     src, dst = sig.args

@@ -242,6 +242,15 @@ def fill(tensor: Tensor, value: Any) -> None:
         tensor[i] = value
 
 
+def transform(tensor: Tensor, fn: Any) -> None:
+    """``tensor[i] = fn(tensor[i])`` for every element, in place (CuTe's ``transform`` with
+    one tensor), ``fn`` a device function of one value. In a kernel one call does all of
+    them with constant indices (a register fragment stays in registers) and ``fn`` is
+    compiled once, not inlined into the kernel's IR at each element."""
+    for i in range(size(tensor)):
+        tensor[i] = fn(tensor[i])
+
+
 def copy(*args: Any) -> None:
     """``copy(src, dst)``: ``dst[i] = src[i]`` for every index of two tensors of one size
     (CuTe's ``copy`` with the universal atom). ``copy(tiled_copy, src, dst)``: the tiled

@@ -51,9 +51,11 @@ from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..call.binary import compiled_binary, device_properties, load_or_compile, sm_count
 from ..call.launch import kept_launcher
-from ..call.operands import kernel_buffer, product_operands, stream_handle
+from ..call.operands import (bias_operand, check_same_device, kernel_buffer,
+                             product_operands, stream_handle)
 from ..codegen import kernel_module, module_name
 from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, operand_dtype
+from ..epilogue import check_activation
 from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES, SCHEDULES,
                      SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig, HopperVariant)
@@ -171,16 +173,21 @@ _launchers = {}
 
 
 def _launcher(v):
-    return kept_launcher(_launchers, v, hopper_kernel, hopper_binary, v.shared_bytes, 5, 4,
-                         _SCALARS, free_scalars=2)
+    # arrays: the three maps, C, the workspace and (the kernel written with gemm.cute) the
+    # bias, which it indexes as an array: its elements' size is its stride
+    sizes = (4,) * 5 + ((4 if v.bias_dtype == "float32" else 2,) if v.cute else ())
+    return kept_launcher(_launchers, v, hopper_kernel, hopper_binary, v.shared_bytes,
+                         len(sizes), sizes, _SCALARS, free_scalars=2)
 
 
 class _Call:
     """A checked call: the variant, the tensor maps, the scalars and the grid."""
 
     def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False,
-                 cute=False):
+                 cute=False, bias=None, activation=None):
         sim = simulator_active()
+        activation = check_activation(activation, caller)
+        cute = cute or bias is not None or activation is not None     # its epilogue's
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
         check_scalars(alpha, beta, caller)
@@ -251,8 +258,18 @@ class _Call:
         ob = _OUT_BYTES[out_dtype]
         tma = (_tma_epilogue(cfg, split, cols) and c.ptr % 16 == 0
                and ((ldc * ob) % 16 == 0 or mm == 1) and (c.bstride * ob) % 16 == 0)
+        self.bias = None
+        bias_of_rows = False                # a bias per row of the kernel's C
+        if bias is not None:
+            self.bias, per_row = bias_operand(bias, m, n, caller, sim,
+                                              dtype if eb == 2 else None)
+            check_same_device(caller, (("A", a), ("bias", self.bias)))
+            bias_of_rows = per_row == (x is a)      # C^T's rows are C's columns
+        epilogue = dict(bias="none" if bias is None else "rows" if bias_of_rows else "columns",
+                        bias_dtype=self.bias.dtype if bias is not None else "float32",
+                        activation=activation or "none")
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
-                                         split > 1, cols, tma, cute)
+                                         split > 1, cols, tma, cute, **epilogue)
         if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
             self.variant = v = replace(v, tma_store=False)
         plan = hopper_plan(v)
@@ -307,16 +324,19 @@ def _check_spec(spec, address, element_bytes, caller):
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,
-              out_dtype: Optional[str] = None, tf32x3: bool = False,
-              cute: bool = False) -> HopperVariant:
+              out_dtype: Optional[str] = None, tf32x3: bool = False, cute: bool = False,
+              bias: Any = None, activation: Optional[str] = None) -> HopperVariant:
     """The :class:`HopperVariant` a call with these arguments compiles."""
-    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3, cute).variant
+    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3, cute, bias,
+                 activation).variant
 
 
 def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
                   config: Optional[HopperConfig] = None, out_dtype: Optional[str] = None,
-                  stream: Any = None, tf32x3: bool = False, cute: bool = False) -> Any:
-    """``out = alpha * A @ B + beta * out`` with the Hopper kernel (compute capability 9.x).
+                  stream: Any = None, tf32x3: bool = False, cute: bool = False,
+                  bias: Any = None, activation: Optional[str] = None) -> Any:
+    """``out = activation(alpha * A @ B + beta * out + bias)`` with the Hopper kernel
+    (compute capability 9.x).
 
     Arguments as :func:`gemm.tensorcore.tensorcore_matmul`; ``config`` a
     :class:`HopperConfig` (None: the default; its dtype is replaced by the operands'). TMA's
@@ -324,19 +344,25 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
     (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers and epilogue,
-    cooperative, no split-K, no swap, no 3xTF32).
+    cooperative, no split-K, no swap, no 3xTF32). A fused epilogue (:mod:`gemm.epilogue`)
+    runs on that kernel: ``bias`` a vector of bfloat16, float16 or float32 on A's device,
+    one value per column of out (shape (N,) or (1, N)) or per row ((M, 1)), added to every
+    matrix of a batch; ``activation`` one of ``gemm.epilogue.ACTIVATIONS`` (None: none),
+    applied last, in float32, before out's rounding.
     """
     return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream,
-                         tf32x3, cute)[0]
+                         tf32x3, cute, bias, activation)[0]
 
 
 def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None,
-                  tf32x3=False, cute=False):
+                  tf32x3=False, cute=False, bias=None, activation=None):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
-    beta)`` launches again on operands at the same addresses (the tensor maps hold them).
-    A plan keeps its launches bound and the tensor maps of the addresses it has seen, so a
-    repeated call does little host work."""
-    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, cute)
+    beta)`` launches again on operands at the same addresses (the tensor maps hold them):
+    A's, B's and C's, and the bias's after them where the call has one. A plan keeps its
+    launches bound and the tensor maps of the addresses it has seen, so a repeated call
+    does little host work."""
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, cute, bias,
+                 activation)
     if simulator_active():
         _simulate(call, float(alpha), float(beta))
         return call.out, None
@@ -364,8 +390,10 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     size = split * nb * mm * ldw                  # the split-K workspace's floats
     device, kind, span = call.c.device, call.c.kind, call.c.span
     tma_store, swapped, result = v.tma_store, call.swapped, call.out
+    has_bias = call.bias is not None
+    bias_span = call.bias.span if has_bias else span
 
-    def first(key, c, stream, alpha, beta, u):
+    def first(key, c, bias, stream, alpha, beta, u):
         """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
         first call."""
         m = [(ptr, 16) for ptr in seen.get(key) or maps(key, stream)]
@@ -374,7 +402,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         if split > 1:
             ptr, owner = splitk.workspace(4 * size, stream, device, kind)
             w = (ptr, size)
-        kernel = _launcher(u)(grid, (u.config.threads, 1, 1), stream, [*m, out, w],
+        arrays = [*m, out, w] + ([(bias, bias_span)] if u.cute else [])
+        kernel = _launcher(u)(grid, (u.config.threads, 1, 1), stream, arrays,
                               scalars[:-2] + (alpha, beta), u.shared_bytes)
         reduce = None
         if split > 1:
@@ -388,19 +417,20 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     with_beta = _with_beta(v) if tma_store else v     # the variant of calls with beta != 0
 
     def plan(addresses, stream, alpha, beta):
-        a, b, c = addresses
+        a, b, c = addresses[:3]
+        bias = addresses[3] if has_bias else c      # (a kernel without one is handed C)
         x, y = (b, a) if swapped else (a, b)
         key = (x, y, c) if tma_store else (x, y)
         reads_c = beta != 0
         got = bound.get(reads_c)
         if got is None:
-            bound[reads_c] = first(key, c, stream, alpha, beta,
+            bound[reads_c] = first(key, c, bias, stream, alpha, beta,
                                    with_beta if reads_c else v)
             return
         kernel, reduce = got
         m = seen.get(key) or maps(key, stream)
         if reduce is None:
-            kernel((*m, c, c), stream, alpha, beta)
+            kernel((*m, c, c, bias) if v.cute else (*m, c, c), stream, alpha, beta)
             return
         w, owner = splitk.workspace(4 * size, stream, device, kind)
         kernel((*m, c, w), stream, alpha, beta)
@@ -408,7 +438,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         del owner                   # the launches are enqueued
 
     x, y = (op.ptr for op in call.ops)
-    plan((y, x, call.c.ptr) if swapped else (x, y, call.c.ptr),
+    plan(((y, x, call.c.ptr) if swapped else (x, y, call.c.ptr))
+         + ((call.bias.ptr,) if has_bias else ()),
          stream_handle(stream, call.stream_of, caller), float(alpha), float(beta))
     del call
     return result, plan
@@ -441,7 +472,11 @@ def _simulate(call, alpha, beta):
                                     else np.uint16))
     mm, nn, ldc, nb, sc = call.shape
     w = np.zeros(max(1, call.split * nb * mm * call.ldw), np.float32)
-    _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w],
+    bias = []                       # (the kernel reads a 16-bit bias as its bits)
+    if v.cute:
+        bias = [np.zeros(1, np.float32) if call.bias is None else kernel_buffer(
+            call.bias, np.float32 if v.bias_dtype == "float32" else np.uint16)]
+    _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w, *bias],
                  call.scalars[:-2] + (alpha, beta), v.shared_bytes)
     if call.split > 1:
         steps = (1, ldc) if v.c_columns else (ldc, 1)

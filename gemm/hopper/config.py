@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..dtypes import DTYPES, check_variant
+from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES"]
@@ -22,6 +23,7 @@ MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
+_BIAS_TYPES = _SIGNATURE_TYPE       # a bias of bf16 or f16 bits, or of float32
 
 
 def _is_int(x):
@@ -202,6 +204,9 @@ class HopperVariant:
     c_columns: bool = False         # C stored column by column: a row-major out of C^T
     tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
     cute: bool = False              # the kernel written with gemm.cute (gemm.hopper.cute_gemm)
+    bias: str = "none"              # cute: a vector added, one value per C "rows" or "columns"
+    bias_dtype: str = "float32"     # its elements' type (bfloat16, float16 or float32)
+    activation: str = "none"        # cute: applied last (gemm.epilogue.ACTIVATIONS)
 
     def __post_init__(self):
         check_variant(self, "HopperVariant", HopperConfig)
@@ -214,6 +219,15 @@ class HopperVariant:
         if self.config.bN < 64 and self.b_major != "K":
             raise ValueError(f"HopperVariant: tiles of {self.config.bN} columns need a K-major "
                              f"Y (the 128-byte swizzle of an MN-major Y spans 64 columns)")
+        if (self.bias != "none" or self.activation != "none") and not self.cute:
+            raise ValueError("HopperVariant: a bias and an activation are the epilogue of the "
+                             "kernel written with gemm.cute (cute=True)")
+        if self.bias not in ("none",) + BIASES or self.bias_dtype not in _BIAS_TYPES:
+            raise ValueError(f"HopperVariant: bias must be 'none' or one of {BIASES} and "
+                             f"bias_dtype one of {tuple(_BIAS_TYPES)}")
+        if self.activation not in ("none",) + ACTIVATIONS:
+            raise ValueError(f"HopperVariant: activation must be 'none' or one of "
+                             f"{ACTIVATIONS}")
         if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
             raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
                              "only 16-bit types); transpose the operand or use the SM80 kernel")
@@ -226,6 +240,9 @@ class HopperVariant:
 
     @property
     def signature(self):
+        """The kernel's parameters: the maps of X, Y and C, C, the split-K workspace, (the
+        kernel written with gemm.cute) the bias, then the sizes, strides, alpha and beta."""
         c = _SIGNATURE_TYPE[self.out_dtype]
-        return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], "
+        bias = f"{_BIAS_TYPES[self.bias_dtype]}[::1], " if self.cute else ""
+        return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], {bias}"
                 + ", ".join(["uint32"] * 10) + ", float32, float32)")

@@ -15,11 +15,13 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   K block writes ``alpha * acc`` out: with the TMA epilogue (``v.tma_store``), 64-row x
   128-byte pieces staged in two swizzled shared buffers and stored by TMA, one piece
   staged while the one before is stored; else ``alpha * acc + beta * C`` through
-  ``partition_C``, predicated at the matrix's edges by an identity tensor.
+  ``partition_C``, predicated at the matrix's edges by an identity tensor. A variant with a
+  fused epilogue (``v.bias``, ``v.activation``: :mod:`gemm.epilogue`) adds a bias per row or
+  column and applies the activation (``transform``) before either store.
 
-It takes the generated kernel's arguments (:attr:`HopperVariant.signature`: tensor maps of X
-and Y, C, sizes, strides, the batch, alpha and beta) and its variants' cooperative,
-registers-epilogue, unsplit, unswapped plain-product form (:func:`supports`), so
+It takes the generated kernel's arguments and the bias (:attr:`HopperVariant.signature`:
+tensor maps of X and Y, C, the workspace, the bias, sizes, strides, the batch, alpha and
+beta) and its variants' cooperative, unsplit, unswapped form (:func:`supports`), so
 :mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
@@ -31,12 +33,13 @@ from gemm import arch
 from gemm.cute import (copy, elem_less, fence_view_async_shared, gemm, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout, make_tensor,
                        named_barrier_sync, partition_A, partition_B, partition_C, static,
-                       static_range, tma_store_arrive, tma_store_wait, unroll, unrolled,
-                       warpgroup_arrive, warpgroup_commit_batch, warpgroup_reg_alloc,
-                       warpgroup_reg_dealloc, warpgroup_wait)
+                       static_range, tma_store_arrive, tma_store_wait, transform, unroll,
+                       unrolled, warpgroup_arrive, warpgroup_commit_batch,
+                       warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
 from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consumer_wait,
                                 pipeline_init, producer_acquire, producer_expect_tx,
                                 producer_start)
+from gemm.epilogue import activation_function
 from gemm.hopper.config import STAGING_BYTES
 from gemm.hopper.gen import ATOMS, BITS, hopper_plan, pipeline_of, stage_layout
 
@@ -90,6 +93,9 @@ def kernel_function(v):
     group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
     split_registers = low is not None               # (a bool: numba prunes its branches)
     to_out, from_out = _out_functions(v.out_dtype)
+    from_bias = _out_functions(v.bias_dtype)[1]
+    has_bias, bias_rows = v.bias != "none", v.bias == "rows"    # (bools: numba prunes their
+    has_act, act = v.activation != "none", activation_function(v.activation)   # branches)
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
     out = _OUT[v.out_dtype]
@@ -102,6 +108,8 @@ def kernel_function(v):
     row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
     staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
+    piece = static((64, chunk))
+    col_pieces = static_range(per_atom)
 
     @cuda.jit(device=True, inline="always")
     def tile_coords(tile, tiles_m, tiles_n):
@@ -116,37 +124,84 @@ def kernel_function(v):
         return g0 + gr % gs, gr // gs, bz
 
     @cuda.jit(device=True, inline="always")
+    def piece_buffer(c, sq):
+        """The shared buffer of the next piece (``sq`` staged before it), once the TMA
+        store two pieces back has read it and every thread of the consumer is past it."""
+        if cuda.threadIdx.x % 128 == 0:
+            tma_store_wait(1)
+        named_barrier_sync(1 + c, 128)
+        raw_c = cuda.shared.array(0, out)
+        stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
+        return make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+
+    @cuda.jit(device=True, inline="always")
+    def store_piece(c, sC, CM, row0, col0, bz):
+        """The staged piece at (row0, col0) of matrix bz, stored by one thread with TMA."""
+        fence_view_async_shared()                       # the stores, seen by TMA
+        named_barrier_sync(1 + c, 128)
+        if cuda.threadIdx.x % 128 == 0:
+            copy(tma_c, CM, (row0, col0, bz), sC)
+            tma_store_arrive()
+
+    @cuda.jit(device=True, inline="always")
     @unrolled
-    def tma_epilogue(acc, c, at, bz, CM, alpha, sq):
+    def tma_epilogue(acc, c, at, bz, CM, BIAS, M, N, alpha, sq):
         """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
         shared buffers past the ring, one staged while the one before is stored; returns
         the count of pieces staged (``sq``, this one's included)."""
-        raw_c = cuda.shared.array(0, out)
-        stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
         # each wgmma atom's 64 rows, chunk columns at a time; NVVM unrolls the two inner
         # loops (written out by unroll(), they took seconds more to compile)
         for a in unroll(row_atoms):
             for p in range(per_atom):
-                if cuda.threadIdx.x % 128 == 0:
-                    tma_store_wait(1)                   # the store two pieces back has read
-                named_barrier_sync(1 + c, 128)          # ... the buffer we refill
-                sC = make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+                sC = piece_buffer(c, sq)
                 tCsC = partition_C(thr_c, sC)
                 for j in range(chunk // 2):
                     tCsC[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
-                fence_view_async_shared()               # the stores, seen by TMA
-                named_barrier_sync(1 + c, 128)
-                if cuda.threadIdx.x % 128 == 0:
-                    copy(tma_c, CM, (at[0] * bm + a * 64, at[1] * bn + p * chunk, bz), sC)
-                    tma_store_arrive()
+                store_piece(c, sC, CM, at[0] * bm + a * 64, at[1] * bn + p * chunk, bz)
                 sq += 1
         return sq
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def registers_epilogue(acc, at, bz, C, M, N, ldc, sCb, alpha, beta):
-        """``alpha * acc + beta * C`` through ``partition_C``, predicated at the edges."""
+    def fused_tma_epilogue(acc, c, at, bz, CM, BIAS, M, N, alpha, sq):
+        """:func:`tma_epilogue` of ``act(alpha * acc + bias)``: a piece's values in a
+        register fragment, the bias added (read at the nearest place inside the matrix past
+        its edges: TMA leaves those out), then ``transform`` applies the activation (one
+        compiled function called at constant indices: numba-inlined at each value it took
+        seconds to compile). The pieces of an atom's rows are written out: with the
+        activation in it NVVM left that loop rolled, and the accumulators went to local
+        memory."""
+        thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
+        for a in unroll(row_atoms):
+            for p in unroll(col_pieces):
+                sC = piece_buffer(c, sq)
+                tCsC = partition_C(thr_c, sC)
+                row0, col0 = at[0] * bm + a * 64, at[1] * bn + p * chunk
+                x = make_fragment_like(tCcP, float32)
+                for j in range(chunk // 2):
+                    v = alpha * acc[a * (bn // 2) + p * (chunk // 2) + j]
+                    if has_bias:
+                        r, col = tCcP[j]
+                        i = min(row0 + r, M - 1) if bias_rows else min(col0 + col, N - 1)
+                        v += from_bias(BIAS[i])
+                    x[j] = v
+                if has_act:
+                    transform(x, act)
+                for j in range(chunk // 2):
+                    tCsC[j] = to_out(x[j])
+                store_piece(c, sC, CM, row0, col0, bz)
+                sq += 1
+        return sq
+
+    store_tma = fused_tma_epilogue if has_bias or has_act else tma_epilogue
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def registers_epilogue(acc, at, bz, C, BIAS, M, N, ldc, sCb, alpha, beta):
+        """``act(alpha * acc + beta * C + bias)`` through ``partition_C``, predicated at the
+        edges."""
         thr = get_slice(mma, cuda.threadIdx.x % 128)
         gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
         tCgC = partition_C(thr, local_tile(gC, block_c, at))
@@ -156,9 +211,14 @@ def kernel_function(v):
                 x = alpha * acc[j]
                 if beta != 0:
                     x += beta * from_out(tCgC[j])
+                if has_bias:
+                    x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
+                if has_act:
+                    x = act(x)
                 tCgC[j] = to_out(x)
 
-    def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha, beta):
+    def kernel(XM, YM, CM, C, W, BIAS, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
+               beta):
         raw = cuda.shared.array(0, elem)
         bars = cuda.shared.array(n_bars, uint64)
         base = arch.shared_offset_of(raw, 1024)
@@ -210,9 +270,9 @@ def kernel_function(v):
             if at[0] * bm >= M:                         # this consumer's rows are past M
                 continue
             if tma_store:
-                sq = tma_epilogue(acc, c, at, bz, CM, alpha, sq)
+                sq = store_tma(acc, c, at, bz, CM, BIAS, M, N, alpha, sq)
             else:
-                registers_epilogue(acc, at, bz, C, M, N, ldc, sCb, alpha, beta)
+                registers_epilogue(acc, at, bz, C, BIAS, M, N, ldc, sCb, alpha, beta)
         if tma_store and t % 128 == 0:
             tma_store_wait(0)                           # shared memory outlives the stores
     return kernel

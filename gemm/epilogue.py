@@ -31,11 +31,15 @@ def check_activation(activation, caller):
 
 
 @lru_cache(maxsize=None)
-def activation_function(activation):
+def activation_function(activation, fast=False):
     """The float32 device function ``f(x)`` of ``activation`` (None or "none": the
-    identity); float32 constants throughout, so nothing is computed in float64."""
+    identity); float32 constants throughout, so nothing is computed in float64. ``fast``:
+    gelu_tanh's tanh by ``tanh.approx.f32`` (a relative error of about 2**-11, below a
+    16-bit out's rounding; libdevice's otherwise)."""
     import math
     from numba import cuda, float32 as F     # to compile: the names above do without numba
+    from gemm import arch
+    tanh = arch.tanh_approx_f32 if fast else math.tanh
 
     name = None if activation == "none" else check_activation(activation,
                                                               "activation_function")
@@ -51,7 +55,7 @@ def activation_function(activation):
 
     def gelu_tanh(x):
         inner = F(0.7978845608028654) * (x + F(0.044715) * x * x * x)
-        return F(0.5) * x * (F(1) + math.tanh(inner))
+        return F(0.5) * x * (F(1) + tanh(inner))
 
     def silu(x):
         return x / (F(1) + math.exp(-x))

@@ -27,6 +27,7 @@ Same names, signatures and semantics as ``gemm.arch.ptx``; ``gemm.arch`` picks t
 """
 
 import functools
+import math
 import sys
 import threading
 import weakref
@@ -42,6 +43,7 @@ __all__ = [
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "syncwarp",
+    "tanh_approx_f32",
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
     "cvt_rna_tf32_f32", "bf16_to_f32", "f16_to_f32", "bf16x2_to_f32", "f16x2_to_f32",
@@ -525,6 +527,11 @@ def shfl_xor_f32(x, lane_mask):
     def compute(lanes):
         return {lane: np.float32(lanes[lane ^ lane_mask]) for lane in lanes}
     return _warp_collective(f"shfl_xor_f32 {lane_mask}", np.float32(x), compute)
+
+
+def tanh_approx_f32(x):
+    """tanh of a float32 (the twin of ``tanh.approx.f32``: exact here, to float32)."""
+    return np.float32(math.tanh(float(x)))
 
 
 def syncwarp():

@@ -201,6 +201,19 @@ def test_matmul_fused_epilogue_keeps_its_plan_on_a_hopper_gpu(activation):
                 + 1e-6 * pre.abs() + 2 ** -8 * ref.abs() + 1e-30).all()
 
 
+@pytest.mark.gpu
+def test_matmul_refuses_a_strided_torch_bias_on_a_hopper_gpu():
+    """A strided bias is refused, not copied (a kept plan would read the copy's place)."""
+    torch = pytest.importorskip("torch")
+    from gpucase import require_hopper
+    import gemm
+    require_hopper()
+    x = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(128, device="cuda", dtype=torch.bfloat16)[::2]
+    with pytest.raises(ValueError, match="bias must be contiguous"):
+        gemm.matmul(x, x.T, bias=b)
+
+
 if __name__ == "__main__":
     from simcase import switch_threads_often
     switch_threads_often()

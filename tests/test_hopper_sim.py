@@ -33,7 +33,7 @@ EXPECTED_ERRORS = {
                                              "contiguous along K"),
     "bias length": ("ValueError", "bias of shape (15,) fits neither out's columns ((16,)"),
     "bias type": ("TypeError", "bias must be float32, bfloat16 or float16, not int32"),
-    "bias strided": ("ValueError", "bias must be contiguous"),
+    "bias strided": ("ValueError", "bias must be contiguous (its stride is 2 elements)"),
     "bias matrix": ("ValueError", "bias of shape (16, 16) fits neither"),
     "activation name": ("ValueError", "unknown activation 'gelu_erf'"),
     "activation type": ("TypeError", "activation must be None or one of"),

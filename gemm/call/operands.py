@@ -276,6 +276,9 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
     ``caller`` otherwise."""
     shape = tuple(getattr(x, "shape", ()))
     if len(shape) == 1 and hasattr(x, "reshape"):
+        if shape[0] > 1 and _element_step(x) != 1:     # (a reshape would copy it)
+            raise ValueError(f"{caller}: bias must be contiguous (its stride is "
+                             f"{_element_step(x)} elements)")
         x = x.reshape(1, shape[0])
     elif len(shape) != 2:
         raise ValueError(f"{caller}: bias must be a vector of shape ({n},), (1, {n}) or "
@@ -294,6 +297,13 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
         raise TypeError(f"{caller}: bias must be float32, bfloat16 or float16, not "
                         f"{op.dtype}")
     return op, per_row
+
+
+def _element_step(x):
+    """The element stride of a 1-D array (torch's, or any with byte ``strides``)."""
+    if type(x).__module__.startswith("torch"):
+        return x.stride()[0]
+    return x.strides[0] // x.dtype.itemsize
 
 
 def kernel_buffer(op, dtype=None):

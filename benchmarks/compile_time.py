@@ -1,9 +1,12 @@
 """Time to first result: where a new kernel variant's compile time goes, cold and warm.
 
-    python benchmarks/compile_time.py [--kernels simt tensorcore] [--tree PATH] [--json OUT]
+    python benchmarks/compile_time.py [--kernels simt tensorcore hopper cute_hopper]
+                                      [--tree PATH] [--json OUT]
 
 For each kernel (``simt``: the default SIMT kernel, fp32 row-major A and B; ``tensorcore``:
-the default tensor-core kernel, bf16 ``a @ w.T``) two fresh processes run with empty caches
+the default tensor-core kernel, bf16 ``a @ w.T``; ``hopper`` and ``cute_hopper``: the
+generated Hopper kernel and the one written with gemm.cute, bf16 ``a @ w.T`` (without a GPU:
+the default 64 x 256 tiles, bf16 out, the TMA epilogue)) two fresh processes run with empty caches
 (``LAYOUTALG_CACHE`` and ``NUMBA_CACHE_DIR`` in a new temporary folder), the second after
 the first has filled them:
 
@@ -34,7 +37,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-KERNELS = ("simt", "tensorcore")
+KERNELS = ("simt", "tensorcore")       # the default; also "hopper", "cute_hopper"
+HOPPER = ("hopper", "cute_hopper")
 PHASES = ("source", "frontend", "nvvm", "ptxas", "cache_load", "module_load")
 
 
@@ -142,7 +146,9 @@ def _calls(kernel, n):
                 a.double() @ b.double())
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    return (lambda: gemm.matmul(a, w.T), lambda: gemm.matmul(a, w),            # B N-major
+    named = {"kernel": kernel} if kernel in HOPPER else {}
+    return (lambda: gemm.matmul(a, w.T, **named),
+            lambda: gemm.matmul(a, w, **named),                                 # B N-major
             a.double() @ w.double().T)
 
 
@@ -181,10 +187,17 @@ def _child_cpu(kernel, phases, imports):
         cfg = api.KERNELS[api.DEFAULT_KERNEL]
         # fp32 row-major A (M, K) and B (K, N): A's unit stride along K (mode 1), B's along N
         fn, sig = simt.simt_function(cfg, 1, 0, 4, 4), simt.SIGNATURE
+    elif kernel in HOPPER:
+        from gemm.hopper import HopperConfig, HopperVariant, hopper_function, kernel_config
+        cfg = HopperConfig(dtype="bfloat16")
+        v = HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, tma_store=True,
+                          cute=kernel == "cute_hopper")
+        fn, sig, bounds = hopper_function(v), v.signature, (cfg.threads, cfg.blocks_per_sm)
     else:
         v = tensorcore.Variant(tensorcore.TensorCoreConfig())
         fn, sig = tensorcore.tensorcore_function(v), v.signature
-    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0, "a"))
+    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0, "a"),
+                              **({"launch_bounds": bounds} if kernel in HOPPER else {}))
     total = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "k.ptx")
@@ -314,7 +327,8 @@ def _gpu_present():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
+    parser.add_argument("--kernels", nargs="+", default=list(KERNELS),
+                        choices=KERNELS + HOPPER)
     parser.add_argument("--tree", default=ROOT, help="checkout whose gemm package is timed")
     parser.add_argument("--size", type=int, default=2048, help="M = N = K of the GPU call")
     parser.add_argument("--json", default=None)

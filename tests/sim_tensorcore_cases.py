@@ -9,7 +9,6 @@ printed number is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out ro
 """
 
 import json
-import math
 import os
 import sys
 
@@ -20,6 +19,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run me in the simulator"
 from numba import cuda  # noqa: E402
 
 from gemm.tensorcore import TensorCoreConfig, tensorcore_matmul  # noqa: E402
+from activations64 import ACTIVATIONS64  # noqa: E402
 from simcase import outcomes  # noqa: E402
 
 
@@ -76,20 +76,6 @@ def out_start(c0, out_dtype, beta):
     t = np.dtype(out_dtype).type
     init = c0.astype(t) if beta else np.full(c0.shape, np.nan, t)
     return init, init.astype(np.float64)
-
-
-def _gelu(x):
-    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
-
-
-# float64 activations, written from their definitions (not the kernels' code)
-ACTIVATIONS64 = {
-    "relu": lambda x: np.maximum(x, 0.0),
-    "gelu": _gelu,
-    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi)
-                                                  * (x + 0.044715 * x ** 3))),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-}
 
 
 def error_ratio(got, a64, bt64, alpha, beta, c0, out_dtype, bias64=None, activation=None):

@@ -1,7 +1,7 @@
 """gemm.epilogue: the activations' names are checked; their device functions compute in
 float32 (no float64 instruction in the PTX), the tanh form takes ``tanh.approx.f32`` only when
-asked (16-bit outs), and as Python functions they match float64 definitions written here
-(torch's formulas) on values across their range."""
+asked (16-bit outs), and as Python functions they match the float64 definitions of
+tests/activations64.py on values across their range."""
 
 import math
 
@@ -9,22 +9,15 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from activations64 import ACTIVATIONS64
 from gemm.epilogue import ACTIVATIONS, activation_function, check_activation
-
-REFERENCE = {
-    "relu": lambda x: max(x, 0.0),
-    "gelu": lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2))),
-    "gelu_tanh": lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi)
-                                                    * (x + 0.044715 * x ** 3))),
-    "silu": lambda x: x / (1 + math.exp(-x)),
-}
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_activations_match_their_float64_definitions(name):
     fn = activation_function(name).py_func
     for x in np.linspace(-8, 8, 161, dtype=np.float32):
-        got, want = float(fn(np.float32(x))), REFERENCE[name](float(x))
+        got, want = float(fn(np.float32(x))), float(ACTIVATIONS64[name](float(x)))
         assert abs(got - want) <= 1e-6 * max(1.0, abs(want)), (name, x, got, want)
     assert math.isnan(float(activation_function("relu").py_func(np.float32("nan"))))
 

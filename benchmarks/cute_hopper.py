@@ -29,6 +29,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
+from benchmarks.timing import timed  # noqa: E402
 
 SQUARES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 LLM = [(m, n, k) for m in (128, 2048, 8192) for n, k in ((4096, 4096), (14336, 4096),
@@ -43,23 +44,6 @@ gemm.matmul(a, w.T, kernel={kernel!r})
 torch.cuda.synchronize()
 print(time.perf_counter() - t0)
 """
-
-
-def timed(fn, reps):
-    """Median over ``reps`` of the mean time of a loop of calls (ms), CUDA events."""
-    fn()
-    torch.cuda.synchronize()
-    calls = 5
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
 
 
 def row(dtype, shape, reps):

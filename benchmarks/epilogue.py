@@ -10,9 +10,10 @@ bias and applying the activation before the TMA store) against
 tanh form) and ``F.gelu(F.linear(x, w, b), approximate="tanh")`` (cuBLAS with its bias, then
 a second kernel); the erf form ``activation="gelu"`` against ``F.gelu(F.linear(x, w, b))``;
 and what the epilogue costs: ``gemm.matmul(x, w.T, kernel="cute_hopper")`` without it.
-Each time is the median over R of a loop of calls between CUDA events (benchmarks/
-cute_hopper.py's ``timed``). Shapes: tokens M in 2048 and 8192 over (N, K) of an MLP's
-projections (14336 x 4096, 4096 x 14336) and 4096 x 4096. Prints a table and geometric means.
+Each time is the median over R of a loop of calls between CUDA events, every rep timing
+the six calls of a shape in turn (benchmarks/timing.py's ``timed_together``). Shapes:
+tokens M in 2048 and 8192 over (N, K) of an MLP's projections (14336 x 4096, 4096 x 14336)
+and 4096 x 4096. Prints a table and geometric means.
 """
 
 import argparse
@@ -29,7 +30,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.cute_hopper import timed  # noqa: E402
+from benchmarks.timing import timed_together  # noqa: E402
 
 SHAPES = [(m, n, k) for m in (2048, 8192) for n, k in ((14336, 4096), (4096, 14336),
                                                        (4096, 4096))]
@@ -48,7 +49,7 @@ def row(shape, reps):
         "eager erf": lambda: F.gelu(F.linear(x, w, b)),
         "ours plain": lambda: gemm.matmul(x, w.T, kernel="cute_hopper"),
     }
-    return {name: timed(fn, reps) * 1000 for name, fn in fns.items()}     # us
+    return {name: ms * 1000 for name, ms in timed_together(fns, reps).items()}     # us
 
 
 def main():

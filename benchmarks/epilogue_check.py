@@ -1,11 +1,14 @@
-"""Fused epilogues on partial tiles, checked against float64, small enough for
-compute-sanitizer (issue 35):
+"""Fused epilogues and FP8 products on partial tiles, checked against float64, small enough
+for compute-sanitizer (issue 35):
 
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/epilogue_check.py
 
-A bias per column into a bf16 out (the TMA epilogue), per row with beta (the epilogue from
-registers), per column on 130 x 200 (tiles past both edges), each with silu; prints each
-case's relative error and OK (< 1e-2) or BAD.
+``gemm.matmul`` with silu: a bias per column into a bf16 out with rows TMA cannot store (the
+epilogue from registers), per row with beta (registers), per column and per row on 130 x 200
+(the TMA epilogue, its vectors staged in shared memory, tiles past both edges);
+``gemm.scaled_matmul`` (e4m3): row-wise scales with a bias per column, promoted, and per
+row, fast, on partial tiles (the TMA epilogue), and per-tensor scales into a float32 out.
+Prints each case's relative error and OK (< 1e-2) or BAD.
 """
 
 import torch
@@ -16,7 +19,8 @@ F = torch.nn.functional
 torch.manual_seed(0)
 for (m, n, k), bias, out_dtype, beta in [((70, 90, 104), "columns", torch.bfloat16, 0.0),
                                          ((70, 90, 104), "rows", torch.float32, 0.5),
-                                         ((130, 200, 64), "columns", torch.float32, 0.0)]:
+                                         ((130, 200, 64), "columns", torch.float32, 0.0),
+                                         ((130, 200, 64), "rows", torch.bfloat16, 0.0)]:
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n if bias == "columns" else m, device="cuda", dtype=torch.float32)
@@ -27,3 +31,24 @@ for (m, n, k), bias, out_dtype, beta in [((70, 90, 104), "columns", torch.bfloat
     ref = F.silu(x.double() @ w.double().T + beta * c0 + b.double())
     err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
     print(m, n, k, bias, out_dtype, beta, f"rel err {err:.2e}", "OK" if err < 1e-2 else "BAD")
+
+E4M3 = torch.float8_e4m3fn
+for (m, n, k), scales, bias, fast, out_dtype in [
+        ((130, 200, 256), "rows", "columns", False, "bfloat16"),
+        ((70, 96, 400), "rows", "rows", True, "float16"),
+        ((200, 136, 144), "tensor", None, True, "float32")]:
+    x = torch.randn(m, k, device="cuda").to(E4M3)
+    w = torch.randn(n, k, device="cuda").to(E4M3)
+    if scales == "rows":
+        sx, sw = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+    else:
+        sx, sw = torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
+    b = None if bias is None else torch.randn(n if bias == "columns" else m, device="cuda")
+    b = b if bias != "rows" else b[:, None]
+    y = gemm.scaled_matmul(x, w.t(), sx, sw, bias=b, out_dtype=out_dtype,
+                           use_fast_accum=fast)
+    ref = (x.double() * sx.double()) @ (w.double() * sw.double().reshape(-1, 1)).T
+    ref = ref if b is None else ref + b.double()
+    err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+    print("fp8", m, n, k, scales, bias, fast, out_dtype, f"rel err {err:.2e}",
+          "OK" if err < 1e-2 else "BAD")

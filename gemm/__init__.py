@@ -10,7 +10,7 @@ each kernel family is a package with its config, generator and calls together
 ``gemm.skinny`` (few rows) and ``gemm.collective``. Beneath the families lie the type rules
 (``gemm.dtypes``) and the call path, ``gemm.call`` (operands read once, plans kept per
 signature, compiled kernels kept as cubins and launched through the driver); on top sit
-``gemm.matmul`` (``gemm.api``) and tuning, ``gemm.tuning`` (autotuning, the shipped shape
+``gemm.matmul`` (``gemm.api``), ``gemm.scaled_matmul`` (FP8, ``gemm.scaled``) and tuning, ``gemm.tuning`` (autotuning, the shipped shape
 table, kernels compiled ahead).
 
 Importing ``gemm`` itself is light: numba is imported only by the submodules that need it.
@@ -22,7 +22,8 @@ if _util.find_spec("numba") is None or _util.find_spec("numba_cuda") is None:
     raise ImportError("gemm (the kernels) needs numba-cuda, sympy and tqdm: "
                       "pip install 'layoutalg[gemm]'; the algebra alone is layoutalg")
 
-__all__ = ["matmul", "KERNELS", "SimtConfig", "float32_precision", "set_float32_precision"]
+__all__ = ["matmul", "scaled_matmul", "KERNELS", "SimtConfig", "float32_precision",
+           "set_float32_precision"]
 
 
 def __getattr__(name):
@@ -30,6 +31,9 @@ def __getattr__(name):
     if name in ("matmul", "KERNELS", "float32_precision", "set_float32_precision"):
         from gemm import api
         return getattr(api, name)
+    if name == "scaled_matmul":
+        from gemm.scaled import scaled_matmul
+        return scaled_matmul
     if name == "SimtConfig":
         from gemm.simt import SimtConfig
         return SimtConfig

@@ -15,7 +15,7 @@ from .call.operands import (batch_count, check_same_device, check_spans, operand
                             output_operand)
 
 __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
-           "checked_out", "operand_dtype", "check_variant"]
+           "checked_out", "operand_dtype", "check_variant", "FP8_DTYPES", "fp8_dtypes"]
 
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
@@ -86,6 +86,37 @@ def operand_dtype(a, b, raw16, caller):
         raise TypeError(f"{caller}: 16-bit integer operands hold bfloat16 or float16 bits; "
                         "config.dtype is tfloat32")
     return raw16
+
+
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+_FP8_FORMATS = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
+
+def fp8_dtypes(a, b, formats, caller):
+    """The FP8 types ("float8_e4m3fn" or "float8_e5m2") of operands ``a`` and ``b``
+    (gemm.call.operands): torch's float8 tensors name their own; uint8 arrays hold the bits
+    of ``formats`` (a pair of "e4m3" / "e5m2", A's first). TypeError otherwise."""
+    given = None
+    if formats is not None:
+        if not (isinstance(formats, (tuple, list)) and len(formats) == 2
+                and all(f in _FP8_FORMATS for f in formats)):
+            raise TypeError(f"{caller}: formats must be a pair of 'e4m3' / 'e5m2' (A's, B's), "
+                            f"got {formats!r}")
+        given = [_FP8_FORMATS[f] for f in formats]
+    got = []
+    for i, (name, op) in enumerate((("A", a), ("B", b))):
+        if op.dtype in FP8_DTYPES:
+            if given is not None and given[i] != op.dtype:
+                raise TypeError(f"{caller}: {name} is {op.dtype} but formats names "
+                                f"{formats[i]!r}")
+            got.append(op.dtype)
+        elif op.dtype in ("uint8", "int8", "|u1", "|i1") and given is not None:
+            got.append(given[i])
+        else:
+            raise TypeError(f"{caller}: {name} has dtype {op.dtype}; an FP8 product takes "
+                            "float8_e4m3fn or float8_e5m2 (or uint8 arrays of their bits, "
+                            "with formats=)")
+    return tuple(got)
 
 
 def check_variant(variant, what, config_type):

@@ -17,8 +17,9 @@ import numpy as np
 __all__ = ["tensor_map", "check_encodable"]
 
 _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
-_DATA = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "tf32": "TFLOAT32"}
-_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "tf32": 4}
+_DATA = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "tf32": "TFLOAT32",
+         "u8": "UINT8"}
+_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "tf32": 4, "u8": 1}
 MAX_RANK = 5
 MAX_DIM = 2 ** 32           # globalDim entries: 1 .. 2**32
 MAX_STRIDE = 2 ** 40        # globalStrides entries: multiples of 16 below 2**40
@@ -98,8 +99,8 @@ def check_encodable(dims, strides, box, element_bytes, address=0, swizzle=0,
 
 def tensor_map(address, copy, value_type):
     """The tensor map of ``copy`` for a global matrix at device ``address`` of
-    ``value_type`` ("bf16", "f16", "f32" or "tf32") as 16 uint64 words (host numpy array).
-    ``copy.dims`` may add a third, outer dimension (a batch of matrices, ``copy.strides``
+    ``value_type`` ("bf16", "f16", "f32", "tf32" or "u8", which FP8 bits take) as 16 uint64
+    words (host numpy array). ``copy.dims`` may add a third, outer dimension (a batch of matrices, ``copy.strides``
     its byte stride too): its boxes hold one matrix's tile.
     ValueError for an unknown type or parameters the driver's rules refuse
     (:func:`check_encodable`); RuntimeError with the driver's error when it refuses them."""

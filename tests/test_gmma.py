@@ -8,7 +8,8 @@ import pytest
 
 from layoutalg import ComposedLayout, Layout, LayoutError, Swizzle, tile_to_shape
 from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
-                            SM90_64xNx16_F32F16F16_SS, decode, encode)
+                            SM90_64xNx16_F32F16F16_SS, SM90_64xNx32_F32E4M3E5M2_SS_TN,
+                            SM90_64xNx32_F32E5M2E5M2_SS_TN, decode, encode)
 from layoutalg.atom.gmma import (GmmaDescriptor, Layout_K_INTER_Atom, Layout_K_SW32_Atom,
                                  Layout_K_SW64_Atom, Layout_K_SW128_Atom, Layout_MN_INTER_Atom,
                                  Layout_MN_SW128_Atom, gmma_descriptor, gmma_layout_atom)
@@ -50,7 +51,9 @@ def test_shared_operands_belong_to_no_thread():
 
 @pytest.mark.parametrize("make,k_tiles", [(SM90_64xNx16_F32BF16BF16_SS, 3),
                                           (SM90_64xNx16_F32F16F16_SS, 2),
-                                          (SM90_64xNx8_F32TF32TF32_SS, 3)])
+                                          (SM90_64xNx8_F32TF32TF32_SS, 3),
+                                          (SM90_64xNx32_F32E4M3E5M2_SS_TN, 2),
+                                          (SM90_64xNx32_F32E5M2E5M2_SS_TN, 1)])
 def test_two_warpgroups_multiply_like_numpy(make, k_tiles):
     rng = np.random.default_rng(7)
     atom = make(40)
@@ -72,6 +75,7 @@ def test_two_warpgroups_multiply_like_numpy(make, k_tiles):
     (SM90_64xNx16_F32BF16BF16_SS, (264,), "multiple of 8 in 8..256"),
     (SM90_64xNx16_F32F16F16_SS, (64, "M"), "major of A"),
     (SM90_64xNx8_F32TF32TF32_SS, (64, "K", "MN"), "must be K-major"),
+    (SM90_64xNx32_F32E4M3E5M2_SS_TN, (20,), "multiple of 8 in 8..256"),
 ])
 def test_atom_errors(make, args, message):
     with pytest.raises(LayoutError, match=message):

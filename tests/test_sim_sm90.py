@@ -200,7 +200,9 @@ def check_ring():
 
 
 WGMMA_CASES = {"bf16 K/K n64": ("bf16", 64, "K", "K"), "f16 MN/MN n64": ("f16", 64, "MN", "MN"),
-               "bf16 K/MN n128": ("bf16", 128, "K", "MN"), "tf32 K/K n32": ("tf32", 32, "K", "K")}
+               "bf16 K/MN n128": ("bf16", 128, "K", "MN"), "tf32 K/K n32": ("tf32", 32, "K", "K"),
+               "e4m3.e5m2 K/K n64": ("e4m3.e5m2", 64, "K", "K"),
+               "e5m2 K/K n24": ("e5m2", 24, "K", "K")}
 
 
 def wgmma_kernel(op, n, trans_a, trans_b, kblocks, smem_bytes):
@@ -231,8 +233,11 @@ def check_wgmma(name):
     from layoutalg.atom.gmma import gmma_descriptor
     from gemm.hopper.gen import stage_layout
     from layoutalg.tensor import layout_offsets
+    from layoutalg.atom import encode
+    from gemm.arch.tile_plan import WGMMA_BITS, wgmma_types
     op, n, a_major, b_major = WGMMA_CASES[name]
-    bits = 32 if op == "tf32" else 16
+    types = wgmma_types(op)
+    bits = WGMMA_BITS[types[0]]
     bk, kinst = 1024 // bits, 256 // bits          # a k-tile of 128-byte rows; one instruction
     rng = np.random.default_rng(n)
     a = rng.integers(-4, 5, (64, bk)).astype(np.float32)
@@ -241,9 +246,8 @@ def check_wgmma(name):
     esize = bits // 8
     image = np.zeros(64 * bk * esize + n * bk * esize, np.uint8)
     b_at = 64 * bk * esize
-    for x, lay, at in ((a, la, 0), (b, lb, b_at)):
-        words = (x.view(np.uint32) if bits == 32 else x.astype(np.float16).view(np.uint16)
-                 if op == "f16" else (x.view(np.uint32) >> 16).astype(np.uint16))
+    for x, lay, at, elem in ((a, la, 0, types[0]), (b, lb, b_at, types[1])):
+        words = (x.view(np.uint32) if bits == 32 else encode(x, elem))
         offsets = np.asarray(layout_offsets(lay)).reshape(bk, x.shape[0]).T      # [i, j]
         image[at:at + x.size * esize].view(words.dtype)[offsets] = words
     descs = np.array([gmma_descriptor(la, bits, a_major, k_block=kb, shape=(64, kinst)).encode()
@@ -254,7 +258,7 @@ def check_wgmma(name):
     kernel = wgmma_kernel(op, n, a_major == "MN", b_major == "MN", bk // kinst,
                           image.size + 1024)
     kernel[1, 128](image, descs, np.uint32(b_at), out)
-    rows, cols = sm._c_layout(op, n)
+    rows, cols = sm._c_layout(n)
     got = np.full((64, n), np.nan, np.float32)
     got[rows, cols] = out.reshape(128, n // 2)
     assert np.array_equal(got, a @ b.T), name

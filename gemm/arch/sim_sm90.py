@@ -68,10 +68,11 @@ import weakref
 
 import numpy as np
 
-from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
-                            SM90_64xNx16_F32F16F16_SS)
+from layoutalg.atom import SM90_64xNx16_F32BF16BF16_SS
+from layoutalg.atom.float8 import FLOAT8, float8_values
 from gemm.arch.sim import WARP, block_thread
-from gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
+from gemm.arch.tile_plan import (WGMMA_BITS, WGMMA_TYPES, check_wgmma, chunk_offsets,
+                                 wgmma_types)
 from gemm.tma import check_encodable
 
 __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
@@ -429,20 +430,21 @@ def _operand(raw, base, desc, rows, k, esize, major):
     return addr
 
 
-def _values(raw, addr, op, esize):
-    """The operand's elements (little-endian at ``addr``) as float64."""
+def _values(raw, addr, elem, esize):
+    """The operand's elements (little-endian at ``addr``) of type ``elem`` as float64."""
+    if elem in FLOAT8:
+        return float8_values(elem)[raw[addr]]
     bits = sum(raw[addr + b].astype(np.uint32) << np.uint32(8 * b) for b in range(esize))
-    if op == "bf16":
+    if elem == "bf16":
         return (bits << 16).view(np.float32).astype(np.float64)
-    if op == "f16":
+    if elem == "f16":
         return bits.astype(np.uint16).view(np.float16).astype(np.float64)
     return (bits & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)   # tf32
 
 
 @functools.lru_cache(maxsize=None)
-def _c_layout(op, n):
-    atom = {"bf16": SM90_64xNx16_F32BF16BF16_SS, "f16": SM90_64xNx16_F32F16F16_SS,
-            "tf32": SM90_64xNx8_F32TF32TF32_SS}[op](n)
+def _c_layout(n):
+    atom = SM90_64xNx16_F32BF16BF16_SS(n)           # (every wgmma's accumulator layout)
     off = np.array([[atom.layout_C(t, v) for v in range(n // 2)] for t in range(128)])
     return off % 64, off // 64                      # [thread, value] -> (m, n) of C
 
@@ -466,14 +468,15 @@ def wgmma_tile(op, n, trans_a=False, trans_b=False, first=0):
 
 def _wgmma_tile(op, n, trans_a, trans_b, first):
     check_wgmma(op, n, trans_a, trans_b, first)
-    esize, k = (4 if op == "tf32" else 2), WGMMA_TYPES[op]
-    rows, cols = _c_layout(op, n)
+    k, types = WGMMA_TYPES[op], wgmma_types(op)
+    rows, cols = _c_layout(n)
     instruction = (op, n, trans_a, trans_b, first)      # what the warpgroup's calls share
 
-    def operand(smem, desc, rows, major):
+    def operand(smem, desc, rows, major, elem):
         base = smem.__array_interface__["data"][0]
         raw = smem.reshape(-1).view(np.uint8)
-        return _values(raw, _operand(raw, base, desc, rows, k, esize, major), op, esize)
+        esize = WGMMA_BITS[elem] // 8
+        return _values(raw, _operand(raw, base, desc, rows, k, esize, major), elem, esize)
 
     def tile(acc, desc_a, desc_b, scale_d, smem_a=None, smem_b=None):
         block, tid = _block("wgmma_tile")
@@ -485,9 +488,9 @@ def _wgmma_tile(op, n, trans_a, trans_b, first):
             got = seen.get(key)
             if got is None:                               # the first thread reads shared
                 a = operand(_smem[block] if smem_a is None else smem_a, call[1], 64,
-                            "MN" if trans_a else "K")
+                            "MN" if trans_a else "K", types[0])
                 b = operand(_smem[block] if smem_b is None else smem_b, call[2], n,
-                            "MN" if trans_b else "K")
+                            "MN" if trans_b else "K", types[1])
                 got = seen[key] = [call, a @ b.T, 128]    # A B^T: (64, n)
             elif got[0] != call:
                 raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "

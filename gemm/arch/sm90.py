@@ -46,7 +46,8 @@ Hopper kernel runs on them in the simulator.
 - ``shared_offset_of(smem, align)``: elements to skip from shared array ``smem`` so that its
   shared address is a multiple of ``align`` bytes (swizzled stages need 1024);
 - ``wgmma_tile(op, n, trans_a, trans_b, first=0)(acc, desc_a, desc_b, scale_d)``: one
-  ``wgmma.mma_async`` of shape m64n{n}k{16 or 8} (``op`` "bf16", "f16" or "tf32"), the
+  ``wgmma.mma_async`` of shape m64n{n}k{16, 8 or 32} (``op`` "bf16", "f16", "tf32", or
+  the FP8 ones: "e4m3", "e5m2", "e4m3.e5m2" and "e5m2.e4m3", A's type first), the
   ``n // 2`` f32 accumulators of each thread at ``acc[first:]`` (read and written);
   ``scale_d`` 0 ignores ``acc`` (D = A B), else D = A B + D. ``trans_a`` / ``trans_b``: the
   MN-major (transposed) forms, 16-bit types only. Each descriptor reaches the instruction
@@ -65,7 +66,8 @@ from numba.cuda.extending import intrinsic
 from gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
                                  check_array, check_int, fence_intrinsic, literal_int,
                                  shared_base, to_int, unpack, wait_group_intrinsic)
-from gemm.arch.tile_plan import WGMMA_TYPES, check_wgmma, chunk_offsets
+from gemm.arch.tile_plan import (WGMMA_BITS, WGMMA_TYPES, check_wgmma, chunk_offsets,
+                                 wgmma_types)
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
@@ -115,11 +117,12 @@ def emit_wgmma(builder, op, n, trans_a, trans_b, acc, desc_a, desc_b, scale_d):
     ``scale_d`` i32 (0: D = A B, else D = A B + D)."""
     nc = n // 2
     regs = ", ".join(f"${i}" for i in range(nc))
-    trans = "" if op == "tf32" else f", {int(bool(trans_a))}, {int(bool(trans_b))}"
+    a, b = wgmma_types(op)
+    trans = "" if WGMMA_BITS[a] != 16 else f", {int(bool(trans_a))}, {int(bool(trans_b))}"
     text = ("{ .reg .pred p; .reg .b64 da, db; "
             f"mov.b64 da, {{${nc}, ${nc + 1}}}; mov.b64 db, {{${nc + 2}, ${nc + 3}}}; "
             f"setp.ne.b32 p, ${nc + 4}, 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{n}k{WGMMA_TYPES[op]}.f32.{op}.{op} "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{WGMMA_TYPES[op]}.f32.{a}.{b} "
             f"{{{regs}}}, da, db, p, 1, 1{trans}; }}")
     constraints = ",".join(["=f"] * nc + ["r"] * 5 + [str(i) for i in range(nc)]
                            + ["~{memory}"])

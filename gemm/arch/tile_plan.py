@@ -19,7 +19,8 @@ base offset. With ``sw`` the thread's swizzled base and ``raw`` the same base un
 
 __all__ = ["ADD", "XOR", "SWIZZLE", "MODES", "MMA_FORMS", "LOAD_OPS", "CP_ASYNC_SIZES",
            "shared_offset", "check_plan", "check_store_plan", "check_op", "check_cp_async",
-           "check_zfill", "check_swizzle", "WGMMA_TYPES", "check_wgmma", "chunk_offsets"]
+           "check_zfill", "check_swizzle", "WGMMA_TYPES", "WGMMA_BITS", "wgmma_op", "wgmma_types",
+           "check_wgmma", "chunk_offsets"]
 
 ADD, XOR, SWIZZLE = 0, 1, 2
 MODES = (ADD, XOR, SWIZZLE)
@@ -144,7 +145,21 @@ def check_swizzle(op, plan, swizzle):
 
 
 # wgmma op -> k of one instruction (m64n{n}k{k}); 16-bit types, or tf32 in 32 bits
-WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8}
+# wgmma op -> the k of one instruction; an op names A's and B's type, "a.b" where they differ
+WGMMA_TYPES = {"bf16": 16, "f16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "e4m3.e5m2": 32,
+               "e5m2.e4m3": 32}
+WGMMA_BITS = {"bf16": 16, "f16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8}     # per element type
+
+
+def wgmma_op(a_type, b_type):
+    """The wgmma op of A's and B's element types (PTX names)."""
+    return a_type if a_type == b_type else f"{a_type}.{b_type}"
+
+
+def wgmma_types(op):
+    """(A's type, B's type) of a wgmma op."""
+    a, _, b = op.partition(".")
+    return a, b or a
 
 
 def check_wgmma(op, n, trans_a, trans_b, first):
@@ -154,8 +169,9 @@ def check_wgmma(op, n, trans_a, trans_b, first):
         raise ValueError(f"wgmma_tile: op must be one of {sorted(WGMMA_TYPES)}, got {op!r}")
     if not (isinstance(n, int) and 8 <= n <= 256 and n % 8 == 0):
         raise ValueError(f"wgmma_tile: n must be a multiple of 8 in 8..256, got {n!r}")
-    if op == "tf32" and (trans_a or trans_b):
-        raise ValueError("wgmma_tile: tf32 operands must be K-major (no transpose)")
+    if WGMMA_BITS[wgmma_types(op)[0]] != 16 and (trans_a or trans_b):
+        raise ValueError(f"wgmma_tile: {op} operands must be K-major (wgmma transposes only "
+                         "16-bit types)")
     if not (isinstance(first, int) and first >= 0):
         raise ValueError(f"wgmma_tile: first must be a non-negative int, got {first!r}")
 

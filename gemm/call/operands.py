@@ -21,8 +21,7 @@ from gemm._env import simulator_active
 
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
            "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
-           "bias_operand",
-           "MAX_GRID_YZ"]
+           "bias_operand", "scale_operands", "MAX_GRID_YZ"]
 
 MAX_GRID_YZ = 65535     # a launch's most blocks along y and z (batches are launched along z)
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
@@ -55,7 +54,11 @@ class Operand:
 
     @property
     def itemsize(self):
-        return {"float32": 4, "float64": 8}.get(self.dtype, 2)
+        return _ITEMSIZE.get(self.dtype, 2)
+
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1, "uint8": 1,
+             "int8": 1}
 
 
 def _normal_strides(shape, strides, name):
@@ -189,13 +192,18 @@ def new_like(op, shape, dtype=None):
 def output_operand(caller, out, like, shape, simulator, dtype="float32", beta=0.0):
     """``(out, its Operand)`` for ``caller``'s output: ``out`` checked to have ``shape`` (2-D,
     or 3-D for a batch) and ``dtype``; when None, a new row-major array of ``like``'s kind and
-    device (``beta`` must then be 0). The device is for :func:`check_same_device`."""
+    device (``beta`` must then be 0; bfloat16 as its bits in uint16 where the kind has no
+    bfloat16: all but torch). The device is for :func:`check_same_device`."""
     shape = tuple(shape)
+    bits16 = False
     if out is None:
         if beta != 0:
             raise ValueError(f"{caller}: beta != 0 needs an `out` to accumulate into")
-        out = new_like(like, shape, dtype)
+        bits16 = dtype == "bfloat16" and like.kind != "torch"
+        out = new_like(like, shape, "uint16" if bits16 else dtype)
     c = operand(out, "out", simulator, caller, batched=len(shape) == 3)
+    if bits16:
+        c.dtype = dtype
     got = (c.batch,) + c.shape if c.batched else c.shape
     if got != shape:
         raise ValueError(f"{caller}: out has shape {got}, expected {shape}")
@@ -297,6 +305,35 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
         raise TypeError(f"{caller}: bias must be float32, bfloat16 or float16, not "
                         f"{op.dtype}")
     return op, per_row
+
+
+def scale_operands(scale_a, scale_b, m, n, caller, simulator=None):
+    """``(mode, Operand of scale_a, Operand of scale_b)`` of an FP8 product's float32 scales
+    for an (m, n) out, as ``torch._scaled_mm`` takes them: one value each ("tensor"; any
+    shape of one element), or one per row of A, shape (m, 1), and per column of B, (1, n)
+    ("rows"), contiguous. TypeError or ValueError naming ``caller`` otherwise."""
+    ops = []
+    for name, x, want in (("scale_a", scale_a, (m, 1)), ("scale_b", scale_b, (1, n))):
+        shape = tuple(getattr(x, "shape", ()))
+        if len(shape) < 2 and hasattr(x, "reshape") and int(np.prod(shape)) == 1:
+            x = x.reshape(1, 1)
+        elif len(shape) != 2:
+            raise ValueError(f"{caller}: {name} must be one float32 value or of shape {want}, "
+                             f"not of shape {shape}")
+        op = operand(x, name, simulator, caller)
+        if op.dtype != "float32":
+            raise TypeError(f"{caller}: {name} must be float32, not {op.dtype}")
+        if op.span != max(op.shape):
+            raise ValueError(f"{caller}: {name} must be contiguous (its strides are "
+                             f"{op.strides} elements)")
+        ops.append(op)
+    if ops[0].shape == ops[1].shape == (1, 1):
+        return ("tensor", *ops)
+    if (ops[0].shape, ops[1].shape) != ((m, 1), (1, n)):
+        raise ValueError(f"{caller}: scale_a and scale_b must both be one value (per tensor) "
+                         f"or of shapes ({m}, 1) and (1, {n}) (per row of A and column of B); "
+                         f"got {ops[0].shape} and {ops[1].shape}")
+    return ("rows", *ops)
 
 
 def _element_step(x):

@@ -129,9 +129,10 @@ def learn_kind(x: Any) -> None:
 
 
 def signature(A: Any, B: Any, out: Any, options: tuple,
-              bias: Any = None) -> Optional[Tuple[Any, tuple]]:
-    """``(key, (A's, B's, out's addresses))`` of a call, out's 0 when None, and the bias's
-    after them where there is one; None where the arrays are not of one kind the fast path
+              *extra: Any) -> Optional[Tuple[Any, tuple]]:
+    """``(key, (A's, B's, out's addresses))`` of a call, out's 0 when None, and after them
+    the addresses of the ``extra`` arrays that are not None (a bias, scales: ``options``
+    must say which are given); None where the arrays are not of one kind the fast path
     reads."""
     kind = _KINDS.get(type(A))
     if kind is None:
@@ -147,12 +148,18 @@ def signature(A: Any, B: Any, out: Any, options: tuple,
         kc, pc = kind.describe(out)
     else:
         return None
-    if bias is None:
+    if not extra:
         return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
-    if _KINDS.get(type(bias)) is not kind:
-        return None
-    kv, pv = kind.describe(bias)
-    return (options, ka, kb, kc, kind.where(), kv), (pa, pb, pc, pv)
+    keys, addresses = [options, ka, kb, kc, kind.where()], [pa, pb, pc]
+    for x in extra:
+        if x is None:
+            continue
+        if _KINDS.get(type(x)) is not kind:
+            return None
+        kx, px = kind.describe(x)
+        keys.append(kx)
+        addresses.append(px)
+    return tuple(keys), tuple(addresses)
 
 
 def lookup(key: Any) -> Optional["CallPlan"]:

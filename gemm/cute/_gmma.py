@@ -1,5 +1,6 @@
 """wgmma in :mod:`gemm.cute`: what ``gemm(tiled_mma, acc, A, B)`` issues for an SM90 GMMA atom
-(layoutalg's ``SM90_64xNx16_F32BF16BF16_SS`` and its f16 and tf32 forms), computed once from
+(layoutalg's ``SM90_64xNx16_F32BF16BF16_SS``, its f16 and tf32 forms and the FP8 ones,
+``SM90_64xNx32_F32E4M3E4M3_SS_TN`` and its kin), computed once from
 the layouts, and its run in numba's CUDA simulator.
 
 A warpgroup's wgmma reads A (64 x k) and B (N x k) from shared memory through descriptors.
@@ -28,12 +29,12 @@ from layoutalg.int_tuple import product
 from layoutalg.swizzle import ComposedLayout
 from layoutalg.tensor import ArrayEngine, SwizzledEngine
 from gemm import arch
+from gemm.arch.tile_plan import WGMMA_BITS, wgmma_op
 
 __all__ = ["is_gmma", "wgmma_plan", "WgmmaPlan", "wgmma_gemm", "array_at", "START_MASK"]
 
 _PLAN_LOCK = threading.Lock()
 START_MASK = 0x3FFF                 # the descriptor's start-address field (address >> 4)
-_BITS = {"bf16": 16, "f16": 16, "tf32": 32}
 
 
 def is_gmma(atom: Any) -> bool:
@@ -94,11 +95,11 @@ def wgmma_plan(atom: Any, c: Layout, a: Layout, a_swizzle: Any, a_bits: int, b: 
     """The :class:`WgmmaPlan` of ``gemm(tiled_mma, C, A, B)`` for GMMA atom ``atom``, the
     fragments' layouts ``c`` (V_C, M, N), ``a`` (V_A, M, K), ``b`` (V_B, N, K), A's and B's
     swizzles (None: none) and element bits; ValueError naming what does not fit."""
-    op, (_, n, k) = atom.a_type, atom.shape_mnk
-    for what, bits in (("A", a_bits), ("B", b_bits)):
-        if bits != _BITS[op]:
-            raise ValueError(f"gemm: {atom.name} reads {_BITS[op]}-bit {what} elements, the "
-                             f"{what} tensor holds {bits}-bit ones")
+    op, (_, n, k) = wgmma_op(atom.a_type, atom.b_type), atom.shape_mnk
+    for what, bits, elem in (("A", a_bits, atom.a_type), ("B", b_bits, atom.b_type)):
+        if bits != WGMMA_BITS[elem]:
+            raise ValueError(f"gemm: {atom.name} reads {WGMMA_BITS[elem]}-bit {what} elements, "
+                             f"the {what} tensor holds {bits}-bit ones")
     if not (c.rank == a.rank == b.rank == 3):
         raise ValueError(f"gemm: {atom.name} fragments C (V_C, M, N), A (V_A, M, K), B (V_B, N, "
                          f"K) expected, got {c}, {a}, {b}")

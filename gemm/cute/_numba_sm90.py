@@ -15,6 +15,7 @@ from gemm.cute._numba import (I32, StaticType, TensorType, _fields, _in_space, _
                               data_tensors)
 from layoutalg.atom.tma import TmaCopy
 from gemm.arch import sm90
+from gemm.arch.tile_plan import WGMMA_BITS
 from gemm.arch._lowering import (I64, SHARED, check_array, check_int, shared_address,
                                   to_int)
 
@@ -45,12 +46,14 @@ def type_wgmma(tiled, C, A, B, accumulate=None):
             raise TypingError(f"gemm: {name}'s {what} needs a static layout, got {t.layout}")
     if C.dtype != types.float32 or C.space is not None or C.swizzle is not None:
         raise TypingError(f"gemm: {name} accumulates into a float32 register fragment, got {C}")
-    for what, t in (("A", A), ("B", B)):
-        want = types.Float if tiled.value.atom.a_type == "tf32" else types.Integer
+    atom = tiled.value.atom
+    for what, t, elem in (("A", A, atom.a_type), ("B", B, atom.b_type)):
+        want = types.Float if elem == "tf32" else types.Integer
         if not isinstance(t.dtype, want):
             raise TypingError(f"gemm: {name} reads {what} from shared memory as "
-                              f"{'float32' if want is types.Float else '16-bit integers'} "
-                              f"(bf16 / f16 bits), got {t.dtype}")
+                              + ("float32" if want is types.Float else
+                                 f"{WGMMA_BITS[elem]}-bit integers ({elem} bits)")
+                              + f", got {t.dtype}")
     if accumulate is not None and not isinstance(accumulate, (types.Integer, types.Boolean)):
         raise TypingError(f"gemm: accumulate must be an integer or a bool, got {accumulate}")
     try:

@@ -52,13 +52,15 @@ from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..call.binary import compiled_binary, device_properties, load_or_compile, sm_count
 from ..call.launch import kept_launcher
 from ..call.operands import (bias_operand, check_same_device, kernel_buffer,
-                             product_operands, stream_handle)
+                             product_operands, scale_operands, stream_handle)
 from ..codegen import kernel_module, module_name
-from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, operand_dtype
+from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, fp8_dtypes,
+                      operand_dtype)
 from ..epilogue import check_activation
 from ..tma import check_encodable
-from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES, SCHEDULES,
-                     SM_SHARED, STAGING_BYTES, X3_ACCUMULATORS, HopperConfig, HopperVariant)
+from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
+                     PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
+                     X3_ACCUMULATORS, HopperConfig, HopperVariant)
 from .gen import hopper_plan, hopper_source
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
                     default_config, default_split, swapped_config, swapped_tiles, swaps,
@@ -174,26 +176,38 @@ _launchers = {}
 
 def _launcher(v):
     # arrays: the three maps, C, the workspace and (the kernel written with gemm.cute) the
-    # bias, which it indexes as an array: its elements' size is its stride
-    sizes = (4,) * 5 + ((4 if v.bias_dtype == "float32" else 2,) if v.cute else ())
+    # bias, which it indexes as an array (its elements' size is its stride), and FP8's scales
+    sizes = (4,) * 5 + ((4 if v.bias_dtype == "float32" else 2, 4, 4) if v.cute else ())
     return kept_launcher(_launchers, v, hopper_kernel, hopper_binary, v.shared_bytes,
                          len(sizes), sizes, _SCALARS, free_scalars=2)
 
 
 class _Call:
-    """A checked call: the variant, the tensor maps, the scalars and the grid."""
+    """A checked call: the variant, the tensor maps, the scalars and the grid. ``scaled``:
+    an FP8 product's ``(scale_a, scale_b, promote, formats)`` (:mod:`gemm.scaled`); its
+    scales' Operands are ``scales`` (A's, B's: the kernel's Y's and X's where ``swapped``)."""
 
     def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False,
-                 cute=False, bias=None, activation=None):
+                 cute=False, bias=None, activation=None, scaled=None):
         sim = simulator_active()
         activation = check_activation(activation, caller)
-        cute = cute or bias is not None or activation is not None     # its epilogue's
+        cute = cute or bias is not None or activation is not None or scaled is not None
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
         check_scalars(alpha, beta, caller)
         a, b, shape = product_operands(caller, A, B, sim)
         (m, k), n = a.shape, b.shape[1]
-        dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
+        self.scales = None
+        if scaled is not None:      # FP8: both K-major, as wgmma reads 8-bit operands
+            types = fp8_dtypes(a, b, scaled[3], caller)
+            dtype = types[0]
+            if (a.unit_mode, b.unit_mode) != (1, 0):
+                raise ValueError(f"{caller}: FP8 operands must be K-major: A row-major and B "
+                                 "column-major (e.g. the transpose of a row-major (N, K) "
+                                 "matrix); wgmma transposes no 8-bit operand")
+            scale, *self.scales = scale_operands(scaled[0], scaled[1], m, n, caller, sim)
+        else:
+            dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)
         eb = _ELEMENT_BYTES[dtype]
         sms = SIM_SMS if sim else sm_count(c.device)
@@ -244,6 +258,17 @@ class _Call:
         if cute:                    # its one form (gemm.hopper.cute_gemm.supports)
             cfg = replace(cfg, schedule="cooperative", delay_release=0, split_k=1,
                           swap_ab=False)
+        fp8 = {}
+        if scaled is not None:      # X's type first; promotion needs room for the sum
+            fp8 = dict(b_dtype=types[1] if x is a else types[0], scale=scale,
+                       promote=bool(scaled[2]))
+            cfg = replace(cfg, dtype=types[0] if x is a else types[1])
+            if fp8["promote"] and cfg.bM * cfg.bN // 128 > PROMOTE_ACCUMULATORS:
+                if config is not None:
+                    raise ValueError(f"{caller}: promoted sums (use_fast_accum=False) take "
+                                     f"at most {PROMOTE_ACCUMULATORS} accumulators per thread "
+                                     f"(bM x bN / 128); the config has {cfg.bM} x {cfg.bN}")
+                cfg = replace(cfg, bN=PROMOTE_ACCUMULATORS * 128 // cfg.bM, stages=6)
         if cfg.bN < 64 and not yk:
             raise ValueError(
                 f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "
@@ -269,11 +294,12 @@ class _Call:
                         bias_dtype=self.bias.dtype if bias is not None else "float32",
                         activation=activation or "none")
         self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
-                                         split > 1, cols, tma, cute, **epilogue)
-        if v.shared_bytes > DYNAMIC_SHARED_LIMIT:        # no room for the staging
+                                         split > 1, cols, tma, cute, **epilogue, **fp8)
+        if v.block_shared_bytes > DYNAMIC_SHARED_LIMIT:  # no room for the staging
             self.variant = v = replace(v, tma_store=False)
         plan = hopper_plan(v)
-        vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32"}
+        vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32",
+              "float8_e4m3fn": "u8", "float8_e5m2": "u8"}
         # per operand: (copy, dims, byte strides, value type); the maps are made per address.
         # 3-D: (contiguous, other, matrices); one matrix for an operand the products share.
         self.map_specs = tuple(
@@ -355,14 +381,15 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
 
 
 def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None,
-                  tf32x3=False, cute=False, bias=None, activation=None):
+                  tf32x3=False, cute=False, bias=None, activation=None, scaled=None):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
     beta)`` launches again on operands at the same addresses (the tensor maps hold them):
-    A's, B's and C's, and the bias's after them where the call has one. A plan keeps its
-    launches bound and the tensor maps of the addresses it has seen, so a repeated call
-    does little host work."""
+    A's, B's and C's, the bias's after them where the call has one, and an FP8 product's
+    two scales' last (``scaled``: :class:`_Call`'s). A plan keeps its launches bound and
+    the tensor maps of the addresses it has seen, so a repeated call does little host
+    work."""
     call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, cute, bias,
-                 activation)
+                 activation, scaled)
     if simulator_active():
         _simulate(call, float(alpha), float(beta))
         return call.out, None
@@ -390,10 +417,13 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     size = split * nb * mm * ldw                  # the split-K workspace's floats
     device, kind, span = call.c.device, call.c.kind, call.c.span
     tma_store, swapped, result = v.tma_store, call.swapped, call.out
-    has_bias = call.bias is not None
+    has_bias, has_scales = call.bias is not None, call.scales is not None
     bias_span = call.bias.span if has_bias else span
+    scale_spans = (span, span)      # X's, Y's
+    if has_scales:
+        scale_spans = tuple(op.span for op in call.scales[::-1 if swapped else 1])
 
-    def first(key, c, bias, stream, alpha, beta, u):
+    def first(key, c, bias, scales, stream, alpha, beta, u):
         """Bind the launches of variant ``u`` (kernel, and with split-K the reduction) with a
         first call."""
         m = [(ptr, 16) for ptr in seen.get(key) or maps(key, stream)]
@@ -402,7 +432,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         if split > 1:
             ptr, owner = splitk.workspace(4 * size, stream, device, kind)
             w = (ptr, size)
-        arrays = [*m, out, w] + ([(bias, bias_span)] if u.cute else [])
+        arrays = [*m, out, w] + ([(bias, bias_span), *zip(scales, scale_spans)] if u.cute
+                                 else [])
         kernel = _launcher(u)(grid, (u.config.threads, 1, 1), stream, arrays,
                               scalars[:-2] + (alpha, beta), u.shared_bytes)
         reduce = None
@@ -419,18 +450,21 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
     def plan(addresses, stream, alpha, beta):
         a, b, c = addresses[:3]
         bias = addresses[3] if has_bias else c      # (a kernel without one is handed C)
+        scales = addresses[-2:] if has_scales else (c, c)
         x, y = (b, a) if swapped else (a, b)
+        if swapped:
+            scales = scales[::-1]
         key = (x, y, c) if tma_store else (x, y)
         reads_c = beta != 0
         got = bound.get(reads_c)
         if got is None:
-            bound[reads_c] = first(key, c, bias, stream, alpha, beta,
+            bound[reads_c] = first(key, c, bias, scales, stream, alpha, beta,
                                    with_beta if reads_c else v)
             return
         kernel, reduce = got
         m = seen.get(key) or maps(key, stream)
         if reduce is None:
-            kernel((*m, c, c, bias) if v.cute else (*m, c, c), stream, alpha, beta)
+            kernel((*m, c, c, bias, *scales) if v.cute else (*m, c, c), stream, alpha, beta)
             return
         w, owner = splitk.workspace(4 * size, stream, device, kind)
         kernel((*m, c, w), stream, alpha, beta)
@@ -439,7 +473,8 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
 
     x, y = (op.ptr for op in call.ops)
     plan(((y, x, call.c.ptr) if swapped else (x, y, call.c.ptr))
-         + ((call.bias.ptr,) if has_bias else ()),
+         + ((call.bias.ptr,) if has_bias else ())
+         + (tuple(op.ptr for op in call.scales) if has_scales else ()),
          stream_handle(stream, call.stream_of, caller), float(alpha), float(beta))
     del call
     return result, plan
@@ -472,11 +507,16 @@ def _simulate(call, alpha, beta):
                                     else np.uint16))
     mm, nn, ldc, nb, sc = call.shape
     w = np.zeros(max(1, call.split * nb * mm * call.ldw), np.float32)
-    bias = []                       # (the kernel reads a 16-bit bias as its bits)
+    extra = []                      # (the kernel reads a 16-bit bias as its bits)
     if v.cute:
-        bias = [np.zeros(1, np.float32) if call.bias is None else kernel_buffer(
+        extra = [np.zeros(1, np.float32) if call.bias is None else kernel_buffer(
             call.bias, np.float32 if v.bias_dtype == "float32" else np.uint16)]
-    _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w, *bias],
+        if call.scales is None:
+            extra += [np.zeros(1, np.float32)] * 2
+        else:                       # X's, Y's
+            extra += [kernel_buffer(op, np.float32)
+                      for op in call.scales[::-1 if call.swapped else 1]]
+    _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w, *extra],
                  call.scalars[:-2] + (alpha, beta), v.shared_bytes)
     if call.split > 1:
         steps = (1, ldc) if v.c_columns else (ldc, 1)

@@ -9,13 +9,21 @@ from dataclasses import dataclass
 
 from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
-from ..dtypes import DTYPES, check_variant
+from ..dtypes import DTYPES, FP8_DTYPES, check_variant
 from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
-           "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES"]
+           "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
+           "FP8_TYPES", "SCALES", "PROMOTE_ACCUMULATORS"]
 
-_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}
+# the FP8 operand types (torch's names) and the PTX names of their wgmma
+FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))
+SCALES = ("tensor", "rows")     # an FP8 product's scales: one per operand, or per row of A
+#                                 and column of B
+PROMOTE_ACCUMULATORS = 64       # per thread where k-tiles are promoted: two such sets by turns,
+#                                 and as many for the sum
+_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4, "float8_e4m3fn": 1,
+                  "float8_e5m2": 1}
 SCHEDULES = ("cooperative", "pingpong", "plain")
 EPILOGUES = ("registers", "tma")
 STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-byte pieces
@@ -36,7 +44,7 @@ class HopperConfig:
     atoms of 64 rows), ``bN`` columns (the wgmma's N: a multiple of 64 up to 256, or a
     multiple of 8 below 64 where the kernel's Y is K-major (the 128-byte swizzle atom of an
     MN-major Y is 64 columns wide), e.g. a swapped decode step's few rows of A), ``bK``
-    (None: 128-byte K rows, 64 bf16/f16 or 32 tf32 elements), ``stages`` ring slots,
+    (None: 128-byte K rows, 64 bf16/f16, 32 tf32 or 128 FP8 elements), ``stages`` ring slots,
     ``consumers`` warpgroups, ``schedule`` how they share the block's tiles ("cooperative":
     a tile of consumers * bM x bN rows, each consumer bM of them; "pingpong": each consumer
     its own bM x bN tiles in turn, one storing while the other multiplies; "plain": no
@@ -63,7 +71,9 @@ class HopperConfig:
     minus x's tf32 part, rounded to tf32) to a buffer of their own, and three wgmma add
     big(X) big(Y), small(X) big(Y) and big(X) small(Y), each step's products added to the
     tile's sum on the CUDA cores; delay_release must be 0 (the buffer is rewritten each step),
-    and bM x bN / 128 at most ``X3_ACCUMULATORS`` (registers for the sum).
+    and bM x bN / 128 at most ``X3_ACCUMULATORS`` (registers for the sum). The FP8 dtypes
+    ("float8_e4m3fn", "float8_e5m2": X's; Y's is the variant's ``b_dtype``) run on the
+    kernel written with gemm.cute only (:class:`HopperVariant`).
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "How the default tiles and warp specialization
@@ -86,8 +96,9 @@ class HopperConfig:
     tf32x3: bool = False
 
     def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"HopperConfig: dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.dtype not in DTYPES + FP8_DTYPES:
+            raise ValueError(f"HopperConfig: dtype must be one of {DTYPES + FP8_DTYPES}, got "
+                             f"{self.dtype!r}")
         if self.bK is None:
             object.__setattr__(self, "bK", 128 // self.element_bytes)
         for name in ("bM", "bN", "bK", "stages", "consumers", "group_m", "split_k"):
@@ -207,8 +218,13 @@ class HopperVariant:
     bias: str = "none"              # cute: a vector added, one value per C "rows" or "columns"
     bias_dtype: str = "float32"     # its elements' type (bfloat16, float16 or float32)
     activation: str = "none"        # cute: applied last (gemm.epilogue.ACTIVATIONS)
+    b_dtype: str = None             # FP8: Y's type (None: the config's dtype, X's)
+    scale: str = "none"             # FP8: its scales (SCALES), read in the epilogue
+    promote: bool = False           # FP8: each k-tile's products added to a float32 sum
 
     def __post_init__(self):
+        if self.b_dtype is None:
+            object.__setattr__(self, "b_dtype", self.config.dtype)
         check_variant(self, "HopperVariant", HopperConfig)
         if self.c_columns and self.vec_c:
             raise ValueError("HopperVariant: a C stored column by column takes no paired stores")
@@ -231,18 +247,63 @@ class HopperVariant:
         if self.config.dtype == "tfloat32" and "MN" in (self.a_major, self.b_major):
             raise ValueError("HopperVariant: tf32 operands must be K-major (wgmma transposes "
                              "only 16-bit types); transpose the operand or use the SM80 kernel")
+        self._fp8_checked()
+
+    def _fp8_checked(self):
+        """ValueError unless the FP8 fields agree: FP8 operands (both K-major), on the cute
+        kernel, with scales; promotion with room for the sum's registers."""
+        cfg = self.config
+        fp8 = cfg.dtype in FP8_DTYPES
+        if not fp8:
+            if self.b_dtype != cfg.dtype or self.scale != "none" or self.promote:
+                raise ValueError("HopperVariant: b_dtype, scale and promote are FP8's")
+            return
+        if self.b_dtype not in FP8_DTYPES or self.scale not in SCALES:
+            raise ValueError(f"HopperVariant: an FP8 product takes b_dtype one of {FP8_DTYPES} "
+                             f"and scale one of {SCALES}, got {self.b_dtype!r}, {self.scale!r}")
+        if not self.cute or (self.a_major, self.b_major) != ("K", "K"):
+            raise ValueError("HopperVariant: FP8 operands run on the kernel written with "
+                             "gemm.cute (cute=True), both K-major (wgmma transposes no 8-bit "
+                             "operand)")
+        if not isinstance(self.promote, bool):
+            raise ValueError(f"HopperVariant: promote must be a bool, got {self.promote!r}")
+        if self.promote and cfg.bM * cfg.bN // 128 > PROMOTE_ACCUMULATORS:
+            raise ValueError(f"HopperVariant: promote keeps a float32 sum beside the "
+                             f"accumulators: at most {PROMOTE_ACCUMULATORS} of each per thread "
+                             f"(bM x bN / 128), got {cfg.bM} x {cfg.bN}")
+
+    @property
+    def vector_floats(self):
+        """Floats per consumer of the vectors the TMA epilogue reads from shared memory (the
+        kernel written with gemm.cute stages them there per tile): FP8's row and column
+        scales (``scale`` "rows"), and the bias."""
+        if not self.tma_store:
+            return 0
+        cfg = self.config
+        return ((cfg.bM + cfg.bN if self.scale == "rows" else 0)
+                + {"none": 0, "rows": cfg.bM, "columns": cfg.bN}[self.bias])
 
     @property
     def shared_bytes(self):
-        """Dynamic shared memory: the config's, and the TMA epilogue's staging."""
+        """Dynamic shared memory: the config's, and the TMA epilogue's staging and vectors."""
         cfg = self.config
-        return cfg.shared_bytes + (STAGING_BYTES * cfg.consumers if self.tma_store else 0)
+        if not self.tma_store:
+            return cfg.shared_bytes
+        return cfg.shared_bytes + cfg.consumers * (STAGING_BYTES + 4 * self.vector_floats)
+
+    @property
+    def block_shared_bytes(self):
+        """Shared memory of a block: the dynamic bytes and the static mbarriers (two of 8
+        bytes a slot), which together must fit DYNAMIC_SHARED_LIMIT."""
+        return self.shared_bytes + 16 * self.config.stages
 
     @property
     def signature(self):
         """The kernel's parameters: the maps of X, Y and C, C, the split-K workspace, (the
-        kernel written with gemm.cute) the bias, then the sizes, strides, alpha and beta."""
+        kernel written with gemm.cute) the bias and FP8's scales of X and Y, then the sizes,
+        strides, alpha and beta."""
         c = _SIGNATURE_TYPE[self.out_dtype]
-        bias = f"{_BIAS_TYPES[self.bias_dtype]}[::1], " if self.cute else ""
+        bias = (f"{_BIAS_TYPES[self.bias_dtype]}[::1], float32[::1], float32[::1], "
+                if self.cute else "")
         return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], {bias}"
                 + ", ".join(["uint32"] * 10) + ", float32, float32)")

@@ -17,31 +17,35 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   staged while the one before is stored; else ``alpha * acc + beta * C`` through
   ``partition_C``, predicated at the matrix's edges by an identity tensor. A variant with a
   fused epilogue (``v.bias``, ``v.activation``: :mod:`gemm.epilogue`) adds a bias per row or
-  column and applies the activation (``transform``) before either store.
+  column and applies the activation (``transform``) before either store;
+- FP8 (``gemm.scaled_matmul``): the same kernel on e4m3 / e5m2 blocks of 128-byte K rows
+  (wgmma k32), the scales in the epilogue (per tensor folded into alpha, per row and column
+  staged in shared memory with the bias); ``v.promote``: each k-tile's products in one of
+  two accumulator sets by turns, added to a float32 sum while the next k-tile multiplies.
 
-It takes the generated kernel's arguments and the bias (:attr:`HopperVariant.signature`:
-tensor maps of X and Y, C, the workspace, the bias, sizes, strides, the batch, alpha and
-beta) and its variants' cooperative, unsplit, unswapped form (:func:`supports`), so
+It takes the generated kernel's arguments, the bias and FP8's scales
+(:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
+scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' cooperative, unsplit, unswapped form (:func:`supports`), so
 :mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
 import numpy as np
-from numba import cuda, float32, uint16, uint64
+from numba import cuda, float32, uint8, uint16, uint64
 
 from layoutalg import Layout, make_tiled_mma
 from gemm import arch
-from gemm.cute import (copy, elem_less, fence_view_async_shared, gemm, get_slice, local_tile,
-                       make_fragment_like, make_identity_tensor, make_layout, make_tensor,
-                       named_barrier_sync, partition_A, partition_B, partition_C, static,
-                       static_range, tma_store_arrive, tma_store_wait, transform, unroll,
-                       unrolled, warpgroup_arrive, warpgroup_commit_batch,
+from gemm.cute import (axpby, copy, elem_less, fence_view_async_shared, fill, gemm, get_slice,
+                       local_tile, make_fragment_like, make_identity_tensor, make_layout,
+                       make_tensor, named_barrier_sync, partition_A, partition_B, partition_C,
+                       static, static_range, tma_store_arrive, tma_store_wait, transform,
+                       unroll, unrolled, warpgroup_arrive, warpgroup_commit_batch,
                        warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
 from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consumer_wait,
                                 pipeline_init, producer_acquire, producer_expect_tx,
                                 producer_start)
 from gemm.epilogue import activation_function
 from gemm.hopper.config import STAGING_BYTES
-from gemm.hopper.gen import ATOMS, BITS, hopper_plan, pipeline_of, stage_layout
+from gemm.hopper.gen import BITS, atom_of, hopper_plan, pipeline_of, stage_layout
 
 __all__ = ["kernel_function", "supports"]
 
@@ -77,7 +81,7 @@ def kernel_function(v):
         raise ValueError(f"kernel 'cute_hopper': no kernel for {why}")
     cfg = v.config
     bits = BITS[cfg.dtype]
-    elem = float32 if bits == 32 else uint16
+    elem = {32: float32, 16: uint16, 8: uint8}[bits]
     rows, bm, bn, bk, stages, wgs = cfg.tile_m, cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.consumers
     plan = hopper_plan(v)               # the TMA copies whose maps the host makes
     sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
@@ -85,7 +89,7 @@ def kernel_function(v):
     step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages
     a_elems, slot_elems = rows * bk, (rows + bn) * bk
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
-    mma = make_tiled_mma(ATOMS[cfg.dtype](bn, v.a_major, v.b_major))
+    mma = make_tiled_mma(atom_of(v, bn))
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
     block_a, block_c = static((bm, bk)), static((bm, bn))
     pipe = pipeline_of(v)               # the generated kernel's register split, to match it
@@ -96,6 +100,9 @@ def kernel_function(v):
     from_bias = _out_functions(v.bias_dtype)[1]
     # (bools: numba prunes their branches); a 16-bit out rounds away tanh.approx's error
     has_bias, bias_rows, has_act = v.bias != "none", v.bias == "rows", v.activation != "none"
+    # FP8: scales of X and Y, one each or one per row of X and of Y; each k-tile's products
+    # promoted to a float32 sum
+    scale_tensor, scale_rows, promote = v.scale == "tensor", v.scale == "rows", v.promote
     act = activation_function(v.activation, fast=v.out_dtype != "float32")
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
@@ -104,7 +111,18 @@ def kernel_function(v):
     chunk = 1024 // out_bits                        # 128 bytes of columns
     sc = stage_layout("K", 64, chunk, out_bits)
     tma_c = plan.copy_c if tma_store else None      # (the host makes C's map only then)
-    mma_c = make_tiled_mma(ATOMS[cfg.dtype](chunk))  # a piece's share of each thread
+    mma_c = make_tiled_mma(atom_of(v, chunk))       # a piece's share of each thread
+    # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
+    # the tile read from global memory into registers as the tile starts, and staged in
+    # shared memory past the pieces after its products (so that no piece waits for a load)
+    n_sa = bm if scale_rows and tma_store else 0
+    n_sb = bn if scale_rows and tma_store else 0
+    staged_bias = has_bias and tma_store
+    vec_floats = v.vector_floats                    # n_sa + n_sb + the bias's
+    vectors = vec_floats > 0
+    vec_at = (stages * cfg.slot_bytes + wgs * STAGING_BYTES) // 4   # floats past the ring
+    loads_m, loads_n = static_range(-(-bm // 128)), static_range(-(-bn // 128))
+    held = Layout(len(loads_m) + 2 * len(loads_n))  # SA's, then SB's, then the bias's
     per_atom = bn // chunk                          # pieces of an atom's rows
     row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
@@ -146,7 +164,49 @@ def kernel_function(v):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def tma_epilogue(acc, c, at, bz, CM, BIAS, M, N, alpha, sq):
+    def fetch_vectors(h, SA, SB, BIAS, row0, col0, M, N):
+        """Into ``h``: this thread's share of the tile's vectors from global memory (rows
+        ``row0 + q * 128 + i`` and columns ``col0 + q * 128 + i``, clamped inside)."""
+        i = cuda.threadIdx.x % 128
+        for q in unroll(loads_m):
+            r = min(row0 + q * 128 + i, M - 1)
+            if scale_rows:
+                h[q] = SA[r]
+            if staged_bias and bias_rows:
+                h[len(loads_m) + len(loads_n) + q] = from_bias(BIAS[r])
+        for q in unroll(loads_n):
+            col = min(col0 + q * 128 + i, N - 1)
+            if scale_rows:
+                h[len(loads_m) + q] = SB[col]
+            if staged_bias and not bias_rows:
+                h[len(loads_m) + len(loads_n) + q] = from_bias(BIAS[col])
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def stage_vectors(h, c):
+        """``h`` into consumer ``c``'s vectors in shared memory (its readers of the last
+        tile are past the last piece's barrier; this tile's wait at the first piece's);
+        returns their first float."""
+        vec = cuda.shared.array(0, float32)
+        at = arch.shared_offset_of(vec, 1024) + vec_at + c * vec_floats
+        i = cuda.threadIdx.x % 128
+        for q in unroll(loads_m):
+            if q * 128 + i < bm:
+                if scale_rows:
+                    vec[at + q * 128 + i] = h[q]
+                if staged_bias and bias_rows:
+                    vec[at + n_sa + n_sb + q * 128 + i] = h[len(loads_m) + len(loads_n) + q]
+        for q in unroll(loads_n):
+            if q * 128 + i < bn:
+                if scale_rows:
+                    vec[at + n_sa + q * 128 + i] = h[len(loads_m) + q]
+                if staged_bias and not bias_rows:
+                    vec[at + n_sa + n_sb + q * 128 + i] = h[len(loads_m) + len(loads_n) + q]
+        return at
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def tma_epilogue(acc, c, at, bz, CM, vat, M, N, alpha, sq):
         """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
         shared buffers past the ring, one staged while the one before is stored; returns
         the count of pieces staged (``sq``, this one's included)."""
@@ -165,16 +225,19 @@ def kernel_function(v):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def fused_tma_epilogue(acc, c, at, bz, CM, BIAS, M, N, alpha, sq):
-        """:func:`tma_epilogue` of ``act(alpha * acc + bias)``: a piece's values in a
-        register fragment, the bias added (read at the nearest place inside the matrix past
-        its edges: TMA leaves those out), then ``transform`` applies the activation (one
+    def fused_tma_epilogue(acc, c, at, bz, CM, vat, M, N, alpha, sq):
+        """:func:`tma_epilogue` of ``act(alpha * acc * sa * sb + bias)`` (``sa``, ``sb``:
+        FP8's scales of the row and column, where they are per row): a piece's values in a
+        register fragment, scaled and the bias added (the vectors staged from ``vat``, their
+        values past the matrix's edges the nearest inside: TMA leaves those out), then
+        ``transform`` applies the activation (one
         compiled function called at constant indices: numba-inlined at each value it took
         seconds to compile). The pieces of an atom's rows are written out: with the
         activation in it NVVM left that loop rolled, and the accumulators went to local
         memory."""
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
         tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
+        vec = cuda.shared.array(0, float32)
         for a in unroll(row_atoms):
             for p in unroll(col_pieces):
                 sC = piece_buffer(c, sq)
@@ -183,10 +246,12 @@ def kernel_function(v):
                 x = make_fragment_like(tCcP, float32)
                 for j in range(chunk // 2):
                     v = alpha * acc[a * (bn // 2) + p * (chunk // 2) + j]
+                    r, col = tCcP[j]
+                    i, jj = a * 64 + r, p * chunk + col     # in the tile
+                    if scale_rows:
+                        v *= vec[vat + i] * vec[vat + n_sa + jj]
                     if has_bias:
-                        r, col = tCcP[j]
-                        i = min(row0 + r, M - 1) if bias_rows else min(col0 + col, N - 1)
-                        v += from_bias(BIAS[i])
+                        v += vec[vat + n_sa + n_sb + (i if bias_rows else jj)]
                     x[j] = v
                 if has_act:
                     transform(x, act)
@@ -196,13 +261,13 @@ def kernel_function(v):
                 sq += 1
         return sq
 
-    store_tma = fused_tma_epilogue if has_bias or has_act else tma_epilogue
+    store_tma = fused_tma_epilogue if has_bias or has_act or scale_rows else tma_epilogue
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def registers_epilogue(acc, at, bz, C, BIAS, M, N, ldc, sCb, alpha, beta):
-        """``act(alpha * acc + beta * C + bias)`` through ``partition_C``, predicated at the
-        edges."""
+    def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
+        """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
+        predicated at the edges."""
         thr = get_slice(mma, cuda.threadIdx.x % 128)
         gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
         tCgC = partition_C(thr, local_tile(gC, block_c, at))
@@ -210,6 +275,8 @@ def kernel_function(v):
         for j in unroll(values):
             if elem_less(tCcC[j], (M, N)):
                 x = alpha * acc[j]
+                if scale_rows:
+                    x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
                 if beta != 0:
                     x += beta * from_out(tCgC[j])
                 if has_bias:
@@ -218,7 +285,63 @@ def kernel_function(v):
                     x = act(x)
                 tCgC[j] = to_out(x)
 
-    def kernel(XM, YM, CM, C, W, BIAS, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
+    @cuda.jit(device=True, inline="always")
+    def issue(acc, raw, bars, st, c, thr, base, accumulate):
+        """Wait until the state's slot is full and issue its wgmma (consumer ``c``'s rows of
+        A's block by B's) into ``acc`` (added to it if ``accumulate``), one group."""
+        consumer_wait(bars, st)
+        slot = base + st[0] * slot_elems
+        tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (c, 0)))
+        tCsB = partition_B(thr, make_tensor(raw, sb, slot + a_elems))
+        warpgroup_arrive()
+        gemm(mma, acc, tCsA, tCsB, accumulate)
+        warpgroup_commit_batch()
+
+    @cuda.jit(device=True, inline="always")
+    def release(bars, st):
+        """The state's slot released, its wgmma done (every warp of the warpgroup is past
+        its wait: one thread releases for all)."""
+        if cuda.threadIdx.x % 128 == 0:
+            consumer_release(bars, st, stages)
+
+    @cuda.jit(device=True, inline="always")
+    def promoted_k_tiles(tot, acc0, acc1, raw, bars, st, c, thr, base, k_tiles):
+        """FP8's promotion (use_fast_accum=False: the tensor cores' own sums keep fewer
+        bits than float32): each k-tile's products alone, in ``acc0`` and ``acc1`` by turns,
+        added to ``tot`` on the CUDA cores (rounded to nearest) while the tensor cores
+        multiply the next k-tile; returns the state past the tile."""
+        fill(tot, 0.0)
+        issue(acc0, raw, bars, st, c, thr, base, False)
+        older, st = st, advance(st, stages)
+        k = 1
+        while k + 1 < k_tiles:              # k-tile k in acc1, then k + 1 in acc0
+            issue(acc1, raw, bars, st, c, thr, base, False)
+            warpgroup_wait(1)               # k - 1's group (acc0) is done
+            release(bars, older)
+            axpby(1.0, acc0, 1.0, tot)
+            older, st = st, advance(st, stages)
+            issue(acc0, raw, bars, st, c, thr, base, False)
+            warpgroup_wait(1)
+            release(bars, older)
+            axpby(1.0, acc1, 1.0, tot)
+            older, st = st, advance(st, stages)
+            k += 2
+        if k < k_tiles:                     # an even number: the last in acc1
+            issue(acc1, raw, bars, st, c, thr, base, False)
+            warpgroup_wait(1)
+            release(bars, older)
+            axpby(1.0, acc0, 1.0, tot)
+            older, st = st, advance(st, stages)
+            warpgroup_wait(0)
+            release(bars, older)
+            axpby(1.0, acc1, 1.0, tot)
+        else:
+            warpgroup_wait(0)
+            release(bars, older)
+            axpby(1.0, acc0, 1.0, tot)
+        return st
+
+    def kernel(XM, YM, CM, C, W, BIAS, SA, SB, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
                beta):
         raw = cuda.shared.array(0, elem)
         bars = cuda.shared.array(n_bars, uint64)
@@ -252,28 +375,33 @@ def kernel_function(v):
         thr = get_slice(mma, t % 128)
         c = wg - 1                                      # this consumer's rows of the tile
         st, sq = consumer_start(), 0                    # sq: the pieces staged so far
+        if scale_tensor:
+            alpha *= SA[0] * SB[0]
         for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
             tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
             acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
-            for k in range(k_tiles):
-                consumer_wait(bars, st)
-                slot = base + st[0] * slot_elems
-                tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (c, 0)))
-                tCsB = partition_B(thr, make_tensor(raw, sb, slot + a_elems))
-                warpgroup_arrive()
-                gemm(mma, acc, tCsA, tCsB, k > 0)
-                warpgroup_commit_batch()
-                warpgroup_wait(0)           # the warpgroup's wgmma ran: all its warps
-                if t % 128 == 0:            # are past their wait, one releases for all
-                    consumer_release(bars, st, stages)
-                st = advance(st, stages)
+            h = make_fragment_like(make_tensor(C, held), float32)    # the tile's vectors
+            if vectors:
+                fetch_vectors(h, SA, SB, BIAS, (tm * wgs + c) * bm, tn * bn, M, N)
+            if promote:
+                tot = make_fragment_like(acc, float32)
+                st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32), raw, bars,
+                                      st, c, thr, base, k_tiles)
+                acc = tot
+            else:
+                for k in range(k_tiles):
+                    issue(acc, raw, bars, st, c, thr, base, k > 0)
+                    warpgroup_wait(0)       # the warpgroup's wgmma ran: release its slot
+                    release(bars, st)
+                    st = advance(st, stages)
             at = (tm * wgs + c, tn)
             if at[0] * bm >= M:                         # this consumer's rows are past M
                 continue
             if tma_store:
-                sq = store_tma(acc, c, at, bz, CM, BIAS, M, N, alpha, sq)
+                vat = stage_vectors(h, c) if vectors else 0
+                sq = store_tma(acc, c, at, bz, CM, vat, M, N, alpha, sq)
             else:
-                registers_epilogue(acc, at, bz, C, BIAS, M, N, ldc, sCb, alpha, beta)
+                registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta)
         if tma_store and t % 128 == 0:
             tma_store_wait(0)                           # shared memory outlives the stores
     return kernel

@@ -43,26 +43,34 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
 from functools import lru_cache
 
 from layoutalg import tile_to_shape
-from layoutalg.atom import (SM90_64xNx8_F32TF32TF32_SS, SM90_64xNx16_F32BF16BF16_SS,
-                            SM90_64xNx16_F32F16F16_SS)
+from layoutalg.atom import (SM90_FP8_ATOMS, SM90_64xNx8_F32TF32TF32_SS,
+                            SM90_64xNx16_F32BF16BF16_SS, SM90_64xNx16_F32F16F16_SS)
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
 from ..codegen import Source, align_arg
-from .config import STAGING_BYTES
+from .config import FP8_TYPES, STAGING_BYTES
 from .pipeline import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
                        TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan", "pipeline_of",
-           "ATOMS", "BITS"]
+           "ATOMS", "BITS", "atom_of"]
 
-BITS = {"bfloat16": 16, "float16": 16, "tfloat32": 32}
+BITS = {"bfloat16": 16, "float16": 16, "tfloat32": 32, "float8_e4m3fn": 8, "float8_e5m2": 8}
 WGMMA_OP = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "tf32"}
 ATOMS = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
          "tfloat32": SM90_64xNx8_F32TF32TF32_SS}
 SWIZZLE = 128
 TMA_EPILOGUE_IMPORTS = ("stage_pairs_tile", "tma_store_3d", "bulk_commit", "bulk_wait_read",
                         "bulk_wait", "named_barrier", "fence_proxy_async")
+
+
+def atom_of(v, n):
+    """The wgmma atom of variant ``v``'s operand types and majors, ``n`` columns wide."""
+    dtype = v.config.dtype
+    if dtype in FP8_TYPES:
+        return SM90_FP8_ATOMS[FP8_TYPES[dtype], FP8_TYPES[v.b_dtype]](n)
+    return ATOMS[dtype](n, v.a_major, v.b_major)
 
 
 def stage_layout(major, rows, bk, bits):
@@ -89,7 +97,7 @@ class HopperPlan:
         self.m_atoms = cfg.bM // 64
         self.rows = cfg.tile_m                          # X rows per slot
         self.cooperative = cfg.schedule == "cooperative"
-        self.atom = ATOMS[cfg.dtype](cfg.bN, v.a_major, v.b_major)
+        self.atom = atom_of(v, cfg.bN)
         lx = stage_layout(v.a_major, self.rows, cfg.bK, bits)
         ly = stage_layout(v.b_major, cfg.bN, cfg.bK, bits)
         self.copy_x = tma_copy(v.a_major, self.rows, cfg.bK, bits)

@@ -130,7 +130,7 @@ def hopper_x3_variants() -> list:
         cfg = hopper.kernel_config(cfg)
         for split, tma in [(False, False), (True, False)] + ([] if cols else [(False, True)]):
             v = hopper.HopperVariant(cfg, "K", "K", "float32", not cols, split, cols, tma)
-            if v.shared_bytes <= DYNAMIC_SHARED_LIMIT:
+            if v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT:
                 out.append(v)
     return out
 

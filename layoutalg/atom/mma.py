@@ -33,20 +33,26 @@ from ..int_tuple import check_int_tuple
 from ..layout import Layout
 from ..tensor import layout_offsets
 from .copy import _check_atom_layouts
+from .float8 import FLOAT8, float8_encode, float8_values
 
 __all__ = [
     "MMAAtom", "UniversalFMA", "SM80_16x8x16_F32BF16BF16F32_TN", "SM80_16x8x16_F32F16F16F32_TN",
     "SM80_16x8x16_F16F16F16F16_TN", "SM80_16x8x8_F16F16F16F16_TN",
     "SM80_16x8x8_F32TF32TF32F32_TN", "SM90_64xNx16_F32BF16BF16_SS", "SM90_64xNx16_F32F16F16_SS",
-    "SM90_64xNx8_F32TF32TF32_SS", "GMMA_MAJORS", "round_to_type", "storage_dtype", "encode",
-    "decode",
+    "SM90_64xNx8_F32TF32TF32_SS", "SM90_64xNx32_F32E4M3E4M3_SS_TN",
+    "SM90_64xNx32_F32E4M3E5M2_SS_TN", "SM90_64xNx32_F32E5M2E4M3_SS_TN",
+    "SM90_64xNx32_F32E5M2E5M2_SS_TN", "SM90_FP8_ATOMS", "GMMA_MAJORS", "round_to_type",
+    "storage_dtype", "encode", "decode",
 ]
 
 
 def storage_dtype(type_name: str) -> np.dtype:
     """The numpy dtype that holds values of a type on the CPU: ``f16`` in float16, ``bf16``
     as its raw 16 bits in uint16 (numpy has no bfloat16; GPU kernels move the same bits),
-    ``tf32``/``f32`` in float32, else the numpy dtype of that name."""
+    ``e4m3`` and ``e5m2`` as their bits in uint8, ``tf32``/``f32`` in float32, else the numpy
+    dtype of that name."""
+    if type_name in FLOAT8:
+        return np.dtype(np.uint8)
     return {"f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16),
             "tf32": np.dtype(np.float32), "f32": np.dtype(np.float32),
             "f64": np.dtype(np.float64)}.get(type_name) or np.dtype(type_name)
@@ -55,8 +61,9 @@ def storage_dtype(type_name: str) -> np.dtype:
 def encode(x: Any, type_name: str) -> np.ndarray:
     """Numbers -> the storage of ``type_name`` (see storage_dtype), rounding as a conversion
     instruction does: ``f16`` and ``bf16`` round to nearest even; ``tf32`` rounds to nearest
-    with ties away from zero (``cvt.rna.tf32.f32``) and stays in float32. Data already in the
-    storage dtype is returned as is.
+    with ties away from zero (``cvt.rna.tf32.f32``) and stays in float32; ``e4m3`` and
+    ``e5m2`` round to nearest even (:func:`layoutalg.atom.float8.float8_encode`). Data
+    already in the storage dtype is returned as is.
 
     >>> encode(np.array([1.0, -2.0]), "bf16").tolist()
     [16256, 49152]
@@ -65,6 +72,8 @@ def encode(x: Any, type_name: str) -> np.ndarray:
     st = storage_dtype(type_name)
     if x.dtype == st:
         return x
+    if type_name in FLOAT8:
+        return float8_encode(x, type_name)
     if type_name in ("bf16", "tf32"):
         f = x.astype(np.float32)
         bits = f.view(np.uint32).astype(np.uint64)
@@ -80,6 +89,8 @@ def encode(x: Any, type_name: str) -> np.ndarray:
 def decode(x: Any, type_name: str) -> np.ndarray:
     """The storage of ``type_name`` -> its numbers (float64 for floating types)."""
     x = np.asarray(x)
+    if type_name in FLOAT8:
+        return float8_values(type_name)[x]
     if type_name == "bf16":
         return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if x.dtype.kind == "f":
@@ -294,8 +305,8 @@ def _sm90(name, k, n, a, b, a_major, b_major):
         if major not in GMMA_MAJORS:
             raise LayoutError(f"{name}: the major of {what} must be one of {GMMA_MAJORS}, "
                               f"got {major!r}")
-        if major == "MN" and a == "tf32":
-            raise LayoutError(f"{name}: wgmma transposes only 16-bit operands; a tf32 {what} "
+        if major == "MN" and a not in ("bf16", "f16"):
+            raise LayoutError(f"{name}: wgmma transposes only 16-bit operands; a {a} {what} "
                               "must be K-major in shared memory")
     shape = f"m64n{n}k{k}"
     atom = MMAAtom(name.replace("xN", f"x{n}"), shape,
@@ -303,6 +314,30 @@ def _sm90(name, k, n, a, b, a_major, b_major):
                    _WARPGROUP, _gmma_ab(64, k), _gmma_ab(n, k), _gmma_c(n), a, b, "f32", "f32")
     atom.a_major, atom.b_major = a_major, b_major
     return atom
+
+
+def _sm90_fp8(a, b):
+    name = f"SM90_64xNx32_F32{a.upper()}{b.upper()}_SS_TN"
+
+    def atom(n: int) -> MMAAtom:
+        return _sm90(name, 32, n, a, b, "K", "K")
+    atom.__name__ = atom.__qualname__ = name
+    atom.__doc__ = (f"``wgmma.mma_async.sync.aligned.m64n{{n}}k32.f32.{a}.{b}``: a 64x32 {a} A "
+                    f"and a 32xN {b} B (given as (N, K)), both K-major in shared memory (the "
+                    f"TN form: wgmma transposes no 8-bit operand), into a 64xN f32 "
+                    f"accumulator.")
+    return atom
+
+
+SM90_64xNx32_F32E4M3E4M3_SS_TN = _sm90_fp8("e4m3", "e4m3")
+SM90_64xNx32_F32E4M3E5M2_SS_TN = _sm90_fp8("e4m3", "e5m2")
+SM90_64xNx32_F32E5M2E4M3_SS_TN = _sm90_fp8("e5m2", "e4m3")
+SM90_64xNx32_F32E5M2E5M2_SS_TN = _sm90_fp8("e5m2", "e5m2")
+# (A's type, B's type) -> the FP8 atom
+SM90_FP8_ATOMS = {("e4m3", "e4m3"): SM90_64xNx32_F32E4M3E4M3_SS_TN,
+                  ("e4m3", "e5m2"): SM90_64xNx32_F32E4M3E5M2_SS_TN,
+                  ("e5m2", "e4m3"): SM90_64xNx32_F32E5M2E4M3_SS_TN,
+                  ("e5m2", "e5m2"): SM90_64xNx32_F32E5M2E5M2_SS_TN}
 
 
 def SM90_64xNx16_F32BF16BF16_SS(n: int, a_major: str = "K", b_major: str = "K") -> MMAAtom:

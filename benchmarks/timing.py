@@ -1,0 +1,39 @@
+"""How the benchmarks time GPU work: CUDA events around a loop of calls as users make them
+(eager, the host's work included wherever it is not hidden behind the GPU's)."""
+
+import statistics
+
+import torch
+
+__all__ = ["timed", "timed_together"]
+
+CALLS = 5           # calls per timed loop
+
+
+def _loop(fn, start, end):
+    start.record()
+    for _ in range(CALLS):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / CALLS
+
+
+def timed(fn, reps):
+    """Median over ``reps`` of the mean time of a loop of calls (ms), after one call."""
+    return timed_together({"": fn}, reps)[""]
+
+
+def timed_together(fns, reps):
+    """``{name: ms}`` for ``fns`` (name -> function): each rep times every function's loop
+    in turn, so that the GPU's clock and temperature drift alike over all of them; the
+    median over ``reps`` of each (ms per call)."""
+    for fn in fns.values():
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            times[name].append(_loop(fn, start, end))
+    return {name: statistics.median(t) for name, t in times.items()}

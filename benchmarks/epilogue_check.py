@@ -7,7 +7,8 @@ for compute-sanitizer (issue 35):
 epilogue from registers), per row with beta (registers), per column and per row on 130 x 200
 (the TMA epilogue, its vectors staged in shared memory, tiles past both edges);
 ``gemm.scaled_matmul`` (e4m3): row-wise scales with a bias per column, promoted, and per
-row, fast, on partial tiles (the TMA epilogue), and per-tensor scales into a float32 out.
+row, fast, on partial tiles (the TMA epilogue), per-tensor scales into a float32 out, and
+block scales (A's column-major) with a bias per column.
 Prints each case's relative error and OK (< 1e-2) or BAD.
 """
 
@@ -36,18 +37,27 @@ E4M3 = torch.float8_e4m3fn
 for (m, n, k), scales, bias, fast, out_dtype in [
         ((130, 200, 256), "rows", "columns", False, "bfloat16"),
         ((70, 96, 400), "rows", "rows", True, "float16"),
-        ((200, 136, 144), "tensor", None, True, "float32")]:
+        ((200, 136, 144), "tensor", None, True, "float32"),
+        ((130, 200, 400), "blocks", "columns", False, "bfloat16")]:
     x = torch.randn(m, k, device="cuda").to(E4M3)
     w = torch.randn(n, k, device="cuda").to(E4M3)
+    kb, nb = -(-k // 128), -(-n // 128)
     if scales == "rows":
         sx, sw = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+    elif scales == "blocks":
+        sx, sw = torch.rand(kb, m, device="cuda").t() + 0.5, torch.rand(nb, kb, device="cuda")
     else:
         sx, sw = torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
     b = None if bias is None else torch.randn(n if bias == "columns" else m, device="cuda")
     b = b if bias != "rows" else b[:, None]
     y = gemm.scaled_matmul(x, w.t(), sx, sw, bias=b, out_dtype=out_dtype,
                            use_fast_accum=fast)
-    ref = (x.double() * sx.double()) @ (w.double() * sw.double().reshape(-1, 1)).T
+    if scales == "blocks":                  # each element's block's scale
+        sx = sx.double().repeat_interleave(128, 1)[:, :k]
+        sw = sw.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
+    else:
+        sw = sw.double().reshape(-1, 1)     # (one per row of w)
+    ref = (x.double() * sx.double()) @ (w.double() * sw).T
     ref = ref if b is None else ref + b.double()
     err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
     print("fp8", m, n, k, scales, bias, fast, out_dtype, f"rel err {err:.2e}",

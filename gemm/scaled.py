@@ -5,14 +5,17 @@ Hopper kernel written with :mod:`gemm.cute` (:mod:`gemm.hopper.cute_gemm`).
 float8_e5m2 (either mix), A row-major and B column-major, as wgmma reads 8-bit operands
 (K-major; a transposing copy would cost a pass over the operand, so other majors are
 refused, as torch does); float32 scales per tensor (one value each) or per row of A and
-column of B ((M, 1) and (1, N)), applied to the float32 sum in the epilogue. Each k-tile of
-128 elements is four wgmma of K = 32; with ``use_fast_accum=False`` (the default) the tensor
-cores' partial sum of each k-tile is added to a float32 sum on the CUDA cores (the kernel's
-promotion interval: 128 elements of K, as cuBLAS's and CUTLASS's default), with
-``use_fast_accum=True`` the tensor cores accumulate the whole of K themselves (their
-accumulator keeps fewer bits than float32's: DeepSeek-V3's report measured about 14). The
-sum needs registers beside the accumulators, so a promoted call runs 128 x 128 tiles where
-a fast one runs the Hopper kernel's default (128 x 256 for large shapes).
+column of B ((M, 1) and (1, N)), applied to the float32 sum in the epilogue, or DeepSeek-V3's
+blocks: one per 1 x 128 block of A, (M, ceil(K / 128)) row- or column-major, and per 128 x
+128 block of B, (ceil(N / 128), ceil(K / 128)) row-major, applied to each k-tile's products
+on the CUDA cores. Each k-tile of 128 elements is four wgmma of K = 32; with
+``use_fast_accum=False`` (the default) the tensor cores' partial sum of each k-tile is
+added to a float32 sum on the CUDA cores (the kernel's promotion interval: 128 elements of
+K, as cuBLAS's and CUTLASS's default), with ``use_fast_accum=True`` the tensor cores
+accumulate the whole of K themselves (their accumulator keeps fewer bits than float32's:
+DeepSeek-V3's report measured about 14); block scales are always promoted (each k-tile
+scaled). The sum needs registers beside the accumulators, so a promoted call runs 128 x 128
+tiles where a fast one runs the Hopper kernel's default (128 x 256 for large shapes).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, *,
     ``a`` (M, K) row-major and ``b`` (K, N) column-major (``w.t()`` of a row-major (N, K)
     weight): torch float8_e4m3fn / float8_e5m2 tensors, or uint8 device arrays holding
     their bits with ``formats`` naming them (("e4m3", "e5m2"): A's, B's). ``scale_a``,
-    ``scale_b``: float32 on the operands' device, one value each, or (M, 1) and (1, N).
+    ``scale_b``: float32 on the operands' device, one value each, (M, 1) and (1, N), or
+    block scales (M, ceil(K / 128)) and (ceil(N / 128), ceil(K / 128)) (row-major out).
     ``out_dtype`` "bfloat16", "float16" or "float32"; ``out`` (M, N) of that type, else a new
     row-major array of A's kind. ``bias``: as :func:`gemm.matmul`'s, (N,) / (1, N) per
     column or (M, 1) per row, bfloat16, float16 or float32, added after the scales.

@@ -34,6 +34,9 @@ CASES = [
     (SMALL, 50, 40, 304, dict(col_out=True, scale="rows", bias="rows")),
     (dict(SMALL, bM=128), 136, 80, 144, dict(scale="rows", bias="rows", out_dtype="bfloat16",
                                              fast=True)),
+    # DeepSeek's blocks: 1 x 128 of A (row-major, then column-major scales), 128 x 128 of B
+    (SMALL, 70, 200, 400, dict(scale="blocks", out_dtype="bfloat16", bias="columns")),
+    (dict(SMALL, consumers=2), 130, 72, 272, dict(scale="blocks_mn", fast=True)),
 ]
 
 
@@ -52,11 +55,15 @@ def case(fields, m, n, k, seed, formats=("e4m3", "e4m3"), scale="tensor", fast=F
     rng = np.random.default_rng(seed)
     a, a64 = fp8(rng, (m, k), formats[0])
     bt, bt64 = fp8(rng, (n, k), formats[1])
+    kb, nb = -(-k // 128), -(-n // 128)
     if scale == "tensor":
         sa, sb = (rng.uniform(0.5, 2, (1,)).astype(np.float32) for _ in range(2))
-    else:
+    elif scale == "rows":
         sa = rng.uniform(0.5, 2, (m, 1)).astype(np.float32)
         sb = rng.uniform(0.5, 2, (1, n)).astype(np.float32)
+    else:
+        sa = rng.uniform(0.5, 2, (m, kb)).astype(np.float32)
+        sb = rng.uniform(0.5, 2, (nb, kb)).astype(np.float32)
     vec, bias64 = None, 0.0
     if bias is not None:
         vec = rng.standard_normal((n,) if bias == "columns" else (m, 1)).astype(np.float32)
@@ -65,13 +72,19 @@ def case(fields, m, n, k, seed, formats=("e4m3", "e4m3"), scale="tensor", fast=F
     poison = np.full((m, n), 0x7FC0 if out_dtype == "bfloat16" else np.nan, stored)
     out = cuda.to_device(np.asfortranarray(poison) if col_out else poison)
     d = cuda.to_device
-    gemm.scaled_matmul(d(a), d(bt).T, d(sa), d(sb), out=out, out_dtype=out_dtype,
+    SA = d(np.asfortranarray(sa)) if scale == "blocks_mn" else d(sa)     # (column-major)
+    gemm.scaled_matmul(d(a), d(bt).T, SA, d(sb), out=out, out_dtype=out_dtype,
                        bias=None if vec is None else d(vec), use_fast_accum=fast,
                        formats=formats, config=HopperConfig(**fields))
     got = out.copy_to_host()
     got = ((got.astype(np.uint32) << 16).view(np.float32) if out_dtype == "bfloat16"
            else got).astype(np.float64)
-    xa, xb = a64 * sa.astype(np.float64).reshape(-1, 1), bt64 * sb.astype(np.float64).reshape(-1, 1)
+    if scale.startswith("blocks"):          # each element's block's scale
+        xa = a64 * np.repeat(sa.astype(np.float64), 128, axis=1)[:, :k]
+        xb = bt64 * np.repeat(np.repeat(sb.astype(np.float64), 128, axis=0), 128, axis=1)[:n, :k]
+    else:
+        xa = a64 * sa.astype(np.float64).reshape(-1, 1)
+        xb = bt64 * sb.astype(np.float64).reshape(-1, 1)
     ref = xa @ xb.T + bias64
     tol = 1e-5 * (np.abs(xa) @ np.abs(xb.T) + np.abs(bias64)) + OUT_ROUNDING[out_dtype] * \
         np.abs(ref) + 1e-30
@@ -97,8 +110,16 @@ def errors():
                                                   formats=e4),
         "scale dtype": lambda: call(sa=np.ones(1, np.float64)),
         "scale shape": lambda: call(sa=np.ones(3, np.float32)),
-        "scale rows mixed": lambda: call(sa=np.ones((16, 1), np.float32), sb=s1),
+        "scale rows mixed": lambda: call(sa=np.ones((16, 1), np.float32),
+                                         sb=np.ones((1, 3), np.float32)),
+        "block scales of B column-major": lambda: call(np.zeros((16, 256), np.uint8),
+                                                       np.zeros((256, 256), np.uint8),
+                                                       np.ones((16, 2), np.float32),
+                                                       np.ones((2, 2), np.float32).T),
         "out_dtype": lambda: call(out_dtype="float8_e4m3fn"),
+        "block scales, column-major out": lambda: call(
+            sa=np.ones((16, 1), np.float32), sb=np.ones((1, 1), np.float32),
+            out=d(np.zeros((16, 16), np.float32, order="F")), out_dtype="float32"),
         "fast accum type": lambda: call(use_fast_accum=1),
         "promote config": lambda: call(config=HopperConfig(bN=256)),
         "bias length": lambda: call(bias=d(np.zeros(15, np.float32))),
@@ -113,8 +134,10 @@ EXPECTED_ERRORS = {
     "B row-major": ("ValueError", "FP8 operands must be K-major"),
     "scale dtype": ("TypeError", "scale_a must be float32, not float64"),
     "scale shape": ("ValueError", "scale_a must be one float32 value or of shape (16, 1)"),
-    "scale rows mixed": ("ValueError", "got (16, 1) and (1, 1)"),
+    "scale rows mixed": ("ValueError", "got (16, 1) and (1, 3)"),
+    "block scales of B column-major": ("ValueError", "scale_b must be contiguous, row-major"),
     "out_dtype": ("TypeError", "out_dtype must be one of"),
+    "block scales, column-major out": ("ValueError", "block scales need a row-major out"),
     "fast accum type": ("TypeError", "use_fast_accum must be a bool"),
     "promote config": ("ValueError", "at most 64 accumulators per thread"),
     "bias length": ("ValueError", "bias of shape (15,) fits neither"),
@@ -156,9 +179,24 @@ def test_a_block_past_the_shared_limit_with_its_mbarriers_is_refused_its_tma_epi
     assert v.shared_bytes == DYNAMIC_SHARED_LIMIT < v.block_shared_bytes
 
 
+@pytest.mark.parametrize("fields, config, text", [
+    (dict(scale="blocks"), {}, "applied as each k-tile is promoted"),
+    (dict(scale="blocks", promote=True), dict(bN=256, bM=64, consumers=1), "bN dividing 128"),
+    (dict(scale="rows", scale_a_mn=True), {}, "scale_a_mn is of block scales"),
+    (dict(scale="rows", promote=True), dict(bN=256), "at most 64 of each per thread"),
+    (dict(scale="none"), {}, "scale one of"),
+])
+def test_fp8_variants_that_cannot_run_are_refused(fields, config, text):
+    cfg = HopperConfig(dtype="float8_e4m3fn", **config)
+    with pytest.raises(ValueError, match=text):
+        HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, cute=True, **fields)
+
+
 @pytest.mark.parametrize("formats, out, fields", [
     (("float8_e4m3fn", "float8_e4m3fn"), "bfloat16", dict(scale="tensor", promote=True)),
     (("float8_e4m3fn", "float8_e5m2"), "float32", dict(scale="rows", bias="columns")),
+    (("float8_e5m2", "float8_e4m3fn"), "bfloat16", dict(scale="blocks", promote=True,
+                                                         scale_a_mn=True)),
 ])
 def test_fp8_kernel_compiles_to_fp8_wgmma_without_local_memory(formats, out, fields):
     from numba import cuda
@@ -182,9 +220,17 @@ def _dequantized(torch, m, n, k, formats, scales, seed):
     b = torch.randn(n, k, device="cuda", generator=g).to(getattr(torch, formats[1])).t()
     if scales == "tensor":
         sa, sb = (torch.rand((), device="cuda", generator=g) + 0.5 for _ in range(2))
-    else:
+    elif scales == "rows":
         sa = torch.rand(m, 1, device="cuda", generator=g) + 0.5
         sb = torch.rand(1, n, device="cuda", generator=g) + 0.5
+    else:                                   # blocks: A's scales column-major (torch's)
+        kb, nb = -(-k // 128), -(-n // 128)
+        sa = (torch.rand(kb, m, device="cuda", generator=g) + 0.5).t()
+        sb = torch.rand(nb, kb, device="cuda", generator=g) + 0.5
+        xa = a.double() * sa.double().repeat_interleave(128, 1)[:, :k]
+        xb = b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[
+            :n, :k].t()
+        return a, b, sa, sb, xa, xb
     return a, b, sa, sb, a.double() * sa.double(), b.double() * sb.double()
 
 
@@ -205,6 +251,7 @@ def _tolerance(xa, xb, k, fast, out_rounding, ref):
     ((130, 72, 1040), ("float8_e5m2", "float8_e4m3fn"), "rows", False, "float16", "rows",
      True),
     ((1, 1, 16), ("float8_e4m3fn",) * 2, "tensor", True, "bfloat16", None, False),
+    ((700, 300, 1040), ("float8_e4m3fn",) * 2, "blocks", False, "float32", "columns", False),
 ])
 def test_scaled_matmul_matches_float64_on_a_hopper_gpu(shape, formats, scales, fast, out_dtype,
                                                         bias, col_out):

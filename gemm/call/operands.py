@@ -307,11 +307,15 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
     return op, per_row
 
 
-def scale_operands(scale_a, scale_b, m, n, caller, simulator=None):
+def scale_operands(scale_a, scale_b, m, n, k, caller, simulator=None, block=128):
     """``(mode, Operand of scale_a, Operand of scale_b)`` of an FP8 product's float32 scales
-    for an (m, n) out, as ``torch._scaled_mm`` takes them: one value each ("tensor"; any
-    shape of one element), or one per row of A, shape (m, 1), and per column of B, (1, n)
-    ("rows"), contiguous. TypeError or ValueError naming ``caller`` otherwise."""
+    for an (m, n) out of (m, k) and (k, n) operands: one value each ("tensor"; any shape of
+    one element); one per row of A, shape (m, 1), and per column of B, (1, n) ("rows"); or
+    one per ``block`` elements of a row of A, (m, kb), and per ``block`` x ``block`` block of
+    B, (nb, kb), with kb = ceil(k / block) and nb = ceil(n / block) ("blocks", DeepSeek-V3's:
+    A's row- or column-major, B's row-major). TypeError or ValueError naming ``caller``
+    otherwise."""
+    kb, nb = -(-k // block), -(-n // block)
     ops = []
     for name, x, want in (("scale_a", scale_a, (m, 1)), ("scale_b", scale_b, (1, n))):
         shape = tuple(getattr(x, "shape", ()))
@@ -323,17 +327,26 @@ def scale_operands(scale_a, scale_b, m, n, caller, simulator=None):
         op = operand(x, name, simulator, caller)
         if op.dtype != "float32":
             raise TypeError(f"{caller}: {name} must be float32, not {op.dtype}")
-        if op.span != max(op.shape):
-            raise ValueError(f"{caller}: {name} must be contiguous (its strides are "
-                             f"{op.strides} elements)")
         ops.append(op)
-    if ops[0].shape == ops[1].shape == (1, 1):
-        return ("tensor", *ops)
-    if (ops[0].shape, ops[1].shape) != ((m, 1), (1, n)):
-        raise ValueError(f"{caller}: scale_a and scale_b must both be one value (per tensor) "
-                         f"or of shapes ({m}, 1) and (1, {n}) (per row of A and column of B); "
-                         f"got {ops[0].shape} and {ops[1].shape}")
-    return ("rows", *ops)
+    shapes = (ops[0].shape, ops[1].shape)
+    if shapes == ((1, 1), (1, 1)):
+        mode = "tensor"
+    elif shapes == ((m, 1), (1, n)):
+        mode = "rows"
+    elif shapes == ((m, kb), (nb, kb)):
+        mode = "blocks"
+    else:
+        raise ValueError(f"{caller}: scale_a and scale_b must both be one value (per tensor), "
+                         f"of shapes ({m}, 1) and (1, {n}) (per row of A and column of B), or "
+                         f"({m}, {kb}) and ({nb}, {kb}) (per 1 x {block} block of A and "
+                         f"{block} x {block} block of B); got {shapes[0]} and {shapes[1]}")
+    for name, op, majors in (("scale_a", ops[0], "row- or column-major"),
+                             ("scale_b", ops[1], "row-major")):
+        if op.span != op.shape[0] * op.shape[1] or (name == "scale_b" and op.shape[1] > 1
+                                                    and op.unit_mode != 1):
+            raise ValueError(f"{caller}: {name} must be contiguous, {majors} (its strides are "
+                             f"{op.strides} elements)")
+    return (mode, *ops)
 
 
 def _element_step(x):

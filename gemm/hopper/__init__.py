@@ -59,7 +59,7 @@ from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, fp
 from ..epilogue import check_activation
 from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
-                     PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
+                     BLOCK, PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
 from .gen import hopper_plan, hopper_source
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
@@ -205,7 +205,8 @@ class _Call:
                 raise ValueError(f"{caller}: FP8 operands must be K-major: A row-major and B "
                                  "column-major (e.g. the transpose of a row-major (N, K) "
                                  "matrix); wgmma transposes no 8-bit operand")
-            scale, *self.scales = scale_operands(scaled[0], scaled[1], m, n, caller, sim)
+            scale, *self.scales = scale_operands(scaled[0], scaled[1], m, n, k, caller, sim,
+                                                 BLOCK)
         else:
             dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)
@@ -260,9 +261,19 @@ class _Call:
                           swap_ab=False)
         fp8 = {}
         if scaled is not None:      # X's type first; promotion needs room for the sum
+            blocks = scale == "blocks"          # (applied as each k-tile is promoted)
+            if blocks and x is not a:
+                raise ValueError(f"{caller}: block scales need a row-major out")
             fp8 = dict(b_dtype=types[1] if x is a else types[0], scale=scale,
-                       promote=bool(scaled[2]))
+                       promote=bool(scaled[2]) or blocks,
+                       scale_a_mn=blocks and self.scales[0].unit_mode == 0 and m > 1)
             cfg = replace(cfg, dtype=types[0] if x is a else types[1])
+            if blocks and BLOCK % cfg.bN:       # a tile inside one block of B's columns
+                if config is not None:
+                    raise ValueError(f"{caller}: block scales need tiles inside one "
+                                     f"{BLOCK}-column block of B (bN dividing {BLOCK}), not "
+                                     f"bN={cfg.bN}")
+                cfg = replace(cfg, bN=BLOCK, stages=6)
             if fp8["promote"] and cfg.bM * cfg.bN // 128 > PROMOTE_ACCUMULATORS:
                 if config is not None:
                     raise ValueError(f"{caller}: promoted sums (use_fast_accum=False) take "

@@ -14,12 +14,14 @@ from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "PROMOTE_ACCUMULATORS"]
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
 FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))
-SCALES = ("tensor", "rows")     # an FP8 product's scales: one per operand, or per row of A
-#                                 and column of B
+# an FP8 product's scales: one per operand, per row of A and column of B, or per block (1 x
+# BLOCK of A, BLOCK x BLOCK of B; DeepSeek-V3's), each k-tile's products scaled as promoted
+SCALES = ("tensor", "rows", "blocks")
+BLOCK = 128
 PROMOTE_ACCUMULATORS = 64       # per thread where k-tiles are promoted: two such sets by turns,
 #                                 and as many for the sum
 _ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4, "float8_e4m3fn": 1,
@@ -219,8 +221,9 @@ class HopperVariant:
     bias_dtype: str = "float32"     # its elements' type (bfloat16, float16 or float32)
     activation: str = "none"        # cute: applied last (gemm.epilogue.ACTIVATIONS)
     b_dtype: str = None             # FP8: Y's type (None: the config's dtype, X's)
-    scale: str = "none"             # FP8: its scales (SCALES), read in the epilogue
+    scale: str = "none"             # FP8: its scales (SCALES)
     promote: bool = False           # FP8: each k-tile's products added to a float32 sum
+    scale_a_mn: bool = False        # FP8 blocks: X's scales (MM, K blocks) MN-major
 
     def __post_init__(self):
         if self.b_dtype is None:
@@ -267,6 +270,13 @@ class HopperVariant:
                              "operand)")
         if not isinstance(self.promote, bool):
             raise ValueError(f"HopperVariant: promote must be a bool, got {self.promote!r}")
+        if self.scale == "blocks" and not (self.promote and BLOCK % cfg.bN == 0
+                                           and cfg.bK == BLOCK):
+            raise ValueError(f"HopperVariant: block scales are applied as each k-tile is "
+                             f"promoted (promote=True), k-tiles of {BLOCK} and tiles inside "
+                             f"one {BLOCK}-column block of Y (bN dividing {BLOCK})")
+        if self.scale_a_mn and self.scale != "blocks":
+            raise ValueError("HopperVariant: scale_a_mn is of block scales")
         if self.promote and cfg.bM * cfg.bN // 128 > PROMOTE_ACCUMULATORS:
             raise ValueError(f"HopperVariant: promote keeps a float32 sum beside the "
                              f"accumulators: at most {PROMOTE_ACCUMULATORS} of each per thread "

@@ -33,6 +33,7 @@ import numpy as np
 from numba import cuda, float32, uint8, uint16, uint64
 
 from layoutalg import Layout, make_tiled_mma
+from layoutalg.tensor import make_identity_tensor as make_identity_tensor_host
 from gemm import arch
 from gemm.cute import (axpby, copy, elem_less, fence_view_async_shared, fill, gemm, get_slice,
                        local_tile, make_fragment_like, make_identity_tensor, make_layout,
@@ -72,6 +73,33 @@ def _out_functions(out_dtype):
     if out_dtype == "bfloat16":
         return arch.cvt_rn_bf16_f32, arch.bf16_to_f32
     return arch.cvt_rn_f16_f32, arch.f16_to_f32
+
+
+def _row_slots(mma, bm, bn):
+    """The number of rows a consumer thread's (bm, bn) accumulators lie on, checked to be
+    numbered as the kernel numbers them (two per 64-row atom; value ``j`` on row slot
+    ``slot(j)``, slot ``q`` holding value ``value(q)``) for every thread of the warpgroup."""
+    def rows(t):
+        coords = mma.get_slice(t).partition_C(make_identity_tensor_host((bm, bn)))
+        return [coords[j][0] for j in range(bm * bn // 128)]
+    for t in range(128):
+        got = rows(t)
+        distinct = sorted(set(got))
+        if any(distinct.index(got[j]) != _slot(j, bn) for j in range(len(got))) or any(
+                got[_value(q, bn)] != r for q, r in enumerate(distinct)):
+            raise AssertionError("the accumulators' rows are not the kernel's row slots")
+    return len(distinct)
+
+
+def _slot(j, bn):
+    """Accumulator ``j``'s row slot (wgmma's fragment: per 64-row atom of bn / 2 values,
+    groups of four values on rows g, g, g + 8, g + 8)."""
+    return (j % 4) // 2 + 2 * (j // (bn // 2))
+
+
+def _value(q, bn):
+    """An accumulator on row slot ``q``."""
+    return q // 2 * (bn // 2) + 2 * (q % 2)
 
 
 def kernel_function(v):
@@ -123,6 +151,11 @@ def kernel_function(v):
     vec_at = (stages * cfg.slot_bytes + wgs * STAGING_BYTES) // 4   # floats past the ring
     loads_m, loads_n = static_range(-(-bm // 128)), static_range(-(-bn // 128))
     held = Layout(len(loads_m) + 2 * len(loads_n))  # SA's, then SB's, then the bias's
+    # FP8 block scales, applied to each k-tile's products as they are promoted: a thread's
+    # accumulators lie on few rows (two per 64-row atom), its row slots (_slot, _value)
+    blocks, scale_a_mn = v.scale == "blocks", v.scale_a_mn
+    n_slots = _row_slots(mma, bm, bn) if blocks else 1
+    slots, slot_layout, half = static_range(n_slots), Layout(n_slots), bn // 2
     per_atom = bn // chunk                          # pieces of an atom's rows
     row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
@@ -305,40 +338,68 @@ def kernel_function(v):
             consumer_release(bars, st, stages)
 
     @cuda.jit(device=True, inline="always")
-    def promoted_k_tiles(tot, acc0, acc1, raw, bars, st, c, thr, base, k_tiles):
-        """FP8's promotion (use_fast_accum=False: the tensor cores' own sums keep fewer
-        bits than float32): each k-tile's products alone, in ``acc0`` and ``acc1`` by turns,
-        added to ``tot`` on the CUDA cores (rounded to nearest) while the tensor cores
-        multiply the next k-tile; returns the state past the tile."""
+    @unrolled
+    def block_scales(sv, SA, SB, tCcC, row0, b_block, M, k_tiles, k):
+        """Into ``sv``: k-tile ``k``'s scale of each of this thread's rows (A's 1 x 128 block
+        times B's 128 x 128 one, read as the k-tile is issued: they are used a step later)."""
+        sb = SB[b_block * k_tiles + k]
+        for q in unroll(slots):
+            r = min(row0 + tCcC[q // 2 * half + 2 * (q % 2)][0], M - 1)     # (_value)
+            sv[q] = sb * (SA[k * M + r] if scale_a_mn else SA[r * k_tiles + k])
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def retire(tot, acc, sv):
+        """A k-tile's products added to the sum (scaled per row slot with block scales)."""
+        if blocks:
+            for j in unroll(values):
+                tot[j] += acc[j] * sv[(j % 4) // 2 + 2 * (j // half)]     # (_slot)
+        else:
+            axpby(1.0, acc, 1.0, tot)
+
+    @cuda.jit(device=True, inline="always")
+    def turn(tot, fresh, sv_fresh, done, sv_done, older, st, k, raw, bars, c, thr, base, SA,
+             SB, tCcC, row0, b_block, M, k_tiles):
+        """Issue k-tile ``k`` into ``fresh`` (its block scales into ``sv_fresh``), then the
+        one before (in ``done``) is retired: its slot released, its products added to
+        ``tot`` while ``k``'s multiply. Returns (k's state, the next)."""
+        issue(fresh, raw, bars, st, c, thr, base, False)
+        if blocks:
+            block_scales(sv_fresh, SA, SB, tCcC, row0, b_block, M, k_tiles, k)
+        warpgroup_wait(1)                   # the older group is done
+        release(bars, older)
+        retire(tot, done, sv_done)
+        return st, advance(st, stages)
+
+    @cuda.jit(device=True, inline="always")
+    def promoted_k_tiles(tot, acc0, acc1, sv0, sv1, raw, bars, st, c, thr, base, SA, SB,
+                         tCcC, row0, b_block, M, k_tiles):
+        """FP8's promotion (use_fast_accum=False, and block scales: the tensor cores' own
+        sums keep fewer bits than float32): each k-tile's products alone, in ``acc0`` and
+        ``acc1`` by turns, added to ``tot`` on the CUDA cores (rounded to nearest) while the
+        tensor cores multiply the next k-tile; returns the state past the tile."""
         fill(tot, 0.0)
         issue(acc0, raw, bars, st, c, thr, base, False)
+        if blocks:
+            block_scales(sv0, SA, SB, tCcC, row0, b_block, M, k_tiles, 0)
         older, st = st, advance(st, stages)
         k = 1
         while k + 1 < k_tiles:              # k-tile k in acc1, then k + 1 in acc0
-            issue(acc1, raw, bars, st, c, thr, base, False)
-            warpgroup_wait(1)               # k - 1's group (acc0) is done
-            release(bars, older)
-            axpby(1.0, acc0, 1.0, tot)
-            older, st = st, advance(st, stages)
-            issue(acc0, raw, bars, st, c, thr, base, False)
-            warpgroup_wait(1)
-            release(bars, older)
-            axpby(1.0, acc1, 1.0, tot)
-            older, st = st, advance(st, stages)
+            older, st = turn(tot, acc1, sv1, acc0, sv0, older, st, k, raw, bars, c, thr, base,
+                             SA, SB, tCcC, row0, b_block, M, k_tiles)
+            older, st = turn(tot, acc0, sv0, acc1, sv1, older, st, k + 1, raw, bars, c, thr,
+                             base, SA, SB, tCcC, row0, b_block, M, k_tiles)
             k += 2
         if k < k_tiles:                     # an even number: the last in acc1
-            issue(acc1, raw, bars, st, c, thr, base, False)
-            warpgroup_wait(1)
-            release(bars, older)
-            axpby(1.0, acc0, 1.0, tot)
-            older, st = st, advance(st, stages)
+            older, st = turn(tot, acc1, sv1, acc0, sv0, older, st, k, raw, bars, c, thr, base,
+                             SA, SB, tCcC, row0, b_block, M, k_tiles)
             warpgroup_wait(0)
             release(bars, older)
-            axpby(1.0, acc1, 1.0, tot)
+            retire(tot, acc1, sv1)
         else:
             warpgroup_wait(0)
             release(bars, older)
-            axpby(1.0, acc0, 1.0, tot)
+            retire(tot, acc0, sv0)
         return st
 
     def kernel(XM, YM, CM, C, W, BIAS, SA, SB, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
@@ -385,8 +446,13 @@ def kernel_function(v):
                 fetch_vectors(h, SA, SB, BIAS, (tm * wgs + c) * bm, tn * bn, M, N)
             if promote:
                 tot = make_fragment_like(acc, float32)
-                st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32), raw, bars,
-                                      st, c, thr, base, k_tiles)
+                sv = make_tensor(C, slot_layout)            # (block scales' row slots)
+                st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32),
+                                      make_fragment_like(sv, float32),
+                                      make_fragment_like(sv, float32), raw, bars, st, c, thr,
+                                      base, SA, SB,
+                                      partition_C(thr, make_identity_tensor(block_c)),
+                                      (tm * wgs + c) * bm, tn * bn // 128, M, k_tiles)
                 acc = tot
             else:
                 for k in range(k_tiles):

@@ -1,11 +1,12 @@
 """FP8 products with scales (``gemm.scaled_matmul``, gemm.scaled) on the Hopper kernel written
 with gemm.cute. In numba's CUDA simulator (this file as a script in a subprocess): fresh
-random FP8 operands (e4m3 and e5m2, as uint8 bits with ``formats``), scales per tensor and
-per row, promoted and fast accumulation, bias, f32 / bf16 / f16 outs, a column-major out (the
-kernel's X is then B), odd shapes over several k-tiles (K a multiple of 16: TMA's rows), the out poisoned, against float64 of
-the dequantized operands; bad input refused; the kernel's PTX for sm_90a without local memory
-and with FP8 wgmma. On a GPU of compute capability 9.x with torch: float8 tensors against
-float64 and beside ``torch._scaled_mm``'s error."""
+random FP8 operands (e4m3 and e5m2, as uint8 bits with ``formats``), scales per tensor, per
+row and per block (A's row- and column-major), promoted and fast accumulation, bias, f32 /
+bf16 / f16 outs, a column-major out (the kernel's X is then B), odd shapes over several
+k-tiles (K a multiple of 16: TMA's rows), the out poisoned, against float64 of the
+dequantized operands; bad input and variants that cannot run refused; the kernel's PTX for
+sm_90a without local memory and with FP8 wgmma. On a GPU of compute capability 9.x with
+torch: float8 tensors against float64 and beside ``torch._scaled_mm``'s error."""
 
 import json
 import os

@@ -16,8 +16,11 @@ The operator takes CUDA tensors ``a`` (M, K) and ``b`` (K, N), or batches of the
 float32 (``gemm.matmul``'s float32 default: 3xTF32 where the Hopper kernel runs it, else the
 exact SIMT kernels), bfloat16 or float16 (tensor cores), and an optional
 ``out_dtype`` (``torch.float32`` for the f32 result of 16-bit inputs); it returns a new
-tensor. The gradient of a shared operand is summed over the batch (in float32). Importing
-this module needs torch (``import gemm`` does not).
+tensor. The gradient of a shared operand is summed over the batch (in float32).
+
+``linear(x, weight, bias=None, activation=None)`` (``torch.ops.layoutalg.linear``) is
+``F.linear`` with a fused activation, differentiable and traced the same way (see its
+docstring). Importing this module needs torch (``import gemm`` does not).
 """
 
 from types import SimpleNamespace
@@ -27,7 +30,7 @@ from torch._library.autograd import make_autograd_impl
 
 import gemm
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "linear"]
 
 _NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -175,3 +178,132 @@ def matmul(a, b, out_dtype=None):
     if _eager(a, b):
         return _run_eager(a, b, out_dtype)
     return _op(a, b, out_dtype)
+
+
+# --- linear: F.linear with a fused activation ---------------------------------------------
+
+_ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+
+
+def _check_linear(x, weight, bias, activation):
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"layoutalg::linear: activation must be one of {_ACTIVATIONS}, got "
+                         f"{activation!r}")
+    if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"layoutalg::linear: x (..., K) and weight (N, K) expected, got "
+                         f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"layoutalg::linear: bias must be of shape ({weight.shape[0]},), got "
+                         f"{tuple(bias.shape)}")
+
+
+def _linear_fake(x, weight, bias=None, activation=None):
+    _check_linear(x, weight, bias, activation)
+    return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],))
+
+
+def _apply(pre, activation):
+    if activation is None:
+        return pre
+    if activation == "gelu_tanh":
+        return torch.nn.functional.gelu(pre, approximate="tanh")
+    return getattr(torch.nn.functional, activation)(pre)
+
+
+def _linear_direct(x, weight, bias=None, activation=None):
+    """The forward: ``gemm.matmul`` of the rows of x by weight^T with the bias and the
+    activation fused where the Hopper kernel takes them (16-bit operands on a GPU of
+    compute capability 9.x), else the product, then the bias and activation in torch."""
+    _check_linear(x, weight, bias, activation)
+    x2 = _unit_stride(x.reshape(-1, x.shape[-1]))
+    fused = (x.dtype in (torch.bfloat16, torch.float16)
+             and torch.cuda.get_device_capability(x.device)[0] == 9 and x2.shape[0] > 0)
+    if fused:
+        y = gemm.matmul(x2, weight.T, bias=bias, activation=activation)
+    else:
+        y = _apply(_direct(x2, weight.T) + (0 if bias is None else bias), activation)
+    return y.reshape(tuple(x.shape[:-1]) + (weight.shape[0],))
+
+
+def _linear_backward(ctx, grad):
+    """dX = dZ W, dW = dZ^T X, db = the sum of dZ's rows, dZ = grad times the activation's
+    derivative at the pre-activation (recomputed: x W^T + b)."""
+    x, weight, bias = ctx.saved_tensors
+    activation = ctx.activation
+    k, n = x.shape[-1], weight.shape[0]
+    x2 = x.reshape(-1, k)
+    dz = grad.reshape(-1, n)
+    if activation is not None:
+        pre = linear(x, weight, bias).reshape(-1, n)
+        if activation == "relu":
+            dz = torch.ops.aten.threshold_backward(dz, pre, 0)
+        elif activation == "silu":
+            dz = torch.ops.aten.silu_backward(dz, pre)
+        else:
+            dz = torch.ops.aten.gelu_backward(dz, pre, approximate="tanh" if
+                                              activation == "gelu_tanh" else "none")
+    dz = dz.to(x.dtype)
+    gx = gw = gb = None
+    if ctx.needs_input_grad[0]:
+        gx = matmul(dz, weight).reshape(x.shape)
+    if ctx.needs_input_grad[1]:
+        gw = matmul(dz.T, x2, out_dtype=weight.dtype)
+    if bias is not None and ctx.needs_input_grad[2]:
+        gb = dz.float().sum(0).to(bias.dtype)
+    return gx, gw, gb, None
+
+
+def _linear_setup_context(ctx, inputs, output):
+    x, weight, bias, activation = (tuple(inputs) + (None, None))[:4]
+    ctx.activation = activation
+    ctx.save_for_backward(x, weight, bias)
+
+
+class _EagerLinear(torch.autograd.Function):
+    """linear's autograd for eager calls (as :class:`_Eager` for matmul)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation):
+        _linear_setup_context(ctx, (x, weight, bias, activation), None)
+        return _linear_direct(x, weight, bias, activation)
+
+    backward = staticmethod(_linear_backward)
+
+
+_lib.define("linear(Tensor x, Tensor weight, Tensor? bias=None, str? activation=None) -> "
+            "Tensor")
+_lib.impl("linear", _linear_direct, "CUDA")
+torch.library.register_fake("layoutalg::linear", _linear_fake, lib=_lib)
+_linear_op = torch.ops.layoutalg.linear.default
+_linear_traced = make_autograd_impl(_linear_op, SimpleNamespace(
+    _backward_fn=_linear_backward, _setup_context_fn=_linear_setup_context))
+
+
+def _run_linear(x, weight, bias=None, activation=None):
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (x, weight, bias)):
+        return _EagerLinear.apply(x, weight, bias, activation)
+    return _linear_direct(x, weight, bias, activation)
+
+
+def _linear_autograd(keyset, *args):
+    if _eager(args[0], args[1]) and (len(args) < 3 or args[2] is None
+                                     or type(args[2]) in _PLAIN):
+        return _run_linear(*args)
+    return _linear_traced(keyset, *args)
+
+
+_lib.impl("linear", _linear_autograd, "Autograd", with_keyset=True)
+
+
+def linear(x, weight, bias=None, activation=None):
+    """``activation(F.linear(x, weight, bias))`` as ``torch.ops.layoutalg.linear``: x (...,
+    K), weight (N, K), bias (N,) or None, activation None, "relu", "gelu", "gelu_tanh" or
+    "silu" (torch's). The forward fuses the bias and the activation into the Hopper kernel's
+    epilogue (16-bit operands, compute capability 9.x; elsewhere they run after the
+    product); the backward recomputes the pre-activation (one more product) for the
+    activation's derivative, then dX = dZ W and dW = dZ^T X. Differentiable and traced by
+    ``torch.compile`` as :func:`matmul` is."""
+    if _eager(x, weight) and (bias is None or type(bias) in _PLAIN):
+        return _run_linear(x, weight, bias, activation)
+    return _linear_op(x, weight, bias, activation)

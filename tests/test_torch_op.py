@@ -1,7 +1,9 @@
 """gemm.torch: gemm.matmul as torch.ops.layoutalg.matmul (torch.library): its fake
 implementation (shapes and types for torch.compile), its checks, and on a GPU its values,
-gradients and a torch.compile without graph breaks against torch.mm. Skipped, with the
-reason, where torch is not installed."""
+gradients and a torch.compile without graph breaks against torch.mm; gemm.torch.linear's
+values and gradients for each activation against torch in float64 (one compiled), and
+torch.library.opcheck of both operators. Skipped, with the reason, where torch is not
+installed."""
 
 import pytest
 
@@ -202,3 +204,35 @@ def test_a_weights_gradient_keeps_its_layout(lead):
     bound = (g64.abs().transpose(-1, -2) @ x64.abs()).reshape(-1, 40, 48).sum(0)
     assert ((w.grad.double() - want).abs() <= 2e-2 * bound).all()
     assert ((x.grad.double() - g64 @ w64).abs() <= 2e-2 * (g64.abs() @ w64.abs())).all()
+
+
+@gpu
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "silu"])
+def test_linear_values_and_gradients_against_torch(activation):
+    """gemm.torch.linear against torch's F.linear and activation in float64: the output and
+    the gradients of x, weight and bias, eager and (one case) compiled."""
+    _cuda()
+    F = torch.nn.functional
+    x, w, b = _fresh((3, 50, 64), (72, 64), (72,))
+    g = torch.randn(3, 50, 72, device="cuda", dtype=torch.float64)
+    act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+           "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[activation]
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+    ref = act(F.linear(x64, w64, b64))
+    (ref * g).sum().backward()
+    run = gt.linear if activation != "gelu" else torch.compile(gt.linear, fullgraph=True)
+    y = run(x, w, b, activation)
+    (y.double() * g).sum().backward()
+    assert y.dtype == torch.bfloat16 and y.shape == (3, 50, 72)
+    scale = x64.detach().abs().reshape(-1, 64) @ w64.detach().abs().T + 1
+    assert ((y.double() - ref.detach()).abs().reshape(-1, 72) <= 3e-2 * scale).all()
+    for got, want in ((x.grad, x64.grad), (w.grad, w64.grad), (b.grad, b64.grad)):
+        err = (got.double() - want).abs().max() / (want.abs().max() + 1e-6)
+        assert err < 3e-2, (activation, err)
+
+
+@gpu
+def test_linear_opcheck():
+    _cuda()
+    x, w, b = (t.detach() for t in _fresh((40, 64), (24, 64), (24,)))
+    torch.library.opcheck(torch.ops.layoutalg.linear.default, (x, w, b, "gelu"))

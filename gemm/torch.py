@@ -29,6 +29,7 @@ import torch
 from torch._library.autograd import make_autograd_impl
 
 import gemm
+from gemm.epilogue import ACTIVATIONS
 
 __all__ = ["matmul", "linear"]
 
@@ -182,7 +183,7 @@ def matmul(a, b, out_dtype=None):
 
 # --- linear: F.linear with a fused activation ---------------------------------------------
 
-_ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+_ACTIVATIONS = (None,) + ACTIVATIONS
 
 
 def _check_linear(x, weight, bias, activation):

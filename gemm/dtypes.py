@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .call.operands import (batch_count, check_same_device, check_spans, operand,
+from .call.operands import (RAW16, batch_count, check_same_device, check_spans, operand,
                             output_operand)
 
 __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
@@ -20,8 +20,6 @@ __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtyp
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
 MAJORS = ("K", "MN")
-# 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
-RAW16 = ("uint16", "int16", "<u2", "<i2")
 _TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
 
 
@@ -110,7 +108,7 @@ def fp8_dtypes(a, b, formats, caller):
                 raise TypeError(f"{caller}: {name} is {op.dtype} but formats names "
                                 f"{formats[i]!r}")
             got.append(op.dtype)
-        elif op.dtype in ("uint8", "int8", "|u1", "|i1") and given is not None:
+        elif op.dtype in ("uint8", "int8") and given is not None:
             got.append(given[i])
         else:
             raise TypeError(f"{caller}: {name} has dtype {op.dtype}; an FP8 product takes "

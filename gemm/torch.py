@@ -29,7 +29,7 @@ import torch
 from torch._library.autograd import make_autograd_impl
 
 import gemm
-from gemm.epilogue import ACTIVATIONS
+from gemm.epilogue import check_activation
 
 __all__ = ["matmul", "linear"]
 
@@ -183,13 +183,8 @@ def matmul(a, b, out_dtype=None):
 
 # --- linear: F.linear with a fused activation ---------------------------------------------
 
-_ACTIVATIONS = (None,) + ACTIVATIONS
-
-
 def _check_linear(x, weight, bias, activation):
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"layoutalg::linear: activation must be one of {_ACTIVATIONS}, got "
-                         f"{activation!r}")
+    check_activation(activation, "layoutalg::linear")
     if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"layoutalg::linear: x (..., K) and weight (N, K) expected, got "
                          f"{tuple(x.shape)} and {tuple(weight.shape)}")
@@ -217,8 +212,9 @@ def _linear_direct(x, weight, bias=None, activation=None):
     compute capability 9.x), else the product, then the bias and activation in torch."""
     _check_linear(x, weight, bias, activation)
     x2 = _unit_stride(x.reshape(-1, x.shape[-1]))
-    fused = (x.dtype in (torch.bfloat16, torch.float16)
-             and torch.cuda.get_device_capability(x.device)[0] == 9 and x2.shape[0] > 0)
+    from gemm.hopper import hopper_supported       # (imported once gemm.matmul has run)
+    fused = (x.dtype in (torch.bfloat16, torch.float16) and x2.shape[0] > 0
+             and hopper_supported(x.get_device()))
     if fused:
         y = gemm.matmul(x2, weight.T, bias=bias, activation=activation)
     else:

@@ -21,10 +21,13 @@ from gemm._env import simulator_active
 
 __all__ = ["Operand", "operand", "output_operand", "check_same_device", "check_spans",
            "new_like", "kernel_buffer", "current_stream", "batch_count", "product_operands",
-           "bias_operand", "scale_operands", "MAX_GRID_YZ"]
+           "bias_operand", "scale_operands", "MAX_GRID_YZ", "RAW16"]
 
 MAX_GRID_YZ = 65535     # a launch's most blocks along y and z (batches are launched along z)
-_TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64"}
+_TYPESTR = {"<f4": "float32", "<f2": "float16", "<f8": "float64", "|u1": "uint8",
+            "|i1": "int8"}
+# 16-bit integer arrays holding bfloat16/float16 bits (CuPy and numba name them by typestr)
+RAW16 = ("uint16", "int16", "<u2", "<i2")
 
 
 class Operand:
@@ -273,7 +276,6 @@ def check_spans(caller, named, limit=2 ** 32):
 
 
 _BIAS_DTYPES = ("float32", "bfloat16", "float16")
-_BITS16 = ("uint16", "int16", "<u2", "<i2")
 
 
 def bias_operand(x, m, n, caller, simulator=None, bits16=None):
@@ -299,7 +301,7 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
     if op.span != max(op.shape):
         raise ValueError(f"{caller}: bias must be contiguous (its strides are "
                          f"{op.strides} elements)")
-    if op.dtype in _BITS16 and bits16 is not None:
+    if op.dtype in RAW16 and bits16 is not None:
         op.dtype = bits16
     if op.dtype not in _BIAS_DTYPES:
         raise TypeError(f"{caller}: bias must be float32, bfloat16 or float16, not "
@@ -307,7 +309,7 @@ def bias_operand(x, m, n, caller, simulator=None, bits16=None):
     return op, per_row
 
 
-def scale_operands(scale_a, scale_b, m, n, k, caller, simulator=None, block=128):
+def scale_operands(scale_a, scale_b, m, n, k, block, caller, simulator=None):
     """``(mode, Operand of scale_a, Operand of scale_b)`` of an FP8 product's float32 scales
     for an (m, n) out of (m, k) and (k, n) operands: one value each ("tensor"; any shape of
     one element); one per row of A, shape (m, 1), and per column of B, (1, n) ("rows"); or

@@ -205,8 +205,8 @@ class _Call:
                 raise ValueError(f"{caller}: FP8 operands must be K-major: A row-major and B "
                                  "column-major (e.g. the transpose of a row-major (N, K) "
                                  "matrix); wgmma transposes no 8-bit operand")
-            scale, *self.scales = scale_operands(scaled[0], scaled[1], m, n, k, caller, sim,
-                                                 BLOCK)
+            scale, *self.scales = scale_operands(scaled[0], scaled[1], m, n, k, BLOCK, caller,
+                                                 sim)
         else:
             dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)

@@ -82,21 +82,24 @@ def _row_slots(mma, bm, bn):
     def rows(t):
         coords = mma.get_slice(t).partition_C(make_identity_tensor_host((bm, bn)))
         return [coords[j][0] for j in range(bm * bn // 128)]
+    slot, value = _slot.py_func, _value.py_func
     for t in range(128):
         got = rows(t)
         distinct = sorted(set(got))
-        if any(distinct.index(got[j]) != _slot(j, bn) for j in range(len(got))) or any(
-                got[_value(q, bn)] != r for q, r in enumerate(distinct)):
+        if any(distinct.index(got[j]) != slot(j, bn) for j in range(len(got))) or any(
+                got[value(q, bn)] != r for q, r in enumerate(distinct)):
             raise AssertionError("the accumulators' rows are not the kernel's row slots")
     return len(distinct)
 
 
+@cuda.jit(device=True, inline="always")
 def _slot(j, bn):
     """Accumulator ``j``'s row slot (wgmma's fragment: per 64-row atom of bn / 2 values,
     groups of four values on rows g, g, g + 8, g + 8)."""
     return (j % 4) // 2 + 2 * (j // (bn // 2))
 
 
+@cuda.jit(device=True, inline="always")
 def _value(q, bn):
     """An accumulator on row slot ``q``."""
     return q // 2 * (bn // 2) + 2 * (q % 2)
@@ -155,7 +158,7 @@ def kernel_function(v):
     # accumulators lie on few rows (two per 64-row atom), its row slots (_slot, _value)
     blocks, scale_a_mn = v.scale == "blocks", v.scale_a_mn
     n_slots = _row_slots(mma, bm, bn) if blocks else 1
-    slots, slot_layout, half = static_range(n_slots), Layout(n_slots), bn // 2
+    slots, slot_layout = static_range(n_slots), Layout(n_slots)
     per_atom = bn // chunk                          # pieces of an atom's rows
     row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
@@ -239,7 +242,7 @@ def kernel_function(v):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def tma_epilogue(acc, c, at, bz, CM, vat, M, N, alpha, sq):
+    def tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
         """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
         shared buffers past the ring, one staged while the one before is stored; returns
         the count of pieces staged (``sq``, this one's included)."""
@@ -258,7 +261,7 @@ def kernel_function(v):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def fused_tma_epilogue(acc, c, at, bz, CM, vat, M, N, alpha, sq):
+    def fused_tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
         """:func:`tma_epilogue` of ``act(alpha * acc * sa * sb + bias)`` (``sa``, ``sb``:
         FP8's scales of the row and column, where they are per row): a piece's values in a
         register fragment, scaled and the bias added (the vectors staged from ``vat``, their
@@ -344,7 +347,7 @@ def kernel_function(v):
         times B's 128 x 128 one, read as the k-tile is issued: they are used a step later)."""
         sb = SB[b_block * k_tiles + k]
         for q in unroll(slots):
-            r = min(row0 + tCcC[q // 2 * half + 2 * (q % 2)][0], M - 1)     # (_value)
+            r = min(row0 + tCcC[_value(q, bn)][0], M - 1)
             sv[q] = sb * (SA[k * M + r] if scale_a_mn else SA[r * k_tiles + k])
 
     @cuda.jit(device=True, inline="always")
@@ -353,7 +356,7 @@ def kernel_function(v):
         """A k-tile's products added to the sum (scaled per row slot with block scales)."""
         if blocks:
             for j in unroll(values):
-                tot[j] += acc[j] * sv[(j % 4) // 2 + 2 * (j // half)]     # (_slot)
+                tot[j] += acc[j] * sv[_slot(j, bn)]
         else:
             axpby(1.0, acc, 1.0, tot)
 
@@ -465,7 +468,7 @@ def kernel_function(v):
                 continue
             if tma_store:
                 vat = stage_vectors(h, c) if vectors else 0
-                sq = store_tma(acc, c, at, bz, CM, vat, M, N, alpha, sq)
+                sq = store_tma(acc, c, at, bz, CM, vat, alpha, sq)
             else:
                 registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta)
         if tma_store and t % 128 == 0:

@@ -6,11 +6,12 @@ Eager calls as users write them, without an out: ``gemm.matmul(a, w.T,
 kernel="cute_hopper")``, ``gemm.matmul(a, w.T, kernel="hopper")`` (the generated kernel with
 its rules' config: split-K and swaps where they apply; cute_hopper takes the same tiles
 without them) and ``torch.mm(a, w.T)`` (cuBLAS), bf16 and f16 in and out, A row-major and W
-(N, K) row-major; each the median over R timings of a loop of calls between CUDA events, the
-three timed in turn in one process. Shapes: 4096^3 and 8192^3, and an LLM set (M in 128,
-2048, 8192 over (N, K) in 4096x4096, 14336x4096, 4096x14336). Then each kernel's first call
-in a fresh process with an empty kernel cache ($LAYOUTALG_CACHE): numba's compile, the CUDA
-context and imports (the same for both). Prints a table and the geometric means last.
+(N, K) row-major; each the median over R timings of a loop of calls between CUDA events,
+the three interleaved in every rep (``timed_together``: the clocks drift alike for all).
+Shapes: 4096^3 and 8192^3, and an LLM set (M in 128, 2048, 8192 over (N, K) in 4096x4096,
+14336x4096, 4096x14336). Then each kernel's first call in a fresh process with an empty
+kernel cache ($LAYOUTALG_CACHE): numba's compile, the CUDA context and imports (the same
+for both). Prints a table and the geometric means last.
 """
 
 import argparse
@@ -29,7 +30,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import timed  # noqa: E402
+from benchmarks.timing import timed_together  # noqa: E402
 
 SQUARES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 LLM = [(m, n, k) for m in (128, 2048, 8192) for n, k in ((4096, 4096), (14336, 4096),
@@ -53,7 +54,7 @@ def row(dtype, shape, reps):
     fns = {"cuBLAS": lambda: torch.mm(a, w.T),
            "hopper": lambda: gemm.matmul(a, w.T, kernel="hopper"),
            "cute_hopper": lambda: gemm.matmul(a, w.T, kernel="cute_hopper")}
-    return {name: timed(fn, reps) for name, fn in fns.items()}
+    return timed_together(fns, reps)
 
 
 def first_call(kernel):

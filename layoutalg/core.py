@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from .errors import LayoutError
 from .int_tuple import (
-    _is_sympy, _prefix_product, _product, _Undecided, check_int_tuple, divides, equal, fmt,
+    _is_sympy, _is_symbolic,
+    _prefix_product, _product, _Undecided, check_int_tuple, divides, equal, fmt,
     is_int, is_nonnegative, is_positive_extent, is_zero, less, less_equal,
 )
 from .layout import Layout, _as_layout, _concat, _flat, _make
@@ -92,7 +93,7 @@ def _algebra_strides(L, what):
     decides each fact it needs about it from its assumptions (or names the missing one)."""
     for s, d in _flat(L):
         if (type(d) is not int and not is_int(d)
-                and not (_is_sympy(d) and getattr(d, "is_integer", None) is True)):
+                and not (_is_symbolic(d) and getattr(d, "is_integer", None) is True)):
             raise LayoutError(f"{what}({L}) needs integer strides, found {d!r}")
 
 
@@ -430,7 +431,7 @@ def _compose_checked(A, B, a):
             if d < 0:
                 raise LayoutError(f"{what()}: B needs non-negative integer strides, found {d!r}")
             zero = d == 0
-        elif (_is_sympy(d) and getattr(d, "is_integer", None) is True
+        elif (_is_symbolic(d) and getattr(d, "is_integer", None) is True
               and is_nonnegative(d, what)):
             zero = is_zero(d, what)
         else:

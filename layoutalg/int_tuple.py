@@ -2,7 +2,9 @@
 
 Shapes are IntTuples of positive ints. Strides are IntTuples whose leaves are ints or
 "stride values" that only need ``*`` by an int and ``+`` (sympy symbols, the basis
-vectors of identity layouts). All indexing is 0-based and colexicographic (the first
+vectors of identity layouts). Coordinates and offsets may also be symbolic: sympy
+expressions, or :class:`layoutalg.index_expr.IndexExpr` (run-time indices without
+sympy). All indexing is 0-based and colexicographic (the first
 mode varies fastest), as in CuTe.
 
 >>> idx2crd(7, (2, (2, 3)))
@@ -17,6 +19,7 @@ import numbers
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from .errors import LayoutError
+from .index_expr import IndexExpr
 
 if TYPE_CHECKING:
     from .types import Coord, Int, IntTuple
@@ -36,6 +39,11 @@ def is_int(x: object) -> bool:
 
 def _is_sympy(x):
     return type(x).__module__.startswith("sympy")
+
+
+def _is_symbolic(x):
+    """An integer known symbolically: a sympy expression or an IndexExpr."""
+    return isinstance(x, IndexExpr) or _is_sympy(x)
 
 
 def is_positive_extent(x):
@@ -65,6 +73,8 @@ def _leaf_problem(x, kind):
         if (kind == "index" or kind == "coord") and x < 0:
             return f"{x} is negative"
         return None
+    if isinstance(x, IndexExpr):
+        return f"{x} is a run-time index, not an extent" if kind == "extent" else None
     if _is_sympy(x):
         if kind == "extent" and not is_positive_extent(x):
             return (f"the symbolic extent {x} must be declared integer=True, positive=True")
@@ -133,7 +143,7 @@ def _fact(x, attr):
     in factored form where sympy's assumptions fail on the expanded one (``4*n*m - 2*n``
     is ``2*n*(2*m - 1)``, known >= 0)."""
     flag = getattr(x, attr)
-    if flag is None:
+    if flag is None and _is_sympy(x):
         import sympy  # symbolic values only: import layoutalg does without sympy
         flag = getattr(sympy.factor(x), attr)
     return flag
@@ -157,10 +167,10 @@ def divides(a, b, what="layout algebra"):
     if type(a) is int and type(b) is int:
         return b % a == 0
     r = b % a
-    if not _is_sympy(r):
+    if not _is_symbolic(r):
         return r == 0
     flag = r.is_zero
-    if flag is None:
+    if flag is None and _is_sympy(r):
         import sympy  # symbolic values only: import layoutalg does without sympy
         flag = sympy.cancel(b / a).is_integer
     return _decide(flag, f"{fmt(a)} divides {fmt(b)}", what)
@@ -171,7 +181,7 @@ def less(a, b, what="layout algebra"):
     if type(a) is int and type(b) is int:
         return a < b
     d = b - a
-    if not _is_sympy(d):
+    if not _is_symbolic(d):
         return d > 0
     return _decide(_fact(d, "is_positive"), f"{fmt(a)} < {fmt(b)}", what)
 
@@ -181,7 +191,7 @@ def equal(a, b, what="layout algebra"):
     if type(a) is int and type(b) is int:
         return a == b
     d = b - a
-    if not _is_sympy(d):
+    if not _is_symbolic(d):
         return d == 0
     return _decide(_fact(d, "is_zero"), f"{fmt(a)} == {fmt(b)}", what)
 
@@ -191,21 +201,21 @@ def less_equal(a, b, what="layout algebra"):
     if type(a) is int and type(b) is int:
         return a <= b
     d = b - a
-    if not _is_sympy(d):
+    if not _is_symbolic(d):
         return d >= 0
     return _decide(_fact(d, "is_nonnegative"), f"{fmt(a)} <= {fmt(b)}", what)
 
 
 def is_nonnegative(x, what="layout algebra"):
     """``x >= 0``, for ints or decidable sympy expressions."""
-    if type(x) is int or not _is_sympy(x):
+    if type(x) is int or not _is_symbolic(x):
         return x >= 0
     return _decide(_fact(x, "is_nonnegative"), f"{fmt(x)} >= 0", what)
 
 
 def is_zero(x, what="layout algebra"):
     """``x == 0``, for ints, decidable sympy expressions, or other stride values."""
-    if type(x) is int or not _is_sympy(x):
+    if type(x) is int or not _is_symbolic(x):
         return x == 0
     return _decide(x.is_zero, f"{fmt(x)} is 0", what)
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from .errors import LayoutError, LayoutIndexError
 from .int_tuple import (
-    _congruent, _crd2idx, _is_sympy, _prefix_product, _product, _slice, _suffix_product,
+    _congruent, _crd2idx, _is_sympy, _is_symbolic,
+    _prefix_product, _product, _slice, _suffix_product,
     _weakly_congruent, check_int_tuple, fill_none, fmt, has_none, is_int, is_positive_extent,
     leaves, less,
 )
@@ -30,12 +31,13 @@ __all__ = [
 
 
 def is_stride_value(x):
-    """A stride leaf: an int, a sympy expression, or a basis vector of an identity layout."""
+    """A stride leaf: an int, a symbolic integer (sympy or IndexExpr), or a basis vector of
+    an identity layout."""
     if is_int(x):
         return True
     if isinstance(x, (bool, float, complex, str, bytes, tuple, list)) or x is None:
         return False
-    return getattr(x, "is_layout_stride", False) or _is_sympy(x)
+    return getattr(x, "is_layout_stride", False) or _is_symbolic(x)
 
 
 def _norm_shape(s, whole):
@@ -64,8 +66,8 @@ def _norm_stride(d, whole):
 
 
 def _bad_coordinate_leaf(c):
-    """``(x,)`` for the first leaf x of coordinate ``c`` that is not an int >= 0, a sympy
-    expression or None; None when every leaf is one."""
+    """``(x,)`` for the first leaf x of coordinate ``c`` that is not an int >= 0, a symbolic
+    integer (sympy or IndexExpr) or None; None when every leaf is one."""
     for x in (c if type(c) is tuple else (c,)):
         t = type(x)
         if t is int:
@@ -75,20 +77,20 @@ def _bad_coordinate_leaf(c):
             bad = _bad_coordinate_leaf(x)
             if bad:
                 return bad
-        elif x is not None and not _is_sympy(x) and not (is_int(x) and x >= 0):
+        elif x is not None and not _is_symbolic(x) and not (is_int(x) and x >= 0):
             return (x,)
     return None
 
 
 def _check_coordinate(c, L, what=None):
-    """A coordinate's leaves are ints >= 0, sympy expressions or None (slicing): LayoutError
+    """A coordinate's leaves are ints >= 0, symbolic integers or None (slicing): LayoutError
     for anything else (a float, a bool, a string, a negative int) instead of arithmetic on
     it."""
     bad = _bad_coordinate_leaf(c)
     if bad:
         x = bad[0]
         why = (f"{x} is negative" if is_int(x) else f"{x!r} is not an integer (coordinates are "
-               "ints, sympy integers or None)")
+               "ints, symbolic integers or None)")
         raise LayoutError(f"{what + ': ' if what else ''}coordinate {fmt(c)} of {L}: {why}")
 
 
@@ -166,7 +168,7 @@ class Layout:
             if type(d) is int:
                 if d > 0:
                     top += (s - 1) * d
-            elif not _is_sympy(d):
+            elif not _is_symbolic(d):
                 raise LayoutError(f"cosize of {self} needs integer strides, found {d!r}")
             elif less(0, d, lambda: f"cosize of {self}"):
                 top += (s - 1) * d

@@ -41,7 +41,7 @@ from .algebra import (
 from .core import check_tiler
 from .errors import LayoutError, LayoutIndexError
 from .int_tuple import (
-    _ceil_div, _crd2idx, _idx2crd, _is_sympy, _prefix_product, _product, check_int_tuple, fmt,
+    _ceil_div, _crd2idx, _idx2crd, _is_symbolic, _prefix_product, _product, check_int_tuple, fmt,
     has_none, is_int, leaves,
 )
 from .layout import Layout, _as_layout, _make, _modes, make_layout, slice_and_offset
@@ -123,7 +123,7 @@ class ScaledBasis:
 
 
 def _is_zero(c):
-    return (is_int(c) and c == 0) or (_is_sympy(c) and c == 0)
+    return (is_int(c) and c == 0) or (_is_symbolic(c) and c == 0)
 
 
 def E(i):
@@ -678,12 +678,12 @@ def _check_tensor(tensor, what):
 
 
 def _thread_index(thr_idx, size, what):
-    """``thr_idx`` if it names one of ``size`` threads (a sympy expression is taken as is);
+    """``thr_idx`` if it names one of ``size`` threads (a symbolic one is taken as is);
     LayoutError otherwise (an out-of-range index would alias another thread's partition)."""
-    if _is_sympy(thr_idx):
+    if _is_symbolic(thr_idx):
         return thr_idx
     if not is_int(thr_idx):
-        raise LayoutError(f"{what}: the thread index must be an int or a sympy expression, "
+        raise LayoutError(f"{what}: the thread index must be an int or a symbolic integer, "
                           f"got {thr_idx!r}")
     if not 0 <= thr_idx < size:
         raise LayoutError(f"{what}: thread index {thr_idx} is outside [0, {size}): the tiled "
@@ -714,7 +714,7 @@ def local_tile(tensor: Tensor, tiler: Tiler, coord: Coord, proj: Optional[Coord]
     tiler = _as_tiler(tiler)
     check_tiler(tiler, "local_tile")
     if coord is not None and not isinstance(coord, (tuple, list)) and not is_int(coord) \
-            and not _is_sympy(coord):
+            and not _is_symbolic(coord):
         raise TypeError(f"local_tile: expected a tile coordinate, not {coord!r}")
     coord = _as_tiler(coord) if coord is not None else (None,) * len(tiler)
     check_int_tuple(coord, "local_tile", "coord", "coord")

@@ -16,8 +16,8 @@ A tensor whose extents are not multiples of the tile is partitioned as if padded
 (as ``local_tile`` pads): the extra coordinates lie outside the tensor, so a thread must
 predicate them, with the same partition of an identity tensor (``elem_less``).
 
-Thread indices may be sympy symbols: partitions then have a static layout and an engine
-that carries the symbolic offset.
+Thread indices may be symbolic (sympy, or :mod:`layoutalg.index_expr` without it):
+partitions then have a static layout and an engine that carries the symbolic offset.
 
 >>> import numpy as np
 >>> from layoutalg.atom import SM80_CP_ASYNC_CACHEALWAYS
@@ -111,7 +111,7 @@ class TiledCopy:
         return self.layout_tv[1].size
 
     def get_slice(self, thr_idx):
-        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a sympy expression)."""
+        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a symbolic integer)."""
         return ThrCopy(self, _thread_index(thr_idx, self.size, "TiledCopy.get_slice"))
 
     get_thread_slice = get_slice
@@ -393,13 +393,13 @@ class TiledMMA:
         return self.thr_layout_vmnk.size
 
     def get_slice(self, thr_idx):
-        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a sympy expression)."""
+        """Thread ``thr_idx``'s view (an int in ``[0, size)`` or a symbolic integer)."""
         return ThrMMA(self, _thread_index(thr_idx, self.size, "TiledMMA.get_slice"))
 
     get_thread_slice = get_slice
 
     def thr_coord(self, thr_idx):
-        """(v, m, n, k) coordinate of a thread index (int or sympy) in ``thr_layout_vmnk``."""
+        """(v, m, n, k) coordinate of a thread index (int or symbolic) in ``thr_layout_vmnk``."""
         L = self.thr_layout_vmnk
         return tuple(_hier_coord(thr_idx, L[i].shape, L[i].stride) for i in range(4))
 

@@ -3,7 +3,9 @@
 A LayoutType carries its layout. A static layout's data model is an empty struct, so it costs
 nothing at run time, as an argument or a constant. A layout made in a kernel by
 ``make_layout`` from run-time integers has symbols ``d0, d1, ..`` for them in its type (its
-shape and stride are sympy expressions of them) and their uint32 values in its data.
+shape and stride are sympy expressions of them) and their uint32 values in its data; sympy
+is imported only then (offsets over static layouts are :mod:`layoutalg.index_expr`
+expressions).
 The offset of a coordinate is emitted as uint32 LLVM IR from the shape and stride (CuTe's
 crd2idx); LLVM folds the constants.
 A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
@@ -29,6 +31,7 @@ from numba.cuda.typing import signature
 from numba.cuda import cgutils
 
 from layoutalg import Layout
+from layoutalg.index_expr import IndexExpr
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.swizzle import ComposedLayout
 from layoutalg.tensor import ScaledBasis
@@ -131,10 +134,37 @@ def _struct(context, builder, ty, values):
 
 
 def _value(builder, x, values):
-    """uint32 IR of a layout leaf or offset: an int, or an expression of run-time symbols."""
+    """uint32 IR of a layout leaf or offset: an int, or an expression of run-time symbols
+    (an IndexExpr, or a sympy expression where a layout has run-time leaves)."""
     if is_int(x):
         return ir.Constant(I32, int(x))
+    if isinstance(x, IndexExpr):
+        return _lower_index(builder, x, values)
     return _lower_sympy(builder, x, values)
+
+
+def _lower_index(builder, x, values):
+    """uint32 IR of a non-negative IndexExpr or int, its symbols bound in ``values``."""
+    if is_int(x):
+        if x < 0:           # uint32 sums marked no-wrap: a negative term would be poison
+            raise NotImplementedError(f"cannot lower the offset term {x}: negative")
+        return ir.Constant(I32, int(x))
+    if x.op == "symbol":
+        return values[x]
+    if x.op != "sum":
+        arg, c = _lower_index(builder, x.args[0], values), ir.Constant(I32, x.args[1])
+        return builder.udiv(arg, c) if x.op == "floordiv" else builder.urem(arg, c)
+    terms, const = x.args
+    out = None
+    for monomial, k in terms:
+        part = _lower_index(builder, k, values) if k != 1 else None
+        for atom in monomial:
+            a = _lower_index(builder, atom, values)
+            part = a if part is None else builder.mul(part, a, flags=NUW)
+        out = part if out is None else builder.add(out, part, flags=NUW)
+    if const:
+        out = builder.add(out, _lower_index(builder, const, values), flags=NUW)
+    return out
 
 
 def _ceil_quotient(expr):

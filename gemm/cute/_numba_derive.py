@@ -12,6 +12,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg.errors import LayoutError
+from layoutalg.index_expr import index_symbol
 from layoutalg.tensor import ArithTuple
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (LayoutType, StaticType, TensorType, ThrSliceType, _check_coordinate,
@@ -67,10 +68,11 @@ def _setitem(context, builder, sig, args):
 #
 # A derived tensor's layout is in its type and its offset an expression of run-time
 # integers (the parent's offset and run-time leaves, block and thread indices). Both come
-# from layoutalg's own functions, run at typing time on a tensor whose engine is a sympy
-# symbol (a tuple of them for an identity tensor) and with a symbol for every run-time
-# integer argument; the offset expression is then lowered to uint32 IR with those symbols
-# bound to the argument values.
+# from layoutalg's own functions, run at typing time on a tensor whose engine is a symbol (a
+# tuple of them for an identity tensor) and with a symbol for every run-time integer
+# argument; the offset expression is then lowered to uint32 IR with those symbols bound to
+# the argument values. The symbols are layoutalg.index_expr's, or sympy's where the tensor's
+# layout has run-time leaves (whose algebra needs sympy).
 
 def _has_none(ty):
     if isinstance(ty, types.NoneType):
@@ -78,12 +80,12 @@ def _has_none(ty):
     return isinstance(ty, types.BaseTuple) and any(_has_none(t) for t in ty.types)
 
 
-def _symbolic(ty, path, leaves):
+def _symbolic(ty, path, leaves, symbol):
     """The Python value standing for an argument of numba type ``ty`` at typing time:
-    a symbol per run-time integer (recorded in ``leaves`` with its tuple path), None for
-    None, the constant of a static layout or shape."""
+    a ``symbol`` per run-time integer (recorded in ``leaves`` with its tuple path), None
+    for None, the constant of a static layout or shape."""
     if isinstance(ty, types.Integer):
-        sym = _symbol(f"a{len(leaves)}")
+        sym = symbol(f"a{len(leaves)}")
         leaves.append((sym, path, ty))
         return sym
     if isinstance(ty, types.NoneType):
@@ -96,11 +98,12 @@ def _symbolic(ty, path, leaves):
     if isinstance(ty, StaticType):
         return ty.value
     if isinstance(ty, ThrSliceType):
-        sym = _symbol(f"a{len(leaves)}")
+        sym = symbol(f"a{len(leaves)}")
         leaves.append((sym, path, ty))
         return ty.tiled.get_slice(sym)
     if isinstance(ty, types.BaseTuple):
-        return tuple(_symbolic(t, path + (k,), leaves) for k, t in enumerate(ty.types))
+        return tuple(_symbolic(t, path + (k,), leaves, symbol)
+                     for k, t in enumerate(ty.types))
     raise TypingError(f"{ty} cannot be an argument of a tensor operation in a kernel: use "
                       f"integers, None, tuples of them, static layouts or cute.static shapes")
 
@@ -115,10 +118,11 @@ def _derive(op, tensor_ty, arg_types):
     identity tensor), the argument leaves, the parent's offset symbols): computed once per
     kind of call, for typing and for lowering."""
     name = getattr(op, '__name__', op)
-    offsets = tuple(_symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
+    symbol = _symbol if tensor_ty.dyn else index_symbol
+    offsets = tuple(symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
     engine = ArithTuple(offsets) if tensor_ty.coords else offsets[0]
     leaves = []
-    args = [_symbolic(t, (k,), leaves) for k, t in enumerate(arg_types)]
+    args = [_symbolic(t, (k,), leaves, symbol) for k, t in enumerate(arg_types)]
     leaves = tuple(leaves)
     try:
         result = op(cute.Tensor(engine, tensor_ty.layout), *args)

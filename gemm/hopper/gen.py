@@ -42,7 +42,10 @@ row-major C = X Y^T as in gemm.tensorcore), written by the warp-specialized pipe
 
 from functools import lru_cache
 
+import numpy as np
+
 from layoutalg import tile_to_shape
+from layoutalg.tensor import layout_offsets
 from layoutalg.atom import (SM90_FP8_ATOMS, SM90_64xNx8_F32TF32TF32_SS,
                             SM90_64xNx16_F32BF16BF16_SS, SM90_64xNx16_F32F16F16_SS)
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
@@ -148,24 +151,20 @@ class HopperPlan:
         """The epilogue plan ``(reg, r, c)`` per column pair and each thread's base (row,
         column), from the atom's accumulator layout (thr, val) -> m + 64 n."""
         lc, n = self.atom.layout_C, self.cfg.bN
-        base = []
-        for t in range(128):
-            off = lc(t, 0)
-            base.append((off % 64, off // 64))
-            w, lane = divmod(t, 32)
-            if base[-1] != (16 * w + lane // 4, 2 * (lane % 4)):
-                raise AssertionError("the wgmma accumulator base differs from the code's")
+        table = layout_offsets(lc).reshape(-1, lc[0].size).T        # [thread, value]
+        rows, cols = table % 64, table // 64
+        w, lane = np.divmod(np.arange(128), 32)
+        if not (np.array_equal(rows[:, 0], 16 * w + lane // 4)
+                and np.array_equal(cols[:, 0], 2 * (lane % 4))):
+            raise AssertionError("the wgmma accumulator base differs from the code's")
         plan = []
         for a in range(self.m_atoms):
             for v in range(0, n // 2, 2):
-                deltas = {(lc(t, v) % 64 - base[t][0], lc(t, v) // 64 - base[t][1])
-                          for t in range(128)}
-                pair = {(lc(t, v + 1) - lc(t, v)) for t in range(128)}
-                if len(deltas) != 1 or pair != {64}:
+                dr, dc = rows[:, v] - rows[:, 0], cols[:, v] - cols[:, 0]
+                if np.ptp(dr) or np.ptp(dc) or np.any(table[:, v + 1] - table[:, v] != 64):
                     raise AssertionError("accumulator pairs are not at fixed thread offsets")
-                (r, c), = deltas
-                plan.append((a * n // 2 + v, 64 * a + r, c))
-        return tuple(plan), base
+                plan.append((a * n // 2 + v, 64 * a + int(dr[0]), int(dc[0])))
+        return tuple(plan), list(zip(rows[:, 0].tolist(), cols[:, 0].tolist()))
 
     def specs(self):
         """The pipeline's TMA inputs (3-D maps: a batch of matrices): X's block at

@@ -1,0 +1,236 @@
+"""The epilogues of the Hopper GEMM written with :mod:`gemm.cute` (:mod:`gemm.hopper.cute_gemm`):
+a consumer's ``alpha * acc`` written out once its tile's k-tiles are multiplied.
+
+- The TMA epilogue (``v.tma_store``): 64-row x 128-byte pieces staged in two swizzled
+  shared buffers past the ring and stored by TMA, one piece staged while the one before is
+  stored.
+- Its fused form (a bias, an activation: :mod:`gemm.epilogue`; FP8's scales per row and
+  column): a piece's values in a register fragment, scaled and biased, then ``transform``
+  applies the activation. Those vectors are a consumer's share of the tile, read from
+  global memory into registers as the tile starts (``fetch_vectors``) and staged in shared
+  memory past the pieces after its products (``stage_vectors``), so that no piece waits for
+  a load.
+- The registers epilogue: ``act(alpha * acc * sa * sb + beta * C + bias)`` through
+  ``partition_C``, predicated at the matrix's edges by an identity tensor.
+"""
+
+from types import SimpleNamespace
+
+from numba import cuda, float32, uint16
+
+from layoutalg import Layout, make_tiled_mma
+from gemm import arch
+from gemm.cute import (copy, elem_less, fence_view_async_shared, get_slice, local_tile,
+                       make_fragment_like, make_identity_tensor, make_layout, make_tensor,
+                       named_barrier_sync, partition_C, static, static_range,
+                       tma_store_arrive, tma_store_wait, transform, unroll, unrolled)
+from gemm.epilogue import activation_function
+from gemm.hopper.config import STAGING_BYTES
+from gemm.hopper.gen import atom_of, stage_layout
+
+__all__ = ["epilogue_functions"]
+
+ONE = static(1)
+_OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
+
+
+def _out_functions(out_dtype):
+    """(float32 -> the out's element, the out's element -> float32): a numba type or an
+    instruction, called in the kernel without a device function (each inlined device function
+    of an unrolled loop is compiled again: they had made the first compile seconds longer)."""
+    if out_dtype == "float32":
+        return float32, float32
+    if out_dtype == "bfloat16":
+        return arch.cvt_rn_bf16_f32, arch.bf16_to_f32
+    return arch.cvt_rn_f16_f32, arch.f16_to_f32
+
+
+def epilogue_functions(v, plan, mma):
+    """Variant ``v``'s epilogues as device functions, for the kernel's tiled MMA ``mma`` and
+    the copies of ``plan`` (:func:`gemm.hopper.gen.hopper_plan`): ``store_tma(acc, c, at,
+    bz, CM, vat, alpha, sq)`` (the TMA epilogue, fused where the variant has a bias, an
+    activation or row scales), ``registers_epilogue``, ``fetch_vectors`` and
+    ``stage_vectors``, with ``held`` (the layout of a thread's share of the vectors) and
+    ``vectors`` (whether it has any)."""
+    cfg = v.config
+    bm, bn, stages, wgs = cfg.bM, cfg.bN, cfg.stages, cfg.consumers
+    tma_store = v.tma_store
+    block_c = static((bm, bn))
+    to_out, from_out = _out_functions(v.out_dtype)
+    from_bias = _out_functions(v.bias_dtype)[1]
+    # (bools: numba prunes their branches); a 16-bit out rounds away tanh.approx's error
+    has_bias, bias_rows, has_act = v.bias != "none", v.bias == "rows", v.activation != "none"
+    scale_rows = v.scale == "rows"         # FP8's scales of X's rows and Y's columns
+    act = activation_function(v.activation, fast=v.out_dtype != "float32")
+    values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
+    # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
+    out = _OUT[v.out_dtype]
+    out_bits = out.bitwidth
+    chunk = 1024 // out_bits                        # 128 bytes of columns
+    sc = stage_layout("K", 64, chunk, out_bits)
+    tma_c = plan.copy_c if tma_store else None      # (the host makes C's map only then)
+    mma_c = make_tiled_mma(atom_of(v, chunk))       # a piece's share of each thread
+    # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
+    # the tile read from global memory into registers as the tile starts, and staged in
+    # shared memory past the pieces after its products (so that no piece waits for a load)
+    n_sa = bm if scale_rows and tma_store else 0
+    n_sb = bn if scale_rows and tma_store else 0
+    staged_bias = has_bias and tma_store
+    vec_floats = v.vector_floats                    # n_sa + n_sb + the bias's
+    vectors = vec_floats > 0
+    vec_at = (stages * cfg.slot_bytes + wgs * STAGING_BYTES) // 4   # floats past the ring
+    loads_m, loads_n = static_range(-(-bm // 128)), static_range(-(-bn // 128))
+    held = Layout(len(loads_m) + 2 * len(loads_n))  # SA's, then SB's, then the bias's
+    per_atom = bn // chunk                          # pieces of an atom's rows
+    row_atoms = static_range(bm // 64)
+    piece_elems = STAGING_BYTES // 2 * 8 // out_bits
+    staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
+    piece = static((64, chunk))
+    col_pieces = static_range(per_atom)
+
+    @cuda.jit(device=True, inline="always")
+    def piece_buffer(c, sq):
+        """The shared buffer of the next piece (``sq`` staged before it), once the TMA
+        store two pieces back has read it and every thread of the consumer is past it."""
+        if cuda.threadIdx.x % 128 == 0:
+            tma_store_wait(1)
+        named_barrier_sync(1 + c, 128)
+        raw_c = cuda.shared.array(0, out)
+        stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
+        return make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+
+    @cuda.jit(device=True, inline="always")
+    def store_piece(c, sC, CM, row0, col0, bz):
+        """The staged piece at (row0, col0) of matrix bz, stored by one thread with TMA."""
+        fence_view_async_shared()                       # the stores, seen by TMA
+        named_barrier_sync(1 + c, 128)
+        if cuda.threadIdx.x % 128 == 0:
+            copy(tma_c, CM, (row0, col0, bz), sC)
+            tma_store_arrive()
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def fetch_vectors(h, SA, SB, BIAS, row0, col0, M, N):
+        """Into ``h``: this thread's share of the tile's vectors from global memory (rows
+        ``row0 + q * 128 + i`` and columns ``col0 + q * 128 + i``, clamped inside)."""
+        i = cuda.threadIdx.x % 128
+        for q in unroll(loads_m):
+            r = min(row0 + q * 128 + i, M - 1)
+            if scale_rows:
+                h[q] = SA[r]
+            if staged_bias and bias_rows:
+                h[len(loads_m) + len(loads_n) + q] = from_bias(BIAS[r])
+        for q in unroll(loads_n):
+            col = min(col0 + q * 128 + i, N - 1)
+            if scale_rows:
+                h[len(loads_m) + q] = SB[col]
+            if staged_bias and not bias_rows:
+                h[len(loads_m) + len(loads_n) + q] = from_bias(BIAS[col])
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def stage_vectors(h, c):
+        """``h`` into consumer ``c``'s vectors in shared memory (its readers of the last
+        tile are past the last piece's barrier; this tile's wait at the first piece's);
+        returns their first float."""
+        vec = cuda.shared.array(0, float32)
+        at = arch.shared_offset_of(vec, 1024) + vec_at + c * vec_floats
+        i = cuda.threadIdx.x % 128
+        for q in unroll(loads_m):
+            if q * 128 + i < bm:
+                if scale_rows:
+                    vec[at + q * 128 + i] = h[q]
+                if staged_bias and bias_rows:
+                    vec[at + n_sa + n_sb + q * 128 + i] = h[len(loads_m) + len(loads_n) + q]
+        for q in unroll(loads_n):
+            if q * 128 + i < bn:
+                if scale_rows:
+                    vec[at + n_sa + q * 128 + i] = h[len(loads_m) + q]
+                if staged_bias and not bias_rows:
+                    vec[at + n_sa + n_sb + q * 128 + i] = h[len(loads_m) + len(loads_n) + q]
+        return at
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
+        """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
+        shared buffers past the ring, one staged while the one before is stored; returns
+        the count of pieces staged (``sq``, this one's included)."""
+        thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        # each wgmma atom's 64 rows, chunk columns at a time; NVVM unrolls the two inner
+        # loops (written out by unroll(), they took seconds more to compile)
+        for a in unroll(row_atoms):
+            for p in range(per_atom):
+                sC = piece_buffer(c, sq)
+                tCsC = partition_C(thr_c, sC)
+                for j in range(chunk // 2):
+                    tCsC[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
+                store_piece(c, sC, CM, at[0] * bm + a * 64, at[1] * bn + p * chunk, bz)
+                sq += 1
+        return sq
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def fused_tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
+        """:func:`tma_epilogue` of ``act(alpha * acc * sa * sb + bias)`` (``sa``, ``sb``:
+        FP8's scales of the row and column, where they are per row): a piece's values in a
+        register fragment, scaled and the bias added (the vectors staged from ``vat``, their
+        values past the matrix's edges the nearest inside: TMA leaves those out), then
+        ``transform`` applies the activation (one
+        compiled function called at constant indices: numba-inlined at each value it took
+        seconds to compile). The pieces of an atom's rows are written out: with the
+        activation in it NVVM left that loop rolled, and the accumulators went to local
+        memory."""
+        thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
+        vec = cuda.shared.array(0, float32)
+        for a in unroll(row_atoms):
+            for p in unroll(col_pieces):
+                sC = piece_buffer(c, sq)
+                tCsC = partition_C(thr_c, sC)
+                row0, col0 = at[0] * bm + a * 64, at[1] * bn + p * chunk
+                x = make_fragment_like(tCcP, float32)
+                for j in range(chunk // 2):
+                    v = alpha * acc[a * (bn // 2) + p * (chunk // 2) + j]
+                    r, col = tCcP[j]
+                    i, jj = a * 64 + r, p * chunk + col     # in the tile
+                    if scale_rows:
+                        v *= vec[vat + i] * vec[vat + n_sa + jj]
+                    if has_bias:
+                        v += vec[vat + n_sa + n_sb + (i if bias_rows else jj)]
+                    x[j] = v
+                if has_act:
+                    transform(x, act)
+                for j in range(chunk // 2):
+                    tCsC[j] = to_out(x[j])
+                store_piece(c, sC, CM, row0, col0, bz)
+                sq += 1
+        return sq
+
+    store_tma = fused_tma_epilogue if has_bias or has_act or scale_rows else tma_epilogue
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
+        """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
+        predicated at the edges."""
+        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
+        tCgC = partition_C(thr, local_tile(gC, block_c, at))
+        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+        for j in unroll(values):
+            if elem_less(tCcC[j], (M, N)):
+                x = alpha * acc[j]
+                if scale_rows:
+                    x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
+                if beta != 0:
+                    x += beta * from_out(tCgC[j])
+                if has_bias:
+                    x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
+                if has_act:
+                    x = act(x)
+                tCgC[j] = to_out(x)
+
+    return SimpleNamespace(store_tma=store_tma, registers_epilogue=registers_epilogue,
+                           fetch_vectors=fetch_vectors, stage_vectors=stage_vectors,
+                           held=held, vectors=vectors)

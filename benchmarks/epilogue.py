@@ -16,7 +16,6 @@ tokens M in 2048 and 8192 over (N, K) of an MLP's projections (14336 x 4096, 409
 and 4096 x 4096. Prints a table and geometric means.
 """
 
-import argparse
 import json
 import math
 import os
@@ -30,7 +29,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import timed_together  # noqa: E402
+from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 
 SHAPES = [(m, n, k) for m in (2048, 8192) for n, k in ((14336, 4096), (4096, 14336),
                                                        (4096, 4096))]
@@ -53,12 +52,7 @@ def row(shape, reps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
-          f"bf16, median of {args.reps}; times in us")
+    args = eager_arguments("bf16; times in us")
     names = None
     ratios = {"vs addmm_act": [], "vs eager tanh": [], "vs eager erf": [], "fused cost": []}
     rows = []

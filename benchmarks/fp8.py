@@ -17,7 +17,6 @@ error against float64 of the dequantized operands at 2048 x 2048 x 8192 with a f
 ours beside torch's, per setting. Prints tables and geometric means.
 """
 
-import argparse
 import json
 import math
 import os
@@ -30,7 +29,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import timed_together  # noqa: E402
+from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 
 E4M3 = torch.float8_e4m3fn
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)] + [
@@ -108,12 +107,7 @@ def errors(m=2048, n=2048, k=8192):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
-          f"e4m3 in, bf16 out, median of {args.reps}; times in us; speed-up = torch / ours")
+    args = eager_arguments("e4m3 in, bf16 out; times in us; speed-up = torch / ours")
     print(f"{'M x N x K':>18} " + " ".join(f"{m[0]:>22}" for m in MODES))
     ratios = {m[0]: [] for m in MODES}
     rows = []

@@ -1,11 +1,12 @@
 """How the benchmarks time GPU work: CUDA events around a loop of calls as users make them
 (eager, the host's work included wherever it is not hidden behind the GPU's)."""
 
+import argparse
 import statistics
 
 import torch
 
-__all__ = ["timed", "timed_together"]
+__all__ = ["timed", "timed_together", "eager_arguments"]
 
 CALLS = 5           # calls per timed loop
 
@@ -37,3 +38,15 @@ def timed_together(fns, reps):
         for name, fn in fns.items():
             times[name].append(_loop(fn, start, end))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def eager_arguments(what, reps=7):
+    """A benchmark's command line (``--reps``, default ``reps``; ``--json PATH``), parsed, and
+    its header printed: the GPU, torch's version, and ``what`` the calls are."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
+          f"{what}, median of {args.reps}")
+    return args

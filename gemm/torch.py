@@ -20,7 +20,9 @@ tensor. The gradient of a shared operand is summed over the batch (in float32).
 
 ``linear(x, weight, bias=None, activation=None)`` (``torch.ops.layoutalg.linear``) is
 ``F.linear`` with a fused activation, differentiable and traced the same way (see its
-docstring). Importing this module needs torch (``import gemm`` does not).
+docstring); ``fp8_linear`` (``torch.ops.layoutalg.fp8_linear``) is its FP8 form for
+inference, a float8 weight with its scales. Importing this module needs torch (``import
+gemm`` does not).
 """
 
 from types import SimpleNamespace
@@ -31,7 +33,7 @@ from torch._library.autograd import make_autograd_impl
 import gemm
 from gemm.epilogue import check_activation
 
-__all__ = ["matmul", "linear"]
+__all__ = ["matmul", "linear", "fp8_linear"]
 
 _NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -304,3 +306,158 @@ def linear(x, weight, bias=None, activation=None):
     if _eager(x, weight) and (bias is None or type(bias) in _PLAIN):
         return _run_linear(x, weight, bias, activation)
     return _linear_op(x, weight, bias, activation)
+
+
+# --- fp8_linear: F.linear of a float8 weight with its scales, for inference -----------------
+
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+E4M3_MAX = 448.0        # float8_e4m3fn's largest finite value
+
+
+def _scales(scale, rows, name, shape):
+    """A float32 scale as scaled_matmul takes it: one value (0-d), or one per row of x or of
+    the weight as ``shape`` ((rows, 1) or (1, rows)); TypeError or ValueError naming
+    ``name`` otherwise."""
+    if not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32:
+        raise TypeError(f"layoutalg::fp8_linear: {name} must be a float32 tensor, got "
+                        f"{scale.dtype if isinstance(scale, torch.Tensor) else type(scale)}")
+    if scale.numel() == 1:
+        return scale.reshape(())
+    if scale.numel() == rows and scale.dim() >= 1 and scale.shape[-1] in (1, rows):
+        return scale if tuple(scale.shape) == shape else scale.reshape(shape)
+    raise ValueError(f"layoutalg::fp8_linear: {name} must hold one value or one per "
+                     f"{'row of x' if name == 'x_scale' else 'row of weight'} ({rows}), got "
+                     f"shape {tuple(scale.shape)}")
+
+
+def _check_fp8_linear(x, weight, weight_scale, bias, activation, x_scale):
+    """The checked call's (weight's scales, x's or None) as scaled_matmul takes them (per
+    row: (1, N) and (M, 1))."""
+    check_activation(activation, "layoutalg::fp8_linear")
+    if weight.dtype not in _FP8:
+        raise TypeError(f"layoutalg::fp8_linear: weight must be float8_e4m3fn or "
+                        f"float8_e5m2, got {weight.dtype}")
+    if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"layoutalg::fp8_linear: x (..., K) and weight (N, K) expected, got "
+                         f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    if x.dtype in _FP8 and x_scale is None:
+        raise ValueError("layoutalg::fp8_linear: a float8 x needs its x_scale")
+    if x.dtype not in _FP8 + (torch.bfloat16, torch.float16, torch.float32):
+        raise TypeError(f"layoutalg::fp8_linear: x must be float8, bfloat16, float16 or "
+                        f"float32, got {x.dtype}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"layoutalg::fp8_linear: bias must be of shape ({weight.shape[0]},), "
+                         f"got {tuple(bias.shape)}")
+    n, m = weight.shape[0], x.numel() // max(x.shape[-1], 1)
+    sw = _scales(weight_scale, n, "weight_scale", (1, n))
+    return sw, None if x_scale is None else _scales(x_scale, m, "x_scale", (m, 1))
+
+
+def _fp8_out(x):
+    return x.dtype if x.dtype in (torch.bfloat16, torch.float16, torch.float32) else \
+        torch.bfloat16
+
+
+def _fp8_linear_fake(x, weight, weight_scale, bias=None, activation=None, x_scale=None,
+                     use_fast_accum=True):
+    _check_fp8_linear(x, weight, weight_scale, bias, activation, x_scale)
+    return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],), dtype=_fp8_out(x))
+
+
+def _quantize(x, q, scale, m, k, dtype, device):
+    """gemm.quantize's kernel on the device's current stream (its context current)."""
+    global _quantize_rows
+    if _quantize_rows is None:
+        from gemm.quantize import quantize_rows as _quantize_rows
+    _quantize_rows(x, q, scale, m, k, dtype, "e4m3", _raw_stream(device))
+
+
+_quantize_rows = None           # gemm.quantize's, imported on the first call (it loads numba)
+
+
+def _raw_stream(device):
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw else torch.cuda.current_stream(device).cuda_stream
+
+
+def quantize_rows(x):
+    """(float8_e4m3fn x, float32 scales (M, 1)) of a matrix x: each row scaled so that its
+    largest magnitude is e4m3's largest value (``amax / 448.0``; an all-zero row by 1; NaN
+    where a row holds one), rounded to nearest: ``(x.float() /
+    scale).clamp(-448, 448).to(float8_e4m3fn)``.
+    One kernel (:mod:`gemm.quantize`) for bfloat16 and float16 rows of a multiple of 8
+    elements on a GPU, torch's operations otherwise (the same bits)."""
+    m, k = x.shape
+    if (x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and k % 8 == 0
+            and m * k < 2 ** 32):
+        if not (x.is_contiguous() and x.data_ptr() % 16 == 0):
+            x = x.clone(memory_format=torch.contiguous_format)      # (a new, aligned one)
+        q = torch.empty((m, k), device=x.device, dtype=torch.uint8)
+        scale = torch.empty((m, 1), device=x.device, dtype=torch.float32)
+        args = (x.data_ptr(), q.data_ptr(), scale.data_ptr(), m, k, _NAMES[x.dtype])
+        if x.device.index == torch.cuda.current_device():
+            _quantize(*args, x.device.index)
+        else:
+            with torch.cuda.device(x.device):
+                _quantize(*args, x.device.index)
+        return q.view(torch.float8_e4m3fn), scale
+    amax = x.abs().amax(dim=1, keepdim=True).float()
+    scale = torch.where(amax == 0, 1.0, amax / E4M3_MAX)
+    return (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
+
+
+def _fp8_linear_direct(x, weight, weight_scale, bias=None, activation=None, x_scale=None,
+                       use_fast_accum=True):
+    """The product on the Hopper kernel (gemm.scaled_matmul) with the bias and the
+    activation in its epilogue."""
+    sw, sx = _check_fp8_linear(x, weight, weight_scale, bias, activation, x_scale)
+    n, k = weight.shape
+    x2 = x if x.dim() == 2 else x.reshape(-1, k)
+    m = x2.shape[0]
+    if x.dtype in _FP8:
+        xq = x2.contiguous()
+    elif sx is None:                        # dynamic: one scale per row
+        xq, sx = quantize_rows(x2)
+    else:                                   # static: a given scale per tensor or row
+        xq = (x2.float() / sx).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    if sx.dim() != sw.dim():                # both per tensor, or both per row / column
+        sx = sx.reshape(1, 1).expand(m, 1).contiguous() if sx.dim() == 0 else sx
+        sw = sw.reshape(1, 1).expand(1, n).contiguous() if sw.dim() == 0 else sw
+    out = _fp8_out(x)
+    if m == 0:
+        return x.new_empty(tuple(x.shape[:-1]) + (n,), dtype=out)
+    y = gemm.scaled_matmul(xq, weight.t(), sx, sw, out_dtype=_NAMES[out], bias=bias,
+                           activation=activation, use_fast_accum=use_fast_accum)
+    return y if x.dim() == 2 else y.reshape(tuple(x.shape[:-1]) + (n,))
+
+
+_lib.define("fp8_linear(Tensor x, Tensor weight, Tensor weight_scale, Tensor? bias=None, "
+            "str? activation=None, Tensor? x_scale=None, bool use_fast_accum=True) -> Tensor")
+_lib.impl("fp8_linear", _fp8_linear_direct, "CUDA")
+torch.library.register_fake("layoutalg::fp8_linear", _fp8_linear_fake, lib=_lib)
+_fp8_linear_op = torch.ops.layoutalg.fp8_linear.default
+
+
+def fp8_linear(x, weight, weight_scale, bias=None, activation=None, *, x_scale=None,
+               use_fast_accum=True):
+    """``activation(F.linear(x, weight_scale * weight, bias))`` for inference with a float8
+    weight, as ``torch.ops.layoutalg.fp8_linear``: weight (N, K) float8_e4m3fn or
+    float8_e5m2 (row-major), ``weight_scale`` float32, one value or one per row of the
+    weight ((N,) or (N, 1): per output channel); x (..., K) of bfloat16, float16 or float32,
+    quantized to e4m3 here (each row by its largest magnitude, or by ``x_scale``, one value
+    or one per row, where given), or already float8 with its ``x_scale``; bias (N,);
+    activation None, "relu", "gelu", "gelu_tanh" or "silu". The product runs in FP8 on
+    the Hopper kernel (:func:`gemm.scaled_matmul`, compute capability 9.x) with the scales,
+    the bias and the activation in its epilogue; ``use_fast_accum`` as there (True: the
+    tensor cores accumulate the whole of K, as inference commonly runs). The result has x's
+    type (bfloat16 for a float8 x). Not differentiable (a ValueError where a gradient is
+    asked for); traced by ``torch.compile``."""
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in (x, weight, weight_scale, bias, x_scale)):
+        raise ValueError("layoutalg::fp8_linear is for inference: it has no gradient; call it "
+                         "under torch.no_grad() or with tensors that do not require one")
+    if _eager(x, weight) and all(t is None or type(t) in _PLAIN
+                                 for t in (weight_scale, bias, x_scale)):
+        return _fp8_linear_direct(x, weight, weight_scale, bias, activation, x_scale,
+                                  use_fast_accum)
+    return _fp8_linear_op(x, weight, weight_scale, bias, activation, x_scale, use_fast_accum)

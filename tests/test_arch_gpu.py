@@ -208,7 +208,7 @@ def test_vector_access_on_gpu():
 @pytest.mark.gpu
 def test_conversions_on_gpu():
     x = random_normals(np.random.default_rng(5), 64, -1e3, 1e3)
-    out = np.zeros((32, 10), np.uint32)
+    out = np.zeros((32, 12), np.uint32)
     cuda.jit(k_convert)[1, 32](x, out)
     conversions_verify(x, out)
 

@@ -1,12 +1,12 @@
 """FP8 products with scales (``gemm.scaled_matmul``, gemm.scaled) on the Hopper kernel written
-with gemm.cute. In numba's CUDA simulator (this file as a script in a subprocess): fresh
-random FP8 operands (e4m3 and e5m2, as uint8 bits with ``formats``), scales per tensor, per
-row and per block (A's row- and column-major), promoted and fast accumulation, bias, f32 /
-bf16 / f16 outs, a column-major out (the kernel's X is then B), odd shapes over several
-k-tiles (K a multiple of 16: TMA's rows), the out poisoned, against float64 of the
-dequantized operands; bad input and variants that cannot run refused; the kernel's PTX for
-sm_90a without local memory and with FP8 wgmma. On a GPU of compute capability 9.x with
-torch: float8 tensors against float64 and beside ``torch._scaled_mm``'s error."""
+with gemm.cute. In numba's CUDA simulator (this file as a script in a subprocess): fresh random
+FP8 operands (e4m3 and e5m2, as uint8 bits with ``formats``), scales per tensor, per row and
+per block (A's row- and column-major), promoted and fast accumulation, bias, fused activations,
+f32 / bf16 / f16 outs, a column-major out (the kernel's X is then B), odd shapes over several
+k-tiles (K a multiple of 16: TMA's rows), the out poisoned, against float64 of the dequantized
+operands; bad input and variants that cannot run refused; the kernel's PTX for sm_90a without
+local memory and with FP8 wgmma. On a GPU of compute capability 9.x with torch: float8 tensors
+against float64 and beside ``torch._scaled_mm``'s error."""
 
 import json
 import os
@@ -31,12 +31,14 @@ CASES = [
     (SMALL, 70, 96, 400, dict(out_dtype="bfloat16")),                   # TMA epilogue
     (SMALL, 40, 72, 304, dict(formats=("e4m3", "e5m2"), scale="rows", fast=True)),
     (dict(SMALL, consumers=2), 130, 64, 144, dict(formats=("e5m2", "e4m3"), scale="rows",
-                                                  bias="columns", out_dtype="float16")),
+                                                  bias="columns", out_dtype="float16",
+                                                  activation="gelu")),
     (SMALL, 50, 40, 304, dict(col_out=True, scale="rows", bias="rows")),
     (dict(SMALL, bM=128), 136, 80, 144, dict(scale="rows", bias="rows", out_dtype="bfloat16",
                                              fast=True)),
     # DeepSeek's blocks: 1 x 128 of A (row-major, then column-major scales), 128 x 128 of B
-    (SMALL, 70, 200, 400, dict(scale="blocks", out_dtype="bfloat16", bias="columns")),
+    (SMALL, 70, 200, 400, dict(scale="blocks", out_dtype="bfloat16", bias="columns",
+                               activation="silu")),
     (dict(SMALL, consumers=2), 130, 72, 272, dict(scale="blocks_mn", fast=True)),
 ]
 
@@ -48,11 +50,13 @@ def fp8(rng, shape, fmt):
 
 
 def case(fields, m, n, k, seed, formats=("e4m3", "e4m3"), scale="tensor", fast=False,
-         bias=None, out_dtype="float32", col_out=False):
+         bias=None, out_dtype="float32", col_out=False, activation=None):
     """Error ratio of one scaled_matmul against float64 (<= 1 passes): max |got - ref| /
-    (1e-5 |A| |B| (scaled) + the out's rounding of |ref|)."""
+    (1e-5 |A| |B| (scaled) + the out's rounding of |ref|), the first term times 1.2 (the
+    activations' slopes are below it) where an activation is applied."""
     from numba import cuda
     import gemm
+    from activations64 import ACTIVATIONS64
     rng = np.random.default_rng(seed)
     a, a64 = fp8(rng, (m, k), formats[0])
     bt, bt64 = fp8(rng, (n, k), formats[1])
@@ -76,7 +80,7 @@ def case(fields, m, n, k, seed, formats=("e4m3", "e4m3"), scale="tensor", fast=F
     SA = d(np.asfortranarray(sa)) if scale == "blocks_mn" else d(sa)     # (column-major)
     gemm.scaled_matmul(d(a), d(bt).T, SA, d(sb), out=out, out_dtype=out_dtype,
                        bias=None if vec is None else d(vec), use_fast_accum=fast,
-                       formats=formats, config=HopperConfig(**fields))
+                       formats=formats, config=HopperConfig(**fields), activation=activation)
     got = out.copy_to_host()
     got = ((got.astype(np.uint32) << 16).view(np.float32) if out_dtype == "bfloat16"
            else got).astype(np.float64)
@@ -87,8 +91,11 @@ def case(fields, m, n, k, seed, formats=("e4m3", "e4m3"), scale="tensor", fast=F
         xa = a64 * sa.astype(np.float64).reshape(-1, 1)
         xb = bt64 * sb.astype(np.float64).reshape(-1, 1)
     ref = xa @ xb.T + bias64
-    tol = 1e-5 * (np.abs(xa) @ np.abs(xb.T) + np.abs(bias64)) + OUT_ROUNDING[out_dtype] * \
-        np.abs(ref) + 1e-30
+    slope = 1.0
+    if activation is not None:
+        ref, slope = ACTIVATIONS64[activation](ref), 1.2
+    tol = slope * 1e-5 * (np.abs(xa) @ np.abs(xb.T) + np.abs(bias64)) + \
+        OUT_ROUNDING[out_dtype] * np.abs(ref) + 1e-30
     return float(np.nan_to_num(np.abs(got - ref) / tol, nan=np.inf).max())
 
 
@@ -124,6 +131,7 @@ def errors():
         "fast accum type": lambda: call(use_fast_accum=1),
         "promote config": lambda: call(config=HopperConfig(bN=256)),
         "bias length": lambda: call(bias=d(np.zeros(15, np.float32))),
+        "activation": lambda: call(activation="tanh"),
     }
     return outcomes(cases)
 
@@ -142,6 +150,7 @@ EXPECTED_ERRORS = {
     "fast accum type": ("TypeError", "use_fast_accum must be a bool"),
     "promote config": ("ValueError", "at most 64 accumulators per thread"),
     "bias length": ("ValueError", "bias of shape (15,) fits neither"),
+    "activation": ("ValueError", "scaled_matmul: unknown activation 'tanh'"),
 }
 
 
@@ -245,19 +254,21 @@ def _tolerance(xa, xb, k, fast, out_rounding, ref):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, formats, scales, fast, out_dtype, bias, col_out", [
-    ((300, 264, 512), ("float8_e4m3fn",) * 2, "tensor", False, "bfloat16", None, False),
+@pytest.mark.parametrize("shape, formats, scales, fast, out_dtype, bias, col_out, act", [
+    ((300, 264, 512), ("float8_e4m3fn",) * 2, "tensor", False, "bfloat16", None, False, None),
     ((1000, 700, 4096), ("float8_e4m3fn", "float8_e5m2"), "rows", True, "float32", "columns",
-     False),
+     False, "relu"),
     ((130, 72, 1040), ("float8_e5m2", "float8_e4m3fn"), "rows", False, "float16", "rows",
-     True),
-    ((1, 1, 16), ("float8_e4m3fn",) * 2, "tensor", True, "bfloat16", None, False),
-    ((700, 300, 1040), ("float8_e4m3fn",) * 2, "blocks", False, "float32", "columns", False),
+     True, None),
+    ((1, 1, 16), ("float8_e4m3fn",) * 2, "tensor", True, "bfloat16", None, False, None),
+    ((700, 300, 1040), ("float8_e4m3fn",) * 2, "blocks", False, "float32", "columns", False,
+     "gelu_tanh"),
 ])
 def test_scaled_matmul_matches_float64_on_a_hopper_gpu(shape, formats, scales, fast, out_dtype,
-                                                        bias, col_out):
+                                                        bias, col_out, act):
     torch = pytest.importorskip("torch")
     from gpucase import require_hopper
+    from activations64 import ACTIVATIONS64
     import gemm
     require_hopper()
     m, n, k = shape
@@ -271,9 +282,12 @@ def test_scaled_matmul_matches_float64_on_a_hopper_gpu(shape, formats, scales, f
                      dtype=od)
     out = out.T if col_out else out
     got = gemm.scaled_matmul(a, b, sa, sb, out=out, out_dtype=out_dtype, bias=vec,
-                             use_fast_accum=fast)
+                             use_fast_accum=fast, activation=act)
     ref = xa @ xb + (0 if vec is None else vec.double())
     tol = _tolerance(xa, xb, k, fast, OUT_ROUNDING[out_dtype], ref)
+    if act is not None:         # slopes below 1.2
+        ref = torch.tensor(ACTIVATIONS64[act](ref.cpu().numpy()), device="cuda")
+        tol = 1.2 * tol + OUT_ROUNDING[out_dtype] * ref.abs()
     assert got is out and not torch.isnan(got).any()
     assert ((got.double() - ref).abs() <= tol).all()
 

@@ -322,6 +322,23 @@ def k_convert(x, out):
     out[t, 7] = arch.float_as_uint32(d)
     out[t, 8] = arch.float_as_uint32(arch.bf16_to_f32(arch.unpack_b16x2(out[t, 0])[1]))
     out[t, 9] = arch.float_as_uint32(arch.f16_to_f32(arch.unpack_b16x2(out[t, 1])[0]))
+    out[t, 10] = arch.cvt_rn_satfinite_e4m3x2_f32(lo, hi)
+    out[t, 11] = arch.cvt_rn_satfinite_e5m2x2_f32(lo * 64, hi * 64)
+
+
+def fp8_nearest(x, fmt):
+    """The FP8 bits of x by brute force: the nearest finite value of ``fmt`` (ties to the even
+    code), past the largest the largest (saturation)."""
+    from layoutalg.atom.float8 import float8_values
+    top = 0x7E if fmt == "e4m3" else 0x7B
+    table = float8_values(fmt)[:top + 1]
+    out = []
+    for v in x:
+        d = np.abs(table - abs(v))
+        best = np.flatnonzero(d == d.min())
+        code = int(best[best % 2 == 0][0] if len(best) > 1 else best[0])
+        out.append(code | (0x80 if v < 0 else 0))
+    return np.array(out, np.uint32)
 
 
 def conversions_verify(x, out):
@@ -338,11 +355,15 @@ def conversions_verify(x, out):
     np.testing.assert_array_equal(out[:, 3], (out[:, 0] & 0xFFFF) | (out[:, 1] & 0xFFFF0000))
     for column, want in zip(range(4, 10), (bf_lo, bf_hi, h_lo, h_hi, bf_hi, h_lo)):
         np.testing.assert_array_equal(out[:, column].view(np.float32), want)
+    x32 = x.astype(np.float32)
+    for column, fmt, xs in ((10, "e4m3", x32), (11, "e5m2", x32 * np.float32(64))):
+        np.testing.assert_array_equal(out[:, column] & 0xFF, fp8_nearest(xs[0::2], fmt))
+        np.testing.assert_array_equal(out[:, column] >> 8, fp8_nearest(xs[1::2], fmt))
 
 
 def check_conversions_in_kernel():
     x = random_normals(np.random.default_rng(5), 64, -1e3, 1e3)
-    out = np.zeros((32, 10), np.uint32)
+    out = np.zeros((32, 12), np.uint32)
     cuda.jit(k_convert)[1, 32](x, out)
     conversions_verify(x, out)
 

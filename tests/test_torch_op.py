@@ -2,8 +2,9 @@
 implementation (shapes and types for torch.compile), its checks, and on a GPU its values,
 gradients and a torch.compile without graph breaks against torch.mm; gemm.torch.linear's
 values and gradients for each activation against torch in float64 (one compiled), and
-torch.library.opcheck of both operators. Skipped, with the reason, where torch is not
-installed."""
+torch.library.opcheck of both operators; gemm.torch.fp8_linear's checks, values against
+float64 of the dequantized operands, torch.compile and opcheck. Skipped, with the reason,
+where torch is not installed."""
 
 import pytest
 
@@ -236,3 +237,103 @@ def test_linear_opcheck():
     _cuda()
     x, w, b = (t.detach() for t in _fresh((40, 64), (24, 64), (24,)))
     torch.library.opcheck(torch.ops.layoutalg.linear.default, (x, w, b, "gelu"))
+
+
+# --- fp8_linear ----------------------------------------------------------------------------
+
+E4M3 = torch.float8_e4m3fn
+
+
+def test_fp8_linear_fake_implementation_and_checks():
+    w = _meta(20, 33, dtype=E4M3)
+    s = torch.ones((), device="meta")
+    y = gt.fp8_linear(_meta(2, 7, 33), w, s, _meta(20), "gelu")
+    assert tuple(y.shape) == (2, 7, 20) and y.dtype == torch.bfloat16
+    assert gt.fp8_linear(_meta(7, 33, dtype=E4M3), w, s, x_scale=s).dtype == torch.bfloat16
+    cases = [((_meta(7, 33), _meta(20, 33), s), {}, TypeError, "weight must be float8"),
+             ((_meta(7, 33, dtype=E4M3), w, s), {}, ValueError, "needs its x_scale"),
+             ((_meta(7, 32), w, s), {}, ValueError, "x (..., K) and weight (N, K)"),
+             ((_meta(7, 33), w, s, _meta(19)), {}, ValueError, "bias must be of shape (20,)"),
+             ((_meta(7, 33), w, s, None, "tanh"), {}, ValueError, "unknown activation"),
+             ((_meta(7, 33), w, torch.ones(3, device="meta")), {}, ValueError,
+              "weight_scale must hold one value or one per row of weight (20)"),
+             ((_meta(7, 33), w, s.double()), {}, TypeError, "must be a float32 tensor"),
+             ((_meta(7, 33, dtype=E4M3), w, s), dict(x_scale=torch.ones(6, device="meta")),
+              ValueError, "x_scale must hold one value or one per row of x (7)")]
+    for args, kw, error, match in cases:
+        with pytest.raises(error, match=match):
+            gt.fp8_linear(*args, **kw)
+
+
+def _fp8_reference(x, w8, sw, b, activation, xq=None, sx=None):
+    """float64 of the layer, x quantized per row here (torch's own float8 rounding)."""
+    x2 = x.reshape(-1, x.shape[-1]) if xq is None else None
+    if xq is None:
+        amax = x2.abs().amax(dim=1, keepdim=True).float()
+        sx = torch.where(amax == 0, 1.0, amax / 448.0)
+        xq = (x2.float() / sx).to(E4M3)
+    xd = xq.double().reshape(-1, xq.shape[-1]) * sx.double().reshape(-1, 1)
+    wd = w8.double() * sw.double().reshape(-1, 1)
+    pre = xd @ wd.T + (0 if b is None else b.double())
+    ref = pre if activation is None else {
+        "relu": torch.relu, "silu": torch.nn.functional.silu,
+        "gelu": torch.nn.functional.gelu}[activation](pre)
+    k = xq.shape[-1]
+    tol = 1.2 * (k / 32 * 2.0 ** -14 + k * 2.0 ** -24) * (xd.abs() @ wd.abs().T) + \
+        2.0 ** -8 * ref.abs() + 1e-30
+    return ref, tol
+
+
+@gpu
+@pytest.mark.parametrize("lead, x_dtype, per_channel, bias, activation", [
+    ((2, 70), torch.bfloat16, True, True, "gelu"),
+    ((130,), torch.float16, False, False, "silu"),
+    ((64,), E4M3, True, True, "relu"),
+])
+def test_fp8_linear_against_float64(lead, x_dtype, per_channel, bias, activation):
+    """Fresh random layers against float64 of the dequantized operands (x quantized per row
+    by the test with torch's rounding, or given in float8 with per-row scales)."""
+    _cuda()
+    dev = "cuda"
+    from gpucase import require_hopper
+    require_hopper()
+    n, k = 200, 384
+    g = torch.Generator(device=dev).manual_seed(len(lead) + n)
+    w8 = torch.randn(n, k, device=dev, generator=g).to(E4M3)
+    sw = (torch.rand(n, device=dev, generator=g) + 0.5) if per_channel else \
+        torch.tensor(0.75, device=dev)
+    b = torch.randn(n, device=dev, generator=g).to(torch.bfloat16) if bias else None
+    with torch.no_grad():
+        if x_dtype == E4M3:
+            xq = torch.randn(*lead, k, device=dev, generator=g).to(E4M3)
+            sx = torch.rand(*lead, 1, device=dev, generator=g) + 0.5
+            got = gt.fp8_linear(xq, w8, sw, b, activation, x_scale=sx)
+            ref, tol = _fp8_reference(None, w8, sw, b, activation, xq, sx)
+        else:
+            x = torch.randn(*lead, k, device=dev, generator=g).to(x_dtype)
+            got = gt.fp8_linear(x, w8, sw, b, activation)
+            ref, tol = _fp8_reference(x, w8, sw, b, activation)
+    want_dtype = torch.bfloat16 if x_dtype == E4M3 else x_dtype
+    assert got.shape == (*lead, n) and got.dtype == want_dtype
+    diff = (got.double().reshape(-1, n) - ref).abs()
+    assert (diff <= tol).all(), float((diff / tol).max())
+
+
+@gpu
+def test_fp8_linear_compiled_opcheck_and_no_gradient():
+    _cuda()
+    dev = "cuda"
+    from gpucase import require_hopper
+    require_hopper()
+    x = torch.randn(48, 128, device=dev, dtype=torch.bfloat16)
+    w8 = torch.randn(64, 128, device=dev).to(E4M3)
+    sw, b = torch.rand(64, device=dev) + 0.5, torch.randn(64, device=dev, dtype=torch.bfloat16)
+    with torch.no_grad():
+        eager = gt.fp8_linear(x, w8, sw, b, "gelu_tanh")
+        compiled = torch.compile(lambda *a: gt.fp8_linear(*a, "gelu_tanh"), fullgraph=True)
+        assert torch.equal(compiled(x, w8, sw, b), eager)
+        # (opcheck's test_schema multiplies the inputs: torch has no mul for float8)
+        torch.library.opcheck(torch.ops.layoutalg.fp8_linear.default, (x, w8, sw, b, "relu"),
+                              test_utils=("test_faketensor", "test_aot_dispatch_dynamic"))
+    with pytest.raises(ValueError, match="for inference"):
+        gt.fp8_linear(x.requires_grad_(), w8, sw, b)

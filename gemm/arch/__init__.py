@@ -23,7 +23,9 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - conversions: ``pack_b16x2`` (= ``pack_bf16x2`` = ``pack_f16x2``), ``unpack_b16x2``,
   ``cvt_rn_bf16x2_f32(lo, hi)``, ``cvt_rn_f16x2_f32(lo, hi)``, ``cvt_rn_bf16_f32``,
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,
-  ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``.
+  ``bf16x2_to_f32``, ``f16x2_to_f32``, ``float_as_uint32``, ``uint32_as_float``,
+  ``cvt_rn_satfinite_e4m3x2_f32(lo, hi)``, ``cvt_rn_satfinite_e5m2x2_f32(lo, hi)`` (two FP8
+  in a uint16, sm_89).
 
 Files: ``ptx`` (cp.async, ldmatrix, mma, vector access, shuffles), ``ptx_convert``
 (conversions, re-exported by ``ptx``), ``tile`` (tile-level instructions), ``tile_plan``

@@ -1,9 +1,10 @@
-"""Conversions and packing of bf16, f16 and tf32 values as numba-cuda intrinsics.
+"""Conversions and packing of bf16, f16, tf32 and FP8 values as numba-cuda intrinsics.
 
 16-bit values travel as uint16 bit patterns (numba has no bf16 arrays), two to a uint32
 register with the element of lower index in the low half. ``cvt.rn.bf16x2.f32 d, a, b`` puts
 ``a`` in the *upper* half; the functions here take ``(lo, hi)`` and pass them in PTX's order.
-Part of gemm.arch.ptx (re-exported there); cvt to bf16 and tf32 needs sm_80.
+FP8 pairs travel as uint16, the element of lower index in the low byte. Part of gemm.arch.ptx
+(re-exported there); cvt to bf16 and tf32 needs sm_80, to FP8 sm_89.
 """
 
 from llvmlite import ir
@@ -18,6 +19,7 @@ __all__ = [
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
     "cvt_rna_tf32_f32", "bf16_to_f32", "f16_to_f32", "bf16x2_to_f32", "f16x2_to_f32",
     "float_as_uint32", "uint32_as_float",
+    "cvt_rn_satfinite_e4m3x2_f32", "cvt_rn_satfinite_e5m2x2_f32",
 ]
 
 
@@ -52,8 +54,13 @@ def unpack_b16x2(typingctx, x):
     return restype(x), codegen
 
 
-def _make_cvt_pair(ptx_type):
-    op = f"cvt_rn_{ptx_type}x2_f32"
+def _make_cvt_pair(ptx_type, satfinite=False):
+    """``cvt.rn.{ptx_type}x2.f32`` (bf16, f16: a uint32) or, ``satfinite``,
+    ``cvt.rn.satfinite.{ptx_type}x2.f32`` (e4m3, e5m2: a uint16)."""
+    rounding = "rn.satfinite" if satfinite else "rn"
+    op = f"cvt_{rounding.replace('.', '_')}_{ptx_type}x2_f32"
+    restype, llvm_type, register = (types.uint16, I16, "h") if satfinite else (types.uint32,
+                                                                                I32, "r")
 
     def impl(typingctx, lo, hi):
         check_float(op, "lo", lo)
@@ -62,19 +69,23 @@ def _make_cvt_pair(ptx_type):
         def codegen(context, builder, sig, args):
             lo32, hi32 = cast_args(context, builder, sig, args, (types.float32,) * 2)
             # cvt.rn.X2.f32 d, a, b puts a in the upper half: pass hi first.
-            return asm(builder, I32, f"cvt.rn.{ptx_type}x2.f32 $0, $1, $2;", "=r,f,f",
-                       [hi32, lo32], attrs=("readnone",))
-        return types.uint32(lo, hi), codegen
+            return asm(builder, llvm_type, f"cvt.{rounding}.{ptx_type}x2.f32 $0, $1, $2;",
+                       f"={register},f,f", [hi32, lo32], attrs=("readnone",))
+        return restype(lo, hi), codegen
 
     impl.__name__ = impl.__qualname__ = op
     wrapped = intrinsic(impl)
-    wrapped.__doc__ = (f"``cvt.rn.{ptx_type}x2.f32``: two f32 rounded to nearest-even {ptx_type}, "
-                       f"packed with ``lo`` in the low half, ``hi`` in the high half.")
+    wrapped.__doc__ = (f"``cvt.{rounding}.{ptx_type}x2.f32``: two f32 rounded to nearest-even "
+                       f"{ptx_type}, packed with ``lo`` in the low half, ``hi`` in the high half"
+                       + (" of a uint16; a magnitude past the largest finite value is clamped "
+                          "to it, NaN stays NaN." if satfinite else "."))
     return wrapped
 
 
 cvt_rn_bf16x2_f32 = _make_cvt_pair("bf16")
 cvt_rn_f16x2_f32 = _make_cvt_pair("f16")
+cvt_rn_satfinite_e4m3x2_f32 = _make_cvt_pair("e4m3", satfinite=True)
+cvt_rn_satfinite_e5m2x2_f32 = _make_cvt_pair("e5m2", satfinite=True)
 
 
 def _make_cvt_one(ptx_type):

@@ -48,6 +48,7 @@ __all__ = [
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
     "cvt_rna_tf32_f32", "bf16_to_f32", "f16_to_f32", "bf16x2_to_f32", "f16x2_to_f32",
     "float_as_uint32", "uint32_as_float",
+    "cvt_rn_satfinite_e4m3x2_f32", "cvt_rn_satfinite_e5m2x2_f32",
 ]
 
 WARP = 32
@@ -614,6 +615,25 @@ def bf16_to_f32(x):
 def f16_to_f32(x):
     """An f16 bit pattern as float32 (exact)."""
     return np.float32(np.array(int(x) & 0xFFFF, np.uint16).view(np.float16))
+
+
+def _fp8_satfinite(x, fmt):
+    """f32 -> the bits of FP8 ``fmt``, rounded to nearest even, clamped to the largest finite
+    value; NaN stays NaN (layoutalg's exact encoder, after the clamp)."""
+    from layoutalg.atom.float8 import float8_encode, float8_values
+    top = float8_values(fmt)[0x7E if fmt == "e4m3" else 0x7B]
+    x = np.float32(x)
+    return int(float8_encode(x if np.isnan(x) else np.clip(x, -top, top), fmt))
+
+
+def cvt_rn_satfinite_e4m3x2_f32(lo, hi):
+    """Two f32 rounded to nearest-even e4m3, saturated, packed ``lo`` in the low byte."""
+    return np.uint16(_fp8_satfinite(lo, "e4m3") | _fp8_satfinite(hi, "e4m3") << 8)
+
+
+def cvt_rn_satfinite_e5m2x2_f32(lo, hi):
+    """Two f32 rounded to nearest-even e5m2, saturated, packed ``lo`` in the low byte."""
+    return np.uint16(_fp8_satfinite(lo, "e5m2") | _fp8_satfinite(hi, "e5m2") << 8)
 
 
 def bf16x2_to_f32(x):

@@ -32,9 +32,9 @@ from gemm.epilogue import check_activation
 from gemm.call import plan as callplan
 from gemm.call.binary import sm_count
 from gemm.call.launch import Launcher
-from gemm.call.operands import (MAX_GRID_YZ, batch_count, check_same_device, check_spans,
-                                check_stream, kernel_buffer, new_like, operand, output_operand,
-                                product_operands, stream_handle)
+from gemm.call.operands import (MAX_GRID_YZ, RAW16, batch_count, bias_operand, check_same_device,
+                                check_spans, check_stream, kernel_buffer, new_like, operand,
+                                output_operand, product_operands, stream_handle)
 from gemm.tuning import autotune, shape_table
 
 __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_config", "route",
@@ -317,16 +317,18 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
       config's dtype says which).
 
-    A fused epilogue, ``out = activation(alpha * A @ B + beta * out + bias)``
+    An epilogue, ``out = activation(alpha * A @ B + beta * out + bias)``
     (:mod:`gemm.epilogue`): ``bias`` a vector of bfloat16, float16 or float32 on A's device,
     one value per column of out (shape (N,) or (1, N)) or per row ((M, 1)), the same for
     every matrix of a batch; ``activation`` one of ``gemm.epilogue.ACTIVATIONS`` ("relu",
-    "gelu", "gelu_tanh", "silu"), applied in float32 before out's rounding. Either runs on
-    the Hopper kernel written with ``gemm.cute`` (``kernel`` None, "tensorcore", "hopper",
-    "cute_hopper" or a HopperConfig: its tiles, cooperative, no split-K or swap), so it needs
-    a GPU of compute capability 9.x, 16-bit operands (or float32 with ``allow_tf32``) that
-    TMA can read, and M, N and K of at least 1; anything else is refused with a ValueError
-    or TypeError.
+    "gelu", "gelu_tanh", "silu"). Fused, applied in float32 before out's rounding, where the
+    Hopper kernel written with ``gemm.cute`` takes the call (``kernel`` None, "tensorcore",
+    "hopper", "cute_hopper" or a HopperConfig: its tiles, cooperative, no split-K or swap;
+    a GPU of compute capability 9.x, 16-bit operands or float32 ones with ``allow_tf32``,
+    rows TMA can read, M, N and K of at least 1); elsewhere the product runs on the kernel
+    the call names or routes to and the epilogue follows as a second kernel on the stored
+    out (:mod:`gemm.epilogue_kernel`: a 16-bit out is rounded before and after it). A bad
+    bias or activation is refused with a ValueError or TypeError before anything runs.
 
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
@@ -508,28 +510,51 @@ _MAX_BATCH = MAX_GRID_YZ        # products per launch (a larger batch is launche
 
 def _fused(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precision, *,
            bias, activation):
-    """matmul with a fused epilogue, ``(out, plan)``: on the Hopper kernel written with
-    gemm.cute, which alone has one (the plan takes the bias's address after out's)."""
+    """matmul with an epilogue, ``(out, plan)`` (the plan takes the bias's address after
+    out's): fused in the Hopper kernel written with gemm.cute where that kernel takes the
+    call (kernel None, "tensorcore", "hopper", "cute_hopper" or a HopperConfig; 16-bit
+    operands, or float32 ones as tf32; rows TMA can read; a GPU of compute capability 9.x),
+    else the product by the kernel the call names or routes to and then the epilogue as a
+    second kernel (:mod:`gemm.epilogue_kernel`). The bias is checked before anything runs."""
     check_activation(activation, "matmul")
-    if not (kernel in (None, "tensorcore", "hopper", "cute_hopper")
-            or isinstance(kernel, hopper.HopperConfig)):
-        raise ValueError(f"matmul: a bias or an activation runs on the Hopper kernel written "
-                         f"with gemm.cute (kernel None, 'hopper', 'cute_hopper' or a "
-                         f"HopperConfig), not on kernel={kernel!r}")
+    _family(kernel)
     check_stream(stream)
     sim = simulator_active()
-    a, b, _ = product_operands("matmul", A, B, sim)
-    if a.dtype == "float32" and not (allow_tf32 or precision == "tf32"):
-        raise TypeError("matmul: a bias or an activation runs on the tensor cores; float32 "
-                        "operands need allow_tf32=True (tf32 products)")
-    if not sim and not hopper.hopper_supported(a.device):
-        raise ValueError("matmul: a bias or an activation runs on the Hopper kernel, which "
-                         "needs a GPU of compute capability 9.x")
-    cfg = kernel if isinstance(kernel, hopper.HopperConfig) else None
-    family, _ = route(a.dtype, b.dtype, cfg or "hopper", a.dtype == "float32", None)
-    od = _result_dtype(family, a.dtype, out, out_dtype, sim)
-    return hopper.launch_matmul(A, B, out, alpha, beta, cfg, od, "matmul", stream, cute=True,
-                                bias=bias, activation=activation)
+    a, b, shape = product_operands("matmul", A, B, sim, allow_empty=True)
+    (m, k), n = a.shape, b.shape[1]
+    # raw 16-bit arrays (a config's dtype says which) hold the operands' type
+    bits16 = a.dtype if a.dtype in ("bfloat16", "float16") else getattr(kernel, "dtype", None)
+    bias_op, bias_rows = None, False
+    if bias is not None:
+        bias_op, bias_rows = bias_operand(bias, m, n, "matmul", sim, bits16)
+    in_hopper = (kernel in (None, "tensorcore", "hopper", "cute_hopper")
+                 or isinstance(kernel, hopper.HopperConfig))
+    tensor_cores = a.dtype != "float32" or allow_tf32 or precision == "tf32"
+    if (in_hopper and tensor_cores and min(m, n, k) > 0
+            and (sim or hopper.hopper_supported(a.device))):
+        cfg = kernel if isinstance(kernel, hopper.HopperConfig) else None
+        family, _ = route(a.dtype, b.dtype, cfg or "hopper", a.dtype == "float32", None)
+        od = _result_dtype(family, a.dtype, out, out_dtype, sim)
+        try:
+            return hopper.launch_matmul(A, B, out, alpha, beta, cfg, od, "matmul", stream,
+                                        cute=True, bias=bias, activation=activation)
+        except hopper.TmaUnfit:         # rows TMA cannot read: the epilogue after
+            pass
+    result, launch = _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream,
+                             precision)
+    c = operand(result, "out", sim, allow_empty=True, batched=len(shape) == 3)
+    if c.dtype in RAW16:
+        c.dtype = out_dtype or bits16
+    from gemm import epilogue_kernel            # (numba: imported when it runs)
+    bound = epilogue_kernel.apply(c, bias_op, bias_rows, activation,
+                                  0 if sim else stream_handle(stream, a))
+    if launch is None or bound is None:
+        return result, None
+
+    def plan(addresses, stream, alpha, beta):
+        launch(addresses[:3], stream, alpha, beta)
+        bound((addresses[2], addresses[3] if bias is not None else addresses[2]), stream)
+    return result, plan
 
 
 def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, stream=None,

@@ -6,7 +6,8 @@ the rows (one value per column) or along the columns (one per row), and an activ
 form, ``torch.nn.functional.gelu``), ``"gelu_tanh"`` (``gelu(x, approximate="tanh")``) and
 ``"silu"``. :func:`activation_function` gives the float32 device function of one, for
 kernels to call on each value they store (numba is imported then: the names alone do
-without it).
+without it). Where the product's kernel has no epilogue of its own,
+:mod:`gemm.epilogue_kernel` runs it as a second kernel.
 """
 
 from functools import lru_cache

@@ -136,11 +136,9 @@ def errors():
         "fused matmul": lambda: gemm.matmul(d(u16), d(u16).T, kernel=small(),
                                             bias=d(np.zeros(16, np.uint16)),
                                             activation="relu"),
-        "fused on sm80": lambda: gemm.matmul(d(u16), d(u16).T, kernel="sm80",
-                                             activation="relu"),
-        "fused float32": lambda: gemm.matmul(d(np.zeros((16, 24), np.float32)),
-                                             d(np.zeros((16, 24), np.float32)).T,
-                                             activation="relu"),
+        "epilogue after the SIMT kernel, bias length": lambda: gemm.matmul(
+            d(np.zeros((16, 24), np.float32)), d(np.zeros((16, 24), np.float32)).T,
+            bias=d(np.zeros(15, np.float32)), activation="relu"),
     }
     return outcomes(cases)
 

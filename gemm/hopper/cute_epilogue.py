@@ -25,6 +25,7 @@ from gemm.cute import (copy, elem_less, fence_view_async_shared, get_slice, loca
                        named_barrier_sync, partition_C, static, static_range,
                        tma_store_arrive, tma_store_wait, transform, unroll, unrolled)
 from gemm.epilogue import activation_function
+from gemm.epilogue_kernel import conversions
 from gemm.hopper.config import STAGING_BYTES
 from gemm.hopper.gen import atom_of, stage_layout
 
@@ -32,17 +33,6 @@ __all__ = ["epilogue_functions"]
 
 ONE = static(1)
 _OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
-
-
-def _out_functions(out_dtype):
-    """(float32 -> the out's element, the out's element -> float32): a numba type or an
-    instruction, called in the kernel without a device function (each inlined device function
-    of an unrolled loop is compiled again: they had made the first compile seconds longer)."""
-    if out_dtype == "float32":
-        return float32, float32
-    if out_dtype == "bfloat16":
-        return arch.cvt_rn_bf16_f32, arch.bf16_to_f32
-    return arch.cvt_rn_f16_f32, arch.f16_to_f32
 
 
 def epilogue_functions(v, plan, mma):
@@ -56,8 +46,8 @@ def epilogue_functions(v, plan, mma):
     bm, bn, stages, wgs = cfg.bM, cfg.bN, cfg.stages, cfg.consumers
     tma_store = v.tma_store
     block_c = static((bm, bn))
-    to_out, from_out = _out_functions(v.out_dtype)
-    from_bias = _out_functions(v.bias_dtype)[1]
+    to_out, from_out = conversions(v.out_dtype)
+    from_bias = conversions(v.bias_dtype)[1]
     # (bools: numba prunes their branches); a 16-bit out rounds away tanh.approx's error
     has_bias, bias_rows, has_act = v.bias != "none", v.bias == "rows", v.activation != "none"
     scale_rows = v.scale == "rows"         # FP8's scales of X's rows and Y's columns

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -41,6 +40,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm.torch as gt  # noqa: E402
+from gemm.report import per_call_us  # noqa: E402
 from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 
 SHAPES = [(m, n, k) for m in (2048, 8192) for n, k in ((14336, 4096), (4096, 14336),
@@ -93,18 +93,8 @@ def host_times(calls=1000):
     """{name: microseconds of host time a call} of the eager forms at 16 x 256 x 256."""
     fns = row_functions(16, 256, 256)
     del fns["compiled"]
-    out = {}
     with torch.no_grad():
-        for name, fn in fns.items():
-            for _ in range(10):
-                fn()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-            out[name] = (time.perf_counter() - t0) / calls * 1e6
-    return out
+        return {name: per_call_us(fn, calls, warmup=10) for name, fn in fns.items()}
 
 
 def main():

@@ -26,7 +26,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from gemm import hopper, simt, skinny, splitk, tensorcore, transpose
+from gemm import hopper, simt, skinny, splitk, tensorcore
 from gemm._env import simulator_active
 from gemm.epilogue import check_activation
 from gemm.call import plan as callplan
@@ -404,6 +404,7 @@ def _tf32x3_on_a_copy(A, out, alpha, beta, a, b, out_dtype, stream):
         return None
     handle, device = stream_handle(stream, a), a.device
     ws, owner = splitk.workspace(4 * k * n, handle, device, "torch")
+    from gemm import transpose          # (numba: imported when a call first copies)
     try:
         copy = transpose.column_major_copy((b.ptr, b.span), (ws, k * n), (k, n),
                                            b.strides[0], handle)

@@ -9,7 +9,8 @@ partial an (M, ldw) row-major matrix in the kernel's orientation). :func:`reduce
     out = alpha * (partial_0 + partial_1 + ... + partial_{S-1}) + beta * out
 
 adding the partials in order, so the result does not depend on which unit finished first
-(deterministic), converted once to the out's type (float32, or bfloat16 / float16 bits).
+(deterministic), converted once to the out's type (float32, or bfloat16 / float16 bits), by
+the kernel of :mod:`gemm.splitk_kernel`.
 
 The workspace (:func:`workspace`): for torch tensors a tensor of torch's caching allocator,
 so that calls captured in a CUDA graph get memory of the graph's pool; otherwise device memory
@@ -20,20 +21,15 @@ so they can share it; calls on different streams do not.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Tuple
 
 import numpy as np
 
-from ._env import simulator_active
 from .call import binary
-from .call.launch import Launcher
-from .codegen import load_module
 
 __all__ = ["reduce_splits", "workspace", "by_shape", "ranges", "partials_layout",
-           "partials_buffer", "partials_plan", "THREADS", "MAX_SPLIT_K", "MIN_RANGE_TILES"]
+           "partials_buffer", "partials_plan", "MAX_SPLIT_K", "MIN_RANGE_TILES"]
 
-THREADS = 256
 MAX_SPLIT_K = 64
 MIN_RANGE_TILES = 8         # k-tiles per K range at least, when the split is chosen by shape
 
@@ -58,86 +54,6 @@ def ranges(k_tiles: int, split: int) -> Tuple[int, int]:
     return -(-k_tiles // per), per
 
 
-_SCALARS = ("uint32",) * 8 + ("float32",) * 2
-# out dtype -> (numba type of the out's elements, load as float32, store from float32)
-_OUT = {"float32": ("float32", "", ""),
-        "bfloat16": ("uint16", "bf16_to_f32", "cvt_rn_bf16_f32"),
-        "float16": ("uint16", "f16_to_f32", "cvt_rn_f16_f32")}
-VEC = 4     # consecutive columns of one row per thread of the reduction (its a0 .. a3)
-_SOURCE = '''\
-import numpy as np
-from numba import cuda, float32
-from gemm.arch import bf16_to_f32, cvt_rn_bf16_f32, cvt_rn_f16_f32, f16_to_f32
-U = np.uint32
-
-
-@cuda.jit(device=True)
-def finish(C, g, acc, alpha, beta):
-    v = alpha * acc
-    if beta != float32(0):
-        v += beta * {load}(C[g])
-    C[g] = {store}(v)
-
-
-@cuda.jit("void(float32[::1], {ctype}[::1], uint32, uint32, uint32, uint32, uint32, uint32, "
-          "uint32, uint32, float32, float32)"{cache})
-def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
-    # thread i: columns col .. col + {vec} - 1 of one row (those below N): {vec} loads in
-    # flight per K range, two ranges per turn, each sum still taken in the ranges' order
-    i = U(cuda.blockIdx.x) * U({threads}) + U(cuda.threadIdx.x)
-    nq = (N + U({vec} - 1)) // U({vec})
-    mq = M * nq
-    if i >= NB * mq:
-        return
-    z = i // mq
-    r = i - z * mq
-    row = r // nq
-    col = (r - row * nq) * U({vec})
-    w = (z * M + row) * ldw + col
-    step = NB * M * ldw
-    g = z * sCb + row * ldc + col * cs
-    if col + U({vec}) <= N:
-        a0 = a1 = a2 = a3 = float32(0)
-        s = U(0)
-        while s + U(1) < S:
-            p = w + s * step
-            q = p + step
-            x0, x1, x2, x3 = W[p], W[p + U(1)], W[p + U(2)], W[p + U(3)]
-            y0, y1, y2, y3 = W[q], W[q + U(1)], W[q + U(2)], W[q + U(3)]
-            a0 = (a0 + x0) + y0
-            a1 = (a1 + x1) + y1
-            a2 = (a2 + x2) + y2
-            a3 = (a3 + x3) + y3
-            s += U(2)
-        if s < S:
-            p = w + s * step
-            a0 += W[p]
-            a1 += W[p + U(1)]
-            a2 += W[p + U(2)]
-            a3 += W[p + U(3)]
-        finish(C, g, a0, alpha, beta)
-        finish(C, g + cs, a1, alpha, beta)
-        finish(C, g + U(2) * cs, a2, alpha, beta)
-        finish(C, g + U(3) * cs, a3, alpha, beta)
-    else:                                   # the row's last columns, fewer than {vec}
-        for j in range(N - col):
-            acc = float32(0)
-            for s in range(S):
-                acc += W[w + U(j) + U(s) * step]
-            finish(C, g + U(j) * cs, acc, alpha, beta)
-'''
-
-
-@lru_cache(maxsize=None)
-def _launcher(out_dtype):
-    ctype, load, store = _OUT[out_dtype]
-    sim = simulator_active()
-    source = _SOURCE.format(ctype=ctype, load=load, store=store, threads=THREADS, vec=VEC,
-                            cache="" if sim else ", cache=True")
-    kernel = load_module(source, "splitk").kernel
-    return Launcher(kernel, 2, (4, 4 if ctype == "float32" else 2), _SCALARS, free_scalars=2)
-
-
 def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw: int,
                   products: int, splits: int, ldc: int, col_step: int, out_stride: int,
                   alpha: float, beta: float, stream: int = 0) -> Any:
@@ -145,10 +61,11 @@ def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw:
     or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
     kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
     ldc + col * col_step``). Returns the launcher's bound launch (None in the simulator)."""
-    grid = (-(-products * m * -(-n // VEC) // THREADS), 1, 1)
-    return _launcher(out_dtype)(grid, (THREADS, 1, 1), stream, (workspace, out),
-                                (m, n, ldw, products, splits, ldc, col_step, out_stride, alpha,
-                                 beta))
+    from gemm import splitk_kernel as kernel    # (numba: imported when a split first reduces)
+    grid = (-(-products * m * -(-n // kernel.VEC) // kernel.THREADS), 1, 1)
+    return kernel.launcher(out_dtype)(grid, (kernel.THREADS, 1, 1), stream, (workspace, out),
+                                      (m, n, ldw, products, splits, ldc, col_step, out_stride,
+                                       alpha, beta))
 
 
 _spaces = {}        # (device, stream) -> (device address, bytes)

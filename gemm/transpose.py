@@ -4,7 +4,9 @@ wgmma reads tf32 operands K-major only, so ``gemm.matmul``'s float32 default cop
 row-major (K, N) B into a column-major workspace first, where the product is long enough to
 pay for the copy (``gemm.api.X3_COPY_ROWS``). The kernel moves 32 x 32 tiles through shared
 memory (a padded row, so that the column reads meet no bank conflicts): coalesced 128-byte
-reads of B's rows, coalesced writes of the copy's columns.
+reads of B's rows, coalesced writes of the copy's columns. Kept as a cubin file and launched
+through the driver (:mod:`gemm.call`); in numba's simulator its twin runs. ``gemm.api``
+imports this module when a call first copies (it imports numba).
 
 >>> grid((4096, 1000))
 (32, 128, 1)
@@ -15,44 +17,47 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Tuple
 
+import numpy as np
+from numba import cuda, float32
+
 from ._env import simulator_active
+from .call.binary import compiled_binary, load_or_compile
 from .call.launch import Launcher
-from .codegen import load_module
+from .codegen import module_name
 
 __all__ = ["column_major_copy", "grid", "BLOCK", "MAX_ELEMENTS"]
 
 TILE = 32
+PADDED = TILE + 1               # a tile's row in shared memory: the columns' reads hit every bank
 BLOCK = (TILE, 8, 1)            # each thread moves TILE / 8 elements of a tile
 MAX_ELEMENTS = 2 ** 32 - 1      # the kernel's uint32 indices
-_SOURCE = '''\
-import numpy as np
-from numba import cuda, float32
+SIGNATURE = "void(float32[::1], float32[::1], uint32, uint32, uint32)"
 U = np.uint32
 
 
-@cuda.jit("void(float32[::1], float32[::1], uint32, uint32, uint32)"{cache})
-def kernel(S, D, R, C, lds):
-    # D[c * R + r] = S[r * lds + c]: the (R, C) row-major matrix S, R x C column-major in D
-    tile = cuda.shared.array(({tile}, {tile} + 1), float32)
-    c0 = U(cuda.blockIdx.x) * U({tile})
-    r0 = U(cuda.blockIdx.y) * U({tile})
+def _kernel(S, D, R, C, lds):
+    """D[c * R + r] = S[r * lds + c]: the (R, C) row-major matrix S, R x C column-major in D."""
+    tile = cuda.shared.array((TILE, PADDED), float32)
+    c0 = U(cuda.blockIdx.x) * U(TILE)
+    r0 = U(cuda.blockIdx.y) * U(TILE)
     tx, ty = U(cuda.threadIdx.x), U(cuda.threadIdx.y)
-    for j in range(0, {tile}, 8):
+    for j in range(0, TILE, 8):
         r, c = r0 + ty + U(j), c0 + tx
         if r < R and c < C:
             tile[ty + U(j), tx] = S[r * lds + c]
     cuda.syncthreads()
-    for j in range(0, {tile}, 8):
+    for j in range(0, TILE, 8):
         r, c = r0 + tx, c0 + ty + U(j)
         if r < R and c < C:
             D[c * R + r] = tile[tx, ty + U(j)]
-'''
 
 
 @lru_cache(maxsize=None)
 def _launcher():
-    cache = "" if simulator_active() else ", cache=True"
-    kernel = load_module(_SOURCE.format(tile=TILE, cache=cache), "transpose").kernel
+    kernel = cuda.jit(SIGNATURE)(_kernel)
+    if not simulator_active():
+        kernel = load_or_compile(module_name("transpose", TILE),
+                                 lambda: compiled_binary(kernel, SIGNATURE))
     return Launcher(kernel, 2, 4, ("uint32",) * 3)
 
 

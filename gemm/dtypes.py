@@ -15,11 +15,14 @@ from .call.operands import (RAW16, batch_count, check_same_device, check_spans, 
                             output_operand)
 
 __all__ = ["DTYPES", "OUT_DTYPES", "MAJORS", "RAW16", "check_scalars", "out_dtype_of",
-           "checked_out", "operand_dtype", "check_variant", "FP8_DTYPES", "fp8_dtypes"]
+           "checked_out", "operand_dtype", "check_variant", "FP8_DTYPES", "fp8_dtypes",
+           "STORAGE"]
 
 DTYPES = ("bfloat16", "float16", "tfloat32")
 OUT_DTYPES = ("float32", "bfloat16", "float16")
 MAJORS = ("K", "MN")
+# how a kernel's signature holds an out's (or a bias's) elements: 16-bit values as their bits
+STORAGE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 _TYPED = {"bfloat16": "bfloat16", "float16": "float16", "float32": "tfloat32"}
 
 

@@ -17,11 +17,9 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from gemm import arch
-from gemm._env import simulator_active
-from gemm.call.binary import compiled_binary, load_or_compile
-from gemm.call.launch import Launcher
+from gemm.call.launch import compiled_launcher
 from gemm.call.operands import kernel_buffer
-from gemm.codegen import module_name
+from gemm.dtypes import STORAGE
 from gemm.epilogue import activation_function
 
 __all__ = ["conversions", "apply", "THREADS"]
@@ -68,20 +66,14 @@ def _apply_function(out_dtype, bias_dtype, bias_inner, activation):
     return kernel
 
 
-_TYPES = {"float32": ("float32", 4), "bfloat16": ("uint16", 2), "float16": ("uint16", 2)}
-
-
 @lru_cache(maxsize=None)
 def _launcher(out_dtype, bias_dtype, bias_inner, activation):
-    (ctype, csize), (btype, bsize) = _TYPES[out_dtype], _TYPES[bias_dtype or out_dtype]
+    ctype, btype = STORAGE[out_dtype], STORAGE[bias_dtype or out_dtype]
     signature = f"void({ctype}[::1], {btype}[::1], uint32, uint32, uint32, uint32)"
-    kernel = cuda.jit(signature)(_apply_function(out_dtype, bias_dtype, bias_inner,
-                                                 activation))
-    if not simulator_active():
-        kernel = load_or_compile(module_name("epilogue", (out_dtype, bias_dtype, bias_inner,
-                                                          activation)),
-                                 lambda: compiled_binary(kernel, signature))
-    return Launcher(kernel, 2, (csize, bsize), ("uint32",) * 4)
+    return compiled_launcher("epilogue", (out_dtype, bias_dtype, bias_inner, activation),
+                             _apply_function(out_dtype, bias_dtype, bias_inner, activation),
+                             signature, [4 if t == "float32" else 2 for t in (ctype, btype)],
+                             ("uint32",) * 4)
 
 
 def apply(c, bias, bias_rows, activation, stream=0):

@@ -19,14 +19,15 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
+from layoutalg.atom.float8 import float8_max
 from . import arch
 from ._env import simulator_active
-from .call.launch import Launcher
+from .call.launch import compiled_launcher
 
 __all__ = ["FORMATS", "TOP", "THREADS", "VECTOR", "quantize_rows"]
 
 FORMATS = ("e4m3", "e5m2")
-TOP = {"e4m3": 448.0, "e5m2": 57344.0}      # the largest finite values
+TOP = {fmt: float8_max(fmt) for fmt in FORMATS}     # the largest finite values
 THREADS = 128                   # a block, one row
 VECTOR = 8                      # 16-bit elements a thread reads at once (16 bytes)
 SIGNATURE = "void(uint16[::1], uint32[::1], float32[::1], uint32)"
@@ -86,13 +87,8 @@ def _kernel_function(dtype, fmt):
 
 @lru_cache(maxsize=None)
 def _launcher(dtype, fmt):
-    kernel = cuda.jit(SIGNATURE)(_kernel_function(dtype, fmt))
-    if not simulator_active():
-        from .call.binary import compiled_binary, load_or_compile
-        from .codegen import module_name
-        kernel = load_or_compile(module_name("quantize", (dtype, fmt)),
-                                 lambda: compiled_binary(kernel, SIGNATURE))
-    return Launcher(kernel, 3, (2, 4, 4), ("uint32",))
+    return compiled_launcher("quantize", (dtype, fmt), _kernel_function(dtype, fmt), SIGNATURE,
+                             (2, 4, 4), ("uint32",))
 
 
 def quantize_rows(x, q, scales, rows, cols, dtype, fmt="e4m3", stream=0):

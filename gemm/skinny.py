@@ -43,6 +43,7 @@ from .call.launch import Launcher
 from .call.operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer,
                             output_operand, product_operands, stream_handle)
 from .codegen import Source, align_arg, kernel_module, module_name
+from .dtypes import STORAGE
 from .dtypes import RAW16, check_scalars, out_dtype_of
 
 __all__ = ["SkinnyConfig", "default_config", "fits", "skinny_source", "skinny_function",
@@ -52,7 +53,7 @@ THREADS = 256
 WARPS = THREADS // 32
 SHARED_FLOATS = 8192     # a block's shared memory: A's rows and its sums (32 KiB)
 _DTYPES = ("float32", "bfloat16", "float16")
-_ELEMENT = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
+_ELEMENT = STORAGE
 _TO_F32 = {"float32": "", "bfloat16": "bf16_to_f32", "float16": "f16_to_f32"}
 _PAIR_TO_F32 = {"bfloat16": "bf16x2_to_f32", "float16": "f16x2_to_f32"}
 _FROM_F32 = {"float32": "", "bfloat16": "cvt_rn_bf16_f32", "float16": "cvt_rn_f16_f32"}

@@ -13,10 +13,8 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from gemm._env import simulator_active
-from gemm.call.binary import compiled_binary, load_or_compile
-from gemm.call.launch import Launcher
-from gemm.codegen import module_name
+from gemm.call.launch import compiled_launcher
+from gemm.dtypes import STORAGE
 from gemm.epilogue_kernel import conversions
 
 __all__ = ["THREADS", "VEC", "SCALARS", "launcher"]
@@ -24,7 +22,6 @@ __all__ = ["THREADS", "VEC", "SCALARS", "launcher"]
 THREADS = 256
 VEC = 4             # consecutive columns of one row per thread (its a0 .. a3)
 SCALARS = ("uint32",) * 8 + ("float32",) * 2
-_TYPES = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
 U = np.uint32
 
 
@@ -87,7 +84,7 @@ def _reduce_function(out_dtype):
 
 
 def signature(out_dtype):
-    return (f"void(float32[::1], {_TYPES[out_dtype]}[::1], uint32, uint32, uint32, uint32, "
+    return (f"void(float32[::1], {STORAGE[out_dtype]}[::1], uint32, uint32, uint32, uint32, "
             "uint32, uint32, uint32, uint32, float32, float32)")
 
 
@@ -95,10 +92,6 @@ def signature(out_dtype):
 def launcher(out_dtype):
     """The :class:`gemm.call.launch.Launcher` of the reduction into an out of ``out_dtype``
     (alpha and beta its free scalars)."""
-    sig = signature(out_dtype)
-    kernel = cuda.jit(sig)(_reduce_function(out_dtype))
-    if not simulator_active():
-        kernel = load_or_compile(module_name("splitk", out_dtype),
-                                 lambda: compiled_binary(kernel, sig))
-    return Launcher(kernel, 2, (4, 4 if out_dtype == "float32" else 2), SCALARS,
-                    free_scalars=2)
+    return compiled_launcher("splitk", out_dtype, _reduce_function(out_dtype),
+                             signature(out_dtype), (4, 4 if out_dtype == "float32" else 2),
+                             SCALARS, free_scalars=2)

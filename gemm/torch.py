@@ -25,13 +25,17 @@ inference, a float8 weight with its scales. Importing this module needs torch (`
 gemm`` does not).
 """
 
+import contextlib
 from types import SimpleNamespace
 
 import torch
 from torch._library.autograd import make_autograd_impl
 
 import gemm
+from gemm.api import _device_guard
+from gemm.call.operands import torch_stream
 from gemm.epilogue import check_activation
+from layoutalg.atom.float8 import float8_max
 
 __all__ = ["matmul", "linear", "fp8_linear"]
 
@@ -311,7 +315,7 @@ def linear(x, weight, bias=None, activation=None):
 # --- fp8_linear: F.linear of a float8 weight with its scales, for inference -----------------
 
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-E4M3_MAX = 448.0        # float8_e4m3fn's largest finite value
+E4M3_MAX = float8_max("e4m3")      # float8_e4m3fn's largest finite value, 448
 
 
 def _scales(scale, rows, name, shape):
@@ -364,46 +368,33 @@ def _fp8_linear_fake(x, weight, weight_scale, bias=None, activation=None, x_scal
     return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],), dtype=_fp8_out(x))
 
 
-def _quantize(x, q, scale, m, k, dtype, device):
-    """gemm.quantize's kernel on the device's current stream (its context current)."""
-    global _quantize_rows
-    if _quantize_rows is None:
-        from gemm.quantize import quantize_rows as _quantize_rows
-    _quantize_rows(x, q, scale, m, k, dtype, "e4m3", _raw_stream(device))
-
-
-_quantize_rows = None           # gemm.quantize's, imported on the first call (it loads numba)
-
-
-def _raw_stream(device):
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw else torch.cuda.current_stream(device).cuda_stream
+def _to_e4m3(x, scale):
+    """x (bfloat16, float16 or float32) divided by ``scale`` and rounded to e4m3, in torch."""
+    return (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
 
 def quantize_rows(x):
     """(float8_e4m3fn x, float32 scales (M, 1)) of a matrix x: each row scaled so that its
-    largest magnitude is e4m3's largest value (``amax / 448.0``; an all-zero row by 1; NaN
-    where a row holds one), rounded to nearest: ``(x.float() /
-    scale).clamp(-448, 448).to(float8_e4m3fn)``.
-    One kernel (:mod:`gemm.quantize`) for bfloat16 and float16 rows of a multiple of 8
+    largest magnitude is e4m3's largest value (``scale = amax / 448.0``; an all-zero row by
+    1; NaN where a row holds one), then ``(x.float() / scale).clamp(-448, 448)`` cast to
+    e4m3. One kernel (:mod:`gemm.quantize`) for bfloat16 and float16 rows of a multiple of 8
     elements on a GPU, torch's operations otherwise (the same bits)."""
     m, k = x.shape
     if (x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and k % 8 == 0
             and m * k < 2 ** 32):
         if not (x.is_contiguous() and x.data_ptr() % 16 == 0):
             x = x.clone(memory_format=torch.contiguous_format)      # (a new, aligned one)
+        from gemm import quantize               # (numba: imported on the first call)
         q = torch.empty((m, k), device=x.device, dtype=torch.uint8)
         scale = torch.empty((m, 1), device=x.device, dtype=torch.float32)
-        args = (x.data_ptr(), q.data_ptr(), scale.data_ptr(), m, k, _NAMES[x.dtype])
-        if x.device.index == torch.cuda.current_device():
-            _quantize(*args, x.device.index)
-        else:
-            with torch.cuda.device(x.device):
-                _quantize(*args, x.device.index)
+        device, guard = _device_guard(x)
+        with guard or contextlib.nullcontext():
+            quantize.quantize_rows(x.data_ptr(), q.data_ptr(), scale.data_ptr(), m, k,
+                                   _NAMES[x.dtype], "e4m3", torch_stream(device))
         return q.view(torch.float8_e4m3fn), scale
     amax = x.abs().amax(dim=1, keepdim=True).float()
     scale = torch.where(amax == 0, 1.0, amax / E4M3_MAX)
-    return (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
+    return _to_e4m3(x, scale), scale
 
 
 def _fp8_linear_direct(x, weight, weight_scale, bias=None, activation=None, x_scale=None,
@@ -419,7 +410,7 @@ def _fp8_linear_direct(x, weight, weight_scale, bias=None, activation=None, x_sc
     elif sx is None:                        # dynamic: one scale per row
         xq, sx = quantize_rows(x2)
     else:                                   # static: a given scale per tensor or row
-        xq = (x2.float() / sx).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        xq = _to_e4m3(x2, sx)
     if sx.dim() != sw.dim():                # both per tensor, or both per row / column
         sx = sx.reshape(1, 1).expand(m, 1).contiguous() if sx.dim() == 0 else sx
         sw = sw.reshape(1, 1).expand(1, n).contiguous() if sw.dim() == 0 else sw

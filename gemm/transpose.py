@@ -20,10 +20,7 @@ from typing import Any, Tuple
 import numpy as np
 from numba import cuda, float32
 
-from ._env import simulator_active
-from .call.binary import compiled_binary, load_or_compile
-from .call.launch import Launcher
-from .codegen import module_name
+from .call.launch import compiled_launcher
 
 __all__ = ["column_major_copy", "grid", "BLOCK", "MAX_ELEMENTS"]
 
@@ -54,11 +51,7 @@ def _kernel(S, D, R, C, lds):
 
 @lru_cache(maxsize=None)
 def _launcher():
-    kernel = cuda.jit(SIGNATURE)(_kernel)
-    if not simulator_active():
-        kernel = load_or_compile(module_name("transpose", TILE),
-                                 lambda: compiled_binary(kernel, SIGNATURE))
-    return Launcher(kernel, 2, 4, ("uint32",) * 3)
+    return compiled_launcher("transpose", TILE, _kernel, SIGNATURE, (4, 4), ("uint32",) * 3)
 
 
 def grid(shape: Tuple[int, int]) -> Tuple[int, int, int]:

@@ -77,3 +77,12 @@ def outcomes(cases):
         except Exception as e:  # noqa: BLE001 - the test inspects the type
             out[name] = [type(e).__name__, str(e)]
     return out
+
+
+def check_outcomes(got, expected):
+    """Assert that ``got`` (:func:`outcomes`' report) names the cases of ``expected`` ({name:
+    (exception type name, text its message holds)}) and each ended as expected."""
+    assert set(got) == set(expected), set(got) ^ set(expected)
+    for name, (kind, text) in expected.items():
+        assert got[name] is not None, f"{name}: no error raised"
+        assert got[name][0] == kind and text in got[name][1], (name, got[name])

@@ -620,8 +620,8 @@ def f16_to_f32(x):
 def _fp8_satfinite(x, fmt):
     """f32 -> the bits of FP8 ``fmt``, rounded to nearest even, clamped to the largest finite
     value; NaN stays NaN (layoutalg's exact encoder, after the clamp)."""
-    from layoutalg.atom.float8 import float8_encode, float8_values
-    top = float8_values(fmt)[0x7E if fmt == "e4m3" else 0x7B]
+    from layoutalg.atom.float8 import float8_encode, float8_max
+    top = float8_max(fmt)
     x = np.float32(x)
     return int(float8_encode(x if np.isnan(x) else np.clip(x, -top, top), fmt))
 

@@ -24,9 +24,10 @@ import threading
 import numpy as np
 
 from gemm._env import simulator_active
-from gemm.call.binary import Binary
+from gemm.call.binary import Binary, compiled_binary, load_or_compile
+from gemm.codegen import module_name
 
-__all__ = ["Launcher", "BoundLaunch", "current_context", "kept_launcher"]
+__all__ = ["Launcher", "BoundLaunch", "current_context", "kept_launcher", "compiled_launcher"]
 
 _CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "float32": ctypes.c_float}
 _ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "stride")
@@ -148,6 +149,23 @@ def kept_launcher(launchers, variant, kernel, binary, dynamic_shared, n_arrays, 
         launch = launchers[variant] = Launcher(kern, n_arrays, itemsize, scalar_types,
                                                free_scalars=free_scalars)
     return launch
+
+
+def compiled_launcher(prefix, key, function, signature, itemsizes, scalar_types,
+                      free_scalars=0):
+    """The :class:`Launcher` of the kernel ``function`` (a Python function written for
+    ``cuda.jit``) compiled for ``signature``, its arrays of ``itemsizes`` bytes followed by
+    scalars of ``scalar_types``: in numba's simulator the ``cuda.jit`` kernel itself; on a
+    GPU its cubin, read from the file named by ``prefix`` and ``key`` (a value whose repr
+    names what the kernel depends on) or compiled once and written there
+    (:func:`gemm.call.binary.load_or_compile`). numba is imported here, on first use."""
+    from numba import cuda
+    kernel = cuda.jit(signature)(function)
+    if not simulator_active():
+        kernel = load_or_compile(module_name(prefix, key),
+                                 lambda: compiled_binary(kernel, signature))
+    return Launcher(kernel, len(itemsizes), tuple(itemsizes), scalar_types,
+                    free_scalars=free_scalars)
 
 
 class BoundLaunch:

@@ -399,13 +399,18 @@ def check_stream(stream, caller="matmul"):
                     f"(a non-negative int), not {stream!r}")
 
 
+def torch_stream(device):
+    """The handle of torch's current stream on ``device``."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw else torch.cuda.current_stream(device).cuda_stream
+
+
 def current_stream(op):
     """The handle of the caller's current stream on the operand's device: torch's or CuPy's
     current stream, numba's default stream (0) otherwise."""
     if op.kind == "torch":
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        return raw(op.device) if raw else torch.cuda.current_stream(op.device).cuda_stream
+        return torch_stream(op.device)
     if op.kind == "cupy":
         import cupy
         return cupy.cuda.get_current_stream().ptr

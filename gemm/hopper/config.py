@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
-from ..dtypes import DTYPES, FP8_DTYPES, check_variant
+from ..dtypes import DTYPES, FP8_DTYPES, STORAGE, check_variant
 from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
@@ -32,8 +32,7 @@ STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-b
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
-_SIGNATURE_TYPE = {"float32": "float32", "bfloat16": "uint16", "float16": "uint16"}
-_BIAS_TYPES = _SIGNATURE_TYPE       # a bias of bf16 or f16 bits, or of float32
+_SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, or 16-bit bits
 
 
 def _is_int(x):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FLOAT8", "float8_values", "float8_encode"]
+__all__ = ["FLOAT8", "float8_values", "float8_encode", "float8_max"]
 
 FLOAT8 = ("e4m3", "e5m2")
 _FORMS = {"e4m3": (4, 3, 7), "e5m2": (5, 2, 15)}     # exponent bits, mantissa bits, bias
@@ -51,6 +51,15 @@ def float8_values(fmt: str) -> np.ndarray:
     return _table(fmt)
 
 
+_TOP_CODE = {"e4m3": 0x7E, "e5m2": 0x7B}       # the largest finite value's bits
+
+
+def float8_max(fmt: str) -> float:
+    """The largest finite value of format ``fmt`` (448 for e4m3, 57344 for e5m2)."""
+    _check(fmt)
+    return float(_table(fmt)[_TOP_CODE[fmt]])
+
+
 def float8_encode(x: Any, fmt: str) -> np.ndarray:
     """Numbers -> the bits (uint8) of format ``fmt``, rounded to nearest, ties to even, as
     torch's conversion does: a magnitude of at least the largest value plus half its step
@@ -58,7 +67,7 @@ def float8_encode(x: Any, fmt: str) -> np.ndarray:
     _check(fmt)
     x = np.asarray(x, dtype=np.float64)
     table = _table(fmt)
-    top = 0x7E if fmt == "e4m3" else 0x7B       # the largest finite code
+    top = _TOP_CODE[fmt]
     finite = table[:top + 1]                    # 0 .. the largest, increasing
     mag = np.abs(x)
     hi = np.clip(np.searchsorted(finite, mag), 1, top)

@@ -91,12 +91,13 @@ def _copies_only(a, b, group, out, schedule):
     spare = torch.full_like(out, float("nan"))
 
     def call():
-        rings = [r for key, r in collective._rings.items()
-                 if key[2:5] == (*a.shape, a.dtype) and key[-1] == schedule]
+        rings = [r for key, r in collective.group.rings.items()
+                 if key[0] == "all_gather_matmul" and key[3:6] == (*a.shape, a.dtype)
+                 and key[-1] == schedule]
         if not rings:                              # make the ring (one call into out)
             collective.all_gather_matmul(a, b, group, out, path="peer", schedule=schedule)
             return call()
-        rings[0].run(a, b, spare, a.shape[0], lambda *_: None)
+        rings[0].run(a, b, spare, a.shape[0], lambda *_: None, tag="copies only")
         return None
     return call
 
@@ -110,7 +111,7 @@ def _eager(a, b, group, out):
         peer.GRAPHS = True
 
 
-def _graphed(fn):
+def graphed(fn):
     """``fn`` captured once as a CUDA graph: its GPU time without the host's launch cost."""
     fn()
     torch.cuda.synchronize()
@@ -151,7 +152,7 @@ def main():
             flops = 2.0 * D * m * k * n
             local_out = torch.empty((m, n), device="cuda", dtype=dtype)
             t_eager = slowest_us(lambda: gemm.matmul(a, b, local_out), args.iters)
-            t_local = slowest_us(_graphed(lambda: gemm.matmul(a, b, local_out)), args.iters)
+            t_local = slowest_us(graphed(lambda: gemm.matmul(a, b, local_out)), args.iters)
             t_cublas = slowest_us(lambda: torch.mm(a, b), args.iters)
             local_out.fill_(float("nan"))
             gemm.matmul(a, b, local_out)
@@ -190,15 +191,21 @@ def main():
             if rank == 0:
                 print(json.dumps(row), flush=True)
     if rank == 0:
-        head = {"host": socket.gethostname(), "gpu": torch.cuda.get_device_name(),
-                "D": D, "path": path, "reason": reason, "torch": torch.__version__,
-                "date": time.strftime("%Y-%m-%d")}
-        print(json.dumps(head))
-        _table(rows, D)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"head": head, "rows": rows}, f, indent=1)
+        report(rows, D, path, reason, _table, args.json)
     dist.destroy_process_group()
+
+
+def report(rows, D, path, reason, table, json_path, **more):
+    """Rank 0's ending: the run's head line (host, GPU, D, path, torch, date, ``more``),
+    ``table(rows, D)``, and both written to ``json_path`` where one is given."""
+    head = {"host": socket.gethostname(), "gpu": torch.cuda.get_device_name(), "D": D,
+            "path": path, "reason": reason, "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d"), **more}
+    print(json.dumps(head))
+    table(rows, D)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"head": head, "rows": rows}, f, indent=1)
 
 
 def _table(rows, D):

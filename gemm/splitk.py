@@ -56,16 +56,18 @@ def ranges(k_tiles: int, split: int) -> Tuple[int, int]:
 
 def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw: int,
                   products: int, splits: int, ldc: int, col_step: int, out_stride: int,
-                  alpha: float, beta: float, stream: int = 0) -> Any:
+                  alpha: float, beta: float, stream: int = 0,
+                  part_dtype: str = "float32") -> Any:
     """Launch the reduction of ``splits`` partials (``workspace``: (device address, elements),
-    or a numpy float32 array in the simulator) into ``out`` (the same, of ``out_dtype``, the
-    kernel's (m, n) orientation: element (row, col) of product z at ``z * out_stride + row *
-    ldc + col * col_step``). Returns the launcher's bound launch (None in the simulator)."""
+    or a numpy array in the simulator, of ``part_dtype``; 16-bit types as their bits) into
+    ``out`` (the same, of ``out_dtype``, the kernel's (m, n) orientation: element (row, col)
+    of product z at ``z * out_stride + row * ldc + col * col_step``). Returns the launcher's
+    bound launch (None in the simulator)."""
     from gemm import splitk_kernel as kernel    # (numba: imported when a split first reduces)
     grid = (-(-products * m * -(-n // kernel.VEC) // kernel.THREADS), 1, 1)
-    return kernel.launcher(out_dtype)(grid, (kernel.THREADS, 1, 1), stream, (workspace, out),
-                                      (m, n, ldw, products, splits, ldc, col_step, out_stride,
-                                       alpha, beta))
+    launch = kernel.launcher(out_dtype, part_dtype)
+    return launch(grid, (kernel.THREADS, 1, 1), stream, (workspace, out),
+                  (m, n, ldw, products, splits, ldc, col_step, out_stride, alpha, beta))
 
 
 _spaces = {}        # (device, stream) -> (device address, bytes)

@@ -1,9 +1,11 @@
 """Split-K's reduction kernel (:func:`gemm.splitk.reduce_splits` launches it): ``out = alpha *
-(partial_0 + ... + partial_{S-1}) + beta * out``, the partials added in order (deterministic).
+(partial_0 + ... + partial_{S-1}) + beta * out``, the partials added in order in float32
+(deterministic). The partials are float32 (split-K's) or of a 16-bit type (the reduce-scatter
+of :mod:`gemm.collective.reduce_scatter`).
 
 Thread i takes columns col .. col + VEC - 1 of one row (those below N): VEC loads in flight per
 K range, two ranges a turn, each sum still taken in the ranges' order; the row's last columns,
-fewer than VEC, one at a time. One variant per out type (float32, or bfloat16 / float16 bits),
+fewer than VEC, one at a time. One variant per out type and partials' type (float32, or bfloat16 / float16 bits),
 kept as a cubin file and launched through the driver (:mod:`gemm.call`); in numba's simulator
 its twin runs. Imported when a split call first reduces (it imports numba).
 """
@@ -25,11 +27,12 @@ SCALARS = ("uint32",) * 8 + ("float32",) * 2
 U = np.uint32
 
 
-def _reduce_function(out_dtype):
+def _reduce_function(out_dtype, part_dtype):
     """The kernel ``kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta)``: W the
     partials (S x NB matrices of M rows, ldw apart), C the out (element (row, col) of product
     z at ``z * sCb + row * ldc + col * cs``)."""
     store, load = conversions(out_dtype)
+    part = conversions(part_dtype)[1]
 
     @cuda.jit(device=True, inline="always")
     def finish(C, g, acc, alpha, beta):
@@ -57,8 +60,10 @@ def _reduce_function(out_dtype):
             while s + U(1) < S:
                 p = w + s * step
                 q = p + step
-                x0, x1, x2, x3 = W[p], W[p + U(1)], W[p + U(2)], W[p + U(3)]
-                y0, y1, y2, y3 = W[q], W[q + U(1)], W[q + U(2)], W[q + U(3)]
+                x0, x1 = part(W[p]), part(W[p + U(1)])
+                x2, x3 = part(W[p + U(2)]), part(W[p + U(3)])
+                y0, y1 = part(W[q]), part(W[q + U(1)])
+                y2, y3 = part(W[q + U(2)]), part(W[q + U(3)])
                 a0 = (a0 + x0) + y0
                 a1 = (a1 + x1) + y1
                 a2 = (a2 + x2) + y2
@@ -66,10 +71,10 @@ def _reduce_function(out_dtype):
                 s += U(2)
             if s < S:
                 p = w + s * step
-                a0 += W[p]
-                a1 += W[p + U(1)]
-                a2 += W[p + U(2)]
-                a3 += W[p + U(3)]
+                a0 += part(W[p])
+                a1 += part(W[p + U(1)])
+                a2 += part(W[p + U(2)])
+                a3 += part(W[p + U(3)])
             finish(C, g, a0, alpha, beta)
             finish(C, g + cs, a1, alpha, beta)
             finish(C, g + U(2) * cs, a2, alpha, beta)
@@ -78,20 +83,26 @@ def _reduce_function(out_dtype):
             for j in range(N - col):
                 acc = float32(0)
                 for s in range(S):
-                    acc += W[w + U(j) + U(s) * step]
+                    acc += part(W[w + U(j) + U(s) * step])
                 finish(C, g + U(j) * cs, acc, alpha, beta)
     return kernel
 
 
-def signature(out_dtype):
-    return (f"void(float32[::1], {STORAGE[out_dtype]}[::1], uint32, uint32, uint32, uint32, "
-            "uint32, uint32, uint32, uint32, float32, float32)")
+def signature(out_dtype, part_dtype):
+    return (f"void({STORAGE[part_dtype]}[::1], {STORAGE[out_dtype]}[::1], uint32, uint32, "
+            "uint32, uint32, uint32, uint32, uint32, uint32, float32, float32)")
+
+
+def _itemsize(dtype):
+    return 4 if dtype == "float32" else 2
 
 
 @lru_cache(maxsize=None)
-def launcher(out_dtype):
-    """The :class:`gemm.call.launch.Launcher` of the reduction into an out of ``out_dtype``
-    (alpha and beta its free scalars)."""
-    return compiled_launcher("splitk", out_dtype, _reduce_function(out_dtype),
-                             signature(out_dtype), (4, 4 if out_dtype == "float32" else 2),
-                             SCALARS, free_scalars=2)
+def launcher(out_dtype, part_dtype="float32"):
+    """The :class:`gemm.call.launch.Launcher` of the reduction of ``part_dtype`` partials
+    into an out of ``out_dtype`` (alpha and beta its free scalars)."""
+    return compiled_launcher("splitk", (out_dtype, part_dtype),
+                             _reduce_function(out_dtype, part_dtype),
+                             signature(out_dtype, part_dtype),
+                             (_itemsize(part_dtype), _itemsize(out_dtype)), SCALARS,
+                             free_scalars=2)

@@ -1,12 +1,13 @@
-"""Cases of gemm.collective.all_gather_matmul run by D processes (a script that the tests run
-in a child process: torch.distributed is initialised only there).
+"""Cases of gemm.collective.all_gather_matmul and matmul_reduce_scatter run by D processes (a
+script that the tests run in a child process: torch.distributed is initialised only there).
 
     python tests/collective_cases.py MODE NPROCS
 
 MODE: ``cpu`` (gloo, CPU tensors: the send/recv ring), ``gpu_shared`` (gloo group, every
 process on GPU 0: the peer ring through CUDA IPC within one GPU), ``gpu`` (one process per GPU,
 NCCL: both paths), each path in both schedules. Each rank checks its result against float64
-``cat(all_gather(A)) @ B_r`` on fresh random data, the output poisoned with NaN first; rank 0
+``cat(all_gather(A)) @ B_r`` (the reduce-scatter: its rows of ``sum_q a_q @ b_q``, each rank's
+k different) on fresh random data, the output poisoned with NaN first; rank 0
 prints one JSON line ``{case: max error / tolerance}`` (over the ranks) and ``{"path ...":
 reason}``.
 """
@@ -62,6 +63,43 @@ def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, see
     return worst
 
 
+def _rs_case(rank, size, device, dtype, m_block, k, n, path, out_dtype=None, calls=1, seed=0,
+             reuse=False):
+    """The reduce-scatter's max over calls of max |got - ref| / tol for this rank, ref its
+    block of float64 ``sum_q a_q @ b_q`` (rank q's k is ``k + 8 q``) and tol ``TOL`` times
+    (max |ref| + the sum over q of max |a_q @ b_q| in the block): each partial is rounded
+    to the out's type before the float32 sum."""
+    worst = 0.0
+    kept = None
+    rows = size * m_block
+    for call in range(calls):
+        g = torch.Generator().manual_seed(1000 * seed + 10 * call + rank)
+        a = torch.randn(rows, k + 8 * rank, generator=g).to(dtype)
+        b = torch.randn(k + 8 * rank, n, generator=g).to(dtype)
+        everyone = [None] * size
+        dist.all_gather_object(everyone, (a, b))
+        block = slice(rank * m_block, (rank + 1) * m_block)
+        parts = [aq.double()[block] @ bq.double() for aq, bq in everyone]
+        ref = sum(parts)
+        out_t = out_dtype or dtype
+        if kept is None or not reuse:
+            kept = (torch.empty_like(a, device=device), torch.empty_like(b, device=device),
+                    torch.empty((m_block, n), dtype=out_t, device=device))
+        da, db, out = kept
+        da.copy_(a)
+        db.copy_(b)
+        out.fill_(float("nan"))
+        got = collective.matmul_reduce_scatter(da, db, out=out, path=path)
+        assert got is out
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        err = (got.double().cpu() - ref).abs().max().item()
+        tol = max(TOL[dtype], TOL[out_t]) * (ref.abs().max().item()
+                                             + sum(p.abs().max().item() for p in parts))
+        worst = max(worst, err / tol if err == err else float("inf"))
+    return worst
+
+
 def _gather_cpu(shards, a):
     """all_gather of CPU copies through the group (gloo or nccl alike, via objects)."""
     objs = [None] * len(shards)
@@ -94,16 +132,35 @@ def _worker(rank, size, mode, init, queue):
                 torch.float16, 128, 256, 64, calls=5, seed=3)
             results[f"{p} {sched} bf16 6 calls on the same tensors 64x128x32"] = run(
                 torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
-        rings = list(collective._rings.values())
+            rs = functools.partial(_rs_case, rank, size, device, path=p)
+            if sched == "ring":                     # (the reduce-scatter has one schedule)
+                for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                    results[f"{p} reduce-scatter {dtype} 32x64x40 a block"] = rs(
+                        dtype, 32, 64, 40, seed=11)
+                results[f"{p} reduce-scatter bf16 f32 out 8x40x24"] = rs(
+                    torch.bfloat16, 8, 40, 24, out_dtype=torch.float32, seed=12)
+                results[f"{p} reduce-scatter f16 4 calls in a row 64x128x72"] = rs(
+                    torch.float16, 64, 128, 72, calls=4, seed=13)
+                results[f"{p} reduce-scatter bf16 5 calls on the same tensors 16x96x32"] = rs(
+                    torch.bfloat16, 16, 96, 32, calls=5, seed=14, reuse=True)
+            results[f"{p} {sched} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
+                                                                    sched)
+        rings = list(collective.group.rings.values())
         if rings:
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),
                                       [r.graph_error for r in rings if r.graph_error])
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
+        results["rs errors"] = _rs_errors(device, size)
+        results["rs errors"]["products differ"] = _products_differ(rank, device, size)
+        results["group errors"], results["group of one on rank 0"] = _group_errors(rank,
+                                                                                   device)
         results["release"] = _release_and_again(rank, size, device)
         if "peer" in paths:
             results["peer bf16 4 calls on two streams, no sync between 64x96x40"] = \
                 _two_streams(rank, size, device)
+            results["peer gelu 4 calls, then none 4 calls, on the same tensors"] = \
+                _activation_then_none(rank, size, device)
     finally:
         gathered = [None] * size
         dist.all_gather_object(gathered, results)
@@ -113,7 +170,11 @@ def _worker(rank, size, mode, init, queue):
         for r in gathered:
             for key, v in r.items():
                 merged[key] = max(merged.get(key, v), v) if isinstance(v, float) else v
-        queue.put(merged)
+        queue.put(merged)           # (a SimpleQueue: written by the time put returns)
+    # The results are in: leave without the interpreter's teardown, where gloo's threads
+    # sometimes abort the process ("terminate called without an active exception", torch
+    # 2.13 on the CPU), which would fail the run after every case passed.
+    os._exit(0)
 
 
 def _errors(device):
@@ -132,6 +193,74 @@ def _errors(device):
         "schedule": lambda: collective.all_gather_matmul(a, b, schedule="tree"),
         "numpy": lambda: collective.all_gather_matmul(a.cpu().numpy(), b),
     }
+    return _outcomes(calls)
+
+
+def _gelu_case(rank, size, device, path, schedule):
+    """all_gather_matmul with activation="gelu" against float64 gelu of the gathered product:
+    max error / tolerance."""
+    g = torch.Generator().manual_seed(900 + rank)
+    a = torch.randn(48, 64, generator=g).to(torch.bfloat16)
+    b = torch.randn(64, 40, generator=g).to(torch.bfloat16)
+    shards = [torch.zeros_like(a) for _ in range(size)]
+    _gather_cpu(shards, a)
+    ref = torch.nn.functional.gelu(torch.cat(shards).double() @ b.double())
+    out = torch.full((size * 48, 40), float("nan"), dtype=torch.bfloat16, device=device)
+    collective.all_gather_matmul(a.to(device), b.to(device), out=out, path=path,
+                                 schedule=schedule, activation="gelu")
+    err = (out.double().cpu() - ref).abs().max().item()
+    return err / (TOL[torch.bfloat16] * ref.abs().max().item()) if err == err else float("inf")
+
+
+def _rs_errors(device, size):
+    """{bad call of matmul_reduce_scatter: (error type, message)}."""
+    a = torch.ones(4 * size, 8, device=device, dtype=torch.float16)
+    b = torch.ones(8, 6, device=device, dtype=torch.float16)
+    mrs = collective.matmul_reduce_scatter
+    calls = {
+        "inner dims": lambda: mrs(a, b.T),
+        "mixed types": lambda: mrs(a, b.float()),
+        "rows": lambda: mrs(a[:4 * size - 1], b),
+        "out shape": lambda: mrs(a, b, out=torch.empty(4 * size, 6, device=device,
+                                                       dtype=torch.float16)),
+        "out_dtype": lambda: mrs(a, b, out_dtype=torch.bfloat16),
+        "path": lambda: mrs(a, b, path="ring"),
+        "numpy": lambda: mrs(a, b.cpu().numpy()),
+    }
+    return _outcomes(calls)
+
+
+def _products_differ(rank, device, size):
+    """Rank 0's B has one more column than the others': every rank gets a ValueError."""
+    a = torch.ones(2 * size, 8, device=device, dtype=torch.float16)
+    b = torch.ones(8, 6 + (rank == 0), device=device, dtype=torch.float16)
+    return _outcomes({"": lambda: collective.matmul_reduce_scatter(a, b)})[""]
+
+
+def _group_errors(rank, device):
+    """({bad call: (error type, message)}, error / tolerance of rank 0's calls): both
+    functions called with a group that is not one, and, by ranks other than 0, with a
+    subgroup of rank 0 alone, which rank 0 runs as a group of one (checked: 0 elsewhere)."""
+    a = torch.ones(4, 8, device=device, dtype=torch.float16)
+    b = torch.ones(8, 6, device=device, dtype=torch.float16)
+    alone = dist.new_group([0])
+    calls = {"not a group, all-gather": lambda: collective.all_gather_matmul(a, b, "world"),
+             "not a group, reduce-scatter": lambda: collective.matmul_reduce_scatter(a, b, 0)}
+    if rank != 0:
+        calls["outside the group, all-gather"] = lambda: collective.all_gather_matmul(
+            a, b, alone)
+        calls["outside the group, reduce-scatter"] = lambda: collective.matmul_reduce_scatter(
+            a, b, alone)
+        return _outcomes(calls), 0.0
+    ag = collective.all_gather_matmul(a, b, alone)
+    rs = collective.matmul_reduce_scatter(a, b, alone)
+    err = max((t.double().cpu() - 8.0).abs().max().item() for t in (ag, rs))
+    ok = ag.shape == rs.shape == (4, 6)
+    collective.release(alone)
+    return _outcomes(calls), (err if ok else float("inf"))
+
+
+def _outcomes(calls):
     got = {}
     for name, call in calls.items():
         try:
@@ -146,11 +275,7 @@ def _shards_differ(rank, device):
     """Rank 0's shard has one more row than the others': every rank gets a ValueError."""
     a = torch.ones(4 + (rank == 0), 8, device=device, dtype=torch.float16)
     b = torch.ones(8, 6, device=device, dtype=torch.float16)
-    try:
-        collective.all_gather_matmul(a, b)
-        return ("no error", "")
-    except Exception as e:     # noqa: BLE001  (the test checks the type)
-        return (type(e).__name__, str(e))
+    return _outcomes({"": lambda: collective.all_gather_matmul(a, b)})[""]
 
 
 def _release_and_again(rank, size, device):
@@ -158,8 +283,29 @@ def _release_and_again(rank, size, device):
     it makes them again and is still right: its max error / tolerance."""
     dist.barrier()
     collective.release()
-    assert not collective._rings and not collective._paths and not collective._agreed
+    kept = collective.group
+    assert not kept.rings and not kept.paths and not kept.agreed
     return _case(rank, size, device, torch.bfloat16, 64, 128, 32, None, seed=5)
+
+
+def _activation_then_none(rank, size, device):
+    """all_gather_matmul on the same tensors 4 times with gelu, then 4 times without (the
+    graphs of the first calls must not replay for the last): the last result's max error /
+    tolerance against the plain product."""
+    g = torch.Generator().manual_seed(8100 + rank)
+    a = torch.randn(32, 64, generator=g).to(torch.bfloat16)
+    b = torch.randn(64, 24, generator=g).to(torch.bfloat16)
+    shards = [torch.zeros_like(a) for _ in range(size)]
+    _gather_cpu(shards, a)
+    ref = torch.cat(shards).double() @ b.double()
+    da, db = a.to(device), b.to(device)
+    out = torch.empty((size * 32, 24), dtype=torch.bfloat16, device=device)
+    for activation in ["gelu"] * 4 + [None] * 4:
+        out.fill_(float("nan"))
+        collective.all_gather_matmul(da, db, out=out, path="peer", activation=activation)
+    torch.cuda.synchronize(device)
+    err = (out.double().cpu() - ref).abs().max().item()
+    return err / (TOL[torch.bfloat16] * ref.abs().max().item()) if err == err else float("inf")
 
 
 def _two_streams(rank, size, device, calls=4):

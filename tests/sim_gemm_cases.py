@@ -123,25 +123,31 @@ def batches():
 
 
 def split_reductions():
-    """gemm.splitk.reduce_splits in the simulator: random f32 partials (S, NB, M, ldw) into
-    a strided out of each type with alpha and beta, against numpy float64: {case: error /
-    tolerance}."""
+    """gemm.splitk.reduce_splits in the simulator: random partials (S, NB, M, ldw), f32 as
+    split-K's or 16-bit as the reduce-scatter's, into a strided out of each type with alpha
+    and beta, against numpy float64: {case: error / tolerance}."""
     from gemm.splitk import reduce_splits
     got = {}
     rng = np.random.default_rng(7)
-    for name, out_dtype, s, nb, m, n, beta in (("f32 3 ranges", "float32", 3, 2, 5, 7, 0.5),
-                                               ("bf16 4 ranges", "bfloat16", 4, 1, 9, 6, -1.0),
-                                               ("f16 1 range, beta 0", "float16", 1, 3, 4, 4,
-                                                0.0)):
+    for name, out_dtype, part, s, nb, m, n, beta in (
+            ("f32 3 ranges", "float32", "float32", 3, 2, 5, 7, 0.5),
+            ("bf16 4 ranges", "bfloat16", "float32", 4, 1, 9, 6, -1.0),
+            ("f16 1 range, beta 0", "float16", "float32", 1, 3, 4, 4, 0.0),
+            ("bf16 partials, 4 ranges", "bfloat16", "bfloat16", 4, 1, 6, 9, 0.0),
+            ("f16 partials into f32, 3 ranges", "float32", "float16", 3, 1, 3, 5, 0.0)):
         ldw, ldc, sc = n + n % 2, n + 3, m * (n + 3) + 5
         w = rng.standard_normal((s, nb, m, ldw)).astype(np.float32)
+        w_bits = w if part == "float32" else _bf16_bits(w) if part == "bfloat16" \
+            else w.astype(np.float16).view(np.uint16)
+        w = _as_f64(w_bits, part).reshape(w.shape)      # the partials' values
         c0 = rng.standard_normal(nb * sc).astype(np.float32)
         bits = {"float32": c0, "bfloat16": _bf16_bits(c0), "float16": c0.astype(np.float16)}
         out = bits[out_dtype].copy()
         if out_dtype == "float16":
             out = out.view(np.uint16)
         before = _as_f64(out, out_dtype)
-        reduce_splits(out_dtype, w.ravel(), out, m, n, ldw, nb, s, ldc, 1, sc, 1.5, beta)
+        reduce_splits(out_dtype, w_bits.ravel(), out, m, n, ldw, nb, s, ldc, 1, sc, 1.5, beta,
+                      part_dtype=part)
         got_f = _as_f64(out, out_dtype)
         err = 0.0
         for z in range(nb):

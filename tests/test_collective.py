@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gemm.collective import SCHEDULES, peer, ring_plan
+from gemm.collective import SCHEDULES, peer, ring_plan, scatter_plan
 
 HERE = os.path.dirname(__file__)
 
@@ -161,6 +161,61 @@ def test_one_set_without_an_ack_would_be_overwritten(D, schedule):
 
 
 
+def _scatter_overwrites(plan, calls, sets):
+    """The reduce-scatter as the peer path enqueues it, ``calls`` calls with ``sets`` scratch
+    sets taken in turn: copies into a slot that do not follow the receiver's sum of what the
+    slot held ``sets`` calls before, flags set before that call's clearing could erase them,
+    and sums that do not follow the copies they add. Events: ("mm", c, r, i), ("cp", c, r,
+    i) (its flag set after it on the same stream), ("sum", c, r) after r's last matmul and
+    the copies into its slots, ("end", c, r) after its sum and its own copies (then it
+    clears its flags); call c + 1 of a rank follows its call c's end."""
+    D = len(plan)
+    deps = {}
+    for c, r in itertools.product(range(calls), range(D)):
+        prev_mm = prev_cp = {("end", c - 1, r)} if c else set()
+        for s in plan[r]:
+            deps[("mm", c, r, s.step)] = prev_mm
+            prev_mm = {("mm", c, r, s.step)}
+            if s.send_to is not None:
+                deps[("cp", c, r, s.step)] = prev_cp | prev_mm
+                prev_cp = {("cp", c, r, s.step)}
+        into = {("cp", c, q, t.step) for q in range(D) for t in plan[q] if t.send_to == r}
+        deps[("sum", c, r)] = prev_mm | into
+        deps[("end", c, r)] = {("sum", c, r)} | prev_cp
+    before = _before(deps)
+    bad = []
+    for c, q in itertools.product(range(calls), range(D)):
+        for s in plan[q]:
+            if s.send_to is None:
+                continue
+            cp, r = ("cp", c, q, s.step), s.send_to
+            if cp not in before[("sum", c, r)]:
+                bad.append(("summed before it arrived", cp))
+            if c >= sets and ("sum", c - sets, r) not in before[cp]:
+                bad.append(("overwritten before it was summed", cp))
+            if c >= sets and ("end", c - sets, r) not in before[cp]:
+                bad.append(("flag set before the last call cleared it", cp))
+    return bad
+
+
+@pytest.mark.parametrize("D", [1, 2, 3, 4, 8])
+def test_scatter_plan_sends_every_block_once_to_its_rank(D):
+    plan = scatter_plan(D)
+    for r, steps in enumerate(plan):
+        assert sorted(s.block for s in steps) == list(range(D))
+        assert steps[-1].block == r and steps[-1].send_to is None       # its own block last
+        assert all(s.send_to == s.block != r and s.dest_slot == r for s in steps[:-1])
+    for i in range(D - 1):                  # each step a permutation: one send, one receive
+        assert sorted(plan[r][i].send_to for r in range(D)) == list(range(D))
+    assert _scatter_overwrites(plan, calls=5, sets=2) == []      # peer.SETS, no ack
+
+
+@pytest.mark.parametrize("D", [2, 3, 4])
+def test_one_scatter_set_without_an_ack_would_be_overwritten(D):
+    bad = _scatter_overwrites(scatter_plan(D), calls=3, sets=1)
+    assert any(b[0] == "overwritten before it was summed" for b in bad), bad
+
+
 def test_ring_plan_takes_devices_or_a_count():
     assert ring_plan(["cuda:0", "cuda:1"])[1][0].device == "cuda:1"
     assert ring_plan(2) == ring_plan(range(2))
@@ -168,6 +223,9 @@ def test_ring_plan_takes_devices_or_a_count():
         ring_plan([])
     with pytest.raises(ValueError, match="schedule must be one of"):
         ring_plan(2, "tree")
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="scatter_plan"):
+            scatter_plan(bad)
     for bad in (2.0, "cuda:0", None, True):
         with pytest.raises(TypeError, match="ring_plan"):
             ring_plan(bad)
@@ -195,14 +253,35 @@ EXPECTED_ERRORS = {
 }
 
 
+RS_EXPECTED_ERRORS = {
+    "inner dims": ("ValueError", "inner dimensions"), "mixed types": ("TypeError", "float32"),
+    "rows": ("ValueError", "equal blocks"), "out shape": ("ValueError", "out must be"),
+    "out_dtype": ("TypeError", "bfloat16"), "path": ("ValueError", "path must be"),
+    "numpy": ("TypeError", "torch tensor"), "products differ": ("ValueError", "rank 0: ("),
+}
+
+
+GROUP_ERRORS = {      # (the last rank's: outside the subgroup of rank 0)
+    "not a group, all-gather": ("TypeError", "process group"),
+    "not a group, reduce-scatter": ("TypeError", "process group"),
+    "outside the group, all-gather": ("ValueError", "not a member"),
+    "outside the group, reduce-scatter": ("ValueError", "not a member"),
+}
+
+
 def _check(got, path):
     assert any(key.startswith("path") and value.startswith(path) for key, value in got.items())
     errors = {k: v for k, v in got.items() if isinstance(v, float)}
     assert errors, "no case ran"
     assert all(v <= 1.0 for v in errors.values()), errors
-    for name, (etype, words) in EXPECTED_ERRORS.items():
-        assert got["errors"][name][0] == etype and words in got["errors"][name][1], \
-            (name, got["errors"][name])
+    assert sum("reduce-scatter" in k for k in errors) >= 6, errors
+    assert sum("gelu" in k for k in errors) >= 2, errors
+    assert "group of one on rank 0" in errors, errors
+    for table, expected in (("errors", EXPECTED_ERRORS), ("rs errors", RS_EXPECTED_ERRORS),
+                            ("group errors", GROUP_ERRORS)):
+        for name, (etype, words) in expected.items():
+            assert got[table][name][0] == etype and words in got[table][name][1], \
+                (table, name, got[table][name])
 
 
 def _torch():

@@ -1,13 +1,14 @@
-"""The ring on peer memory: each rank's scratch slots and flags are shared with the ranks that
-send to it (its neighbour in the ring schedule, every rank in the direct one) by CUDA IPC
-(``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the driver
-bindings numba-cuda installs), the shards are pushed by the copy engines (``cuMemcpyAsync``
-over NVLink, or within the GPU when ranks share one), and each copy is followed by a remote
-flag write (``cuStreamWriteValue32``, which fences the stream's earlier writes) that the
-receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes where the
-device can). Nothing runs on the host between steps: the whole call is enqueued on two
-streams, the caller's current stream (the matmuls) and a communication stream (the copies),
-so the copy of step i+1 overlaps the matmul of step i.
+"""Exchanges on peer memory: each rank's scratch slots and flags are shared with the ranks
+that write to it (:class:`PeerRing`: its neighbour in the all-gather's ring schedule, every
+rank in the direct one; :class:`gemm.collective.reduce_scatter.PeerScatter`: every rank) by
+CUDA IPC (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the
+driver bindings numba-cuda installs), the blocks are pushed by the copy engines
+(``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one), and each copy is
+followed by a remote flag write (``cuStreamWriteValue32``, which fences the stream's earlier
+writes) that the receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes
+where the device can). Nothing runs on the host between steps: the whole call is enqueued on
+two streams, the caller's current stream (the matmuls) and a communication stream (the
+copies), so each copy overlaps the next matmul.
 
 NVLink multicast is never used (no ``cuMulticastCreate``).
 """
@@ -19,7 +20,7 @@ from .plan import ring_plan
 
 # torch is imported inside the methods that use it: importing this module needs no torch.
 
-__all__ = ["PeerRing", "copy_async", "write_value", "wait_value", "clear"]
+__all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear"]
 
 
 # --- stream operations on device addresses (a peer's through its IPC mapping) --------------
@@ -105,25 +106,24 @@ class _Opened:
 
 
 GRAPHS = True      # replay a call seen before as a CUDA graph (False: enqueue every call)
-MAX_GRAPHS = 8     # graphs kept per ring (one per scratch set and set of operand addresses)
+MAX_GRAPHS = 8     # graphs kept per exchange (one per scratch set and set of operand addresses)
 SETS = 2           # scratch sets, taken in turn by consecutive calls (REUSE_RULE; with one,
                    # the receiver would have to acknowledge each call)
 
 
-class PeerRing:
-    """One rank's side of the ring for one (m, k, dtype) and schedule on one device: its two
-    scratch sets (each D - 1 slots of m x k, with an arrival flag per slot), and the peer
-    buffers it writes into: the scratch sets and flags of the ranks it sends to
-    (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
-    rank in the direct one). Made collectively (every rank of ``group`` at once);
-    :meth:`run` enqueues one call, in set ``c % 2`` for its c-th call
+class PeerExchange:
+    """One rank's side of an exchange over peer memory: its two scratch sets (each ``slots``
+    slots of ``slot_shape``, with an arrival flag per slot) and the scratch sets and flags
+    of the ranks in ``to``, mapped here to be written into. Made collectively (every rank of
+    ``group`` at once); a subclass's ``_enqueue(t, ...)`` enqueues one call in set ``t``, and
+    :meth:`_call` runs it in set ``c % 2`` for the c-th call
     (:data:`gemm.collective.plan.REUSE_RULE`).
 
     Two sets need no acknowledgement from the receiver: the schedule's own waits order a copy
     into a set after the receiver's reads of it two calls before (the tests check this on
-    the schedule). With one set, a call's first copy would wait for the receiver to end the
+    the schedules). With one set, a call's first copy would wait for the receiver to end the
     call before, one flag hop after it ends. The price is twice the scratch. The
-    argument needs each rank's calls in order on the GPU, so a call waits for the ring's
+    argument needs each rank's calls in order on the GPU, so a call waits for the exchange's
     call before to end, on whatever stream each was made (an event; free on one stream).
 
     The flag values are the same in every call of a set, so a call on operands seen before
@@ -131,73 +131,68 @@ class PeerRing:
     launches and the stream operations, which at small shapes cost more time on the host
     than the GPU takes."""
 
-    def __init__(self, group, rank, size, shape, dtype, device, schedule="ring"):
+    def __init__(self, group, rank, size, slots, slot_shape, dtype, device, to):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
-        self.plan = ring_plan(size, schedule)[rank]
         self.calls = 0
-        m, k = shape
         with torch.cuda.device(device):
-            self.scratch = torch.empty((SETS, size - 1, m, k), dtype=dtype, device=device)
-            self.flags = torch.zeros((SETS, size - 1), dtype=torch.int32, device=device)
+            self.scratch = torch.empty((SETS, slots, *slot_shape), dtype=dtype, device=device)
+            self.flags = torch.zeros((SETS, slots), dtype=torch.int32, device=device)
             torch.cuda.synchronize(device)           # the flags are set before a peer writes
             mine = (export(self.scratch), export(self.flags))
             everyone = [None] * size
             dist.all_gather_object(everyone, mine, group=group)
-            self._opened = {to: (_Opened(everyone[to][0]), _Opened(everyone[to][1]))
-                            for to in sorted({s.send_to for s in self.plan} - {None})}
+            self._opened = {r: (_Opened(everyone[r][0]), _Opened(everyone[r][1]))
+                            for r in sorted(to)}
             self.comm = torch.cuda.Stream(device)
             dist.barrier(group=group)                # every rank has mapped its peers
         # rank -> its (scratch, flags) mapped here
-        self.dest = {to: (o[0].ptr, o[1].ptr) for to, o in self._opened.items()}
-        self.slot_bytes = m * k * self.scratch.element_size()
+        self.dest = {r: (o[0].ptr, o[1].ptr) for r, o in self._opened.items()}
+        self.slot_bytes = self.scratch[0, 0].numel() * self.scratch.element_size()
         self.graphs, self.seen, self.graph_error = {}, set(), None
-        self.last_end = None                         # an event: the ring's last call ended
+        self.last_end = None                         # an event: the exchange's last call ended
         drv = _driver()
         dev = _check(drv.cuDeviceGet(device.index), "cuDeviceGet")
         self.flush = bool(_check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
             "cuDeviceGetAttribute"))
 
-    # --- one call ------------------------------------------------------------------------
-    def run(self, a, b, out, m, multiply):
-        """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
-        shard, ``multiply(src, b, out_rows)`` the per-shard product): enqueued the first
-        time these operands are seen in this call's scratch set, a CUDA graph of that from
-        the second on."""
+    def _call(self, key, enqueue):
+        """One call on the current stream, ``enqueue(t)`` enqueuing it in set t: enqueued
+        the first time the operands ``key`` (their addresses, strides, shapes) are seen in
+        this call's scratch set, a CUDA graph of that from the second on."""
         import torch
         t = self.calls % SETS
         self.calls += 1
         cur = torch.cuda.current_stream(self.device)
         if self.last_end is not None:                # after the call before, on any stream
             cur.wait_event(self.last_end)
-        key = (t, a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
-               tuple(out.stride()), tuple(out.shape), out.dtype)
+        key = (t, *key)
         graph = self.graphs.get(key)
         if graph is None and GRAPHS and self.graph_error is None and key in self.seen:
-            graph = self._capture(key, t, a, b, out, m, multiply)
+            graph = self._capture(key, lambda: enqueue(t))
         if graph is None:
             if len(self.seen) >= 1024:               # operands seen once: forget them
                 self.seen.clear()
             self.seen.add(key)
-            self._enqueue(t, a, b, out, m, multiply)
+            enqueue(t)
         else:
             graph.replay()
         self.last_end = torch.cuda.Event()
         self.last_end.record(cur)
 
-    def _capture(self, key, t, a, b, out, m, multiply):
+    def _capture(self, key, enqueue):
         import torch
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self._enqueue(t, a, b, out, m, multiply)
+                enqueue()
         except Exception as e:      # noqa: BLE001  (enqueue every call instead, and say why)
             self.graph_error = f"{type(e).__name__}: {e}"
             self.comm = torch.cuda.Stream(self.device)
             logging.getLogger("gemm.collective").warning(
-                "all_gather_matmul: no CUDA graph (%s); every call is enqueued",
+                "collective matmul: no CUDA graph (%s); every call is enqueued",
                 self.graph_error)
             return None
         if len(self.graphs) >= MAX_GRAPHS:
@@ -205,13 +200,60 @@ class PeerRing:
         self.graphs[key] = graph
         return graph
 
-    def _enqueue(self, t, a, b, out, m, multiply):
-        """One call in scratch set t."""
+    def _start(self):
+        """(the current stream, the comm stream waiting for its work so far)."""
         import torch
         cur = torch.cuda.current_stream(self.device)
         start = torch.cuda.Event()
         start.record(cur)
-        self.comm.wait_event(start)                  # a is ready; out is ours to write
+        self.comm.wait_event(start)
+        return cur
+
+    def _push(self, t, to, slot, src_ptr):
+        """On the comm stream: our ``src_ptr`` into slot ``slot`` of set t of rank ``to``,
+        then that slot's arrival flag set there."""
+        scratch, flags = self.dest[to]
+        at = t * self.scratch.shape[1] + slot
+        copy_async(self.comm, scratch + at * self.slot_bytes, src_ptr, self.slot_bytes)
+        write_value(self.comm, flags + 4 * at, 1)
+
+    def _finish(self, cur, t):
+        """The call ends when its copies do; then set t's arrival flags are cleared
+        (REUSE_RULE)."""
+        import torch
+        done = torch.cuda.Event()
+        done.record(self.comm)
+        cur.wait_event(done)
+        clear(cur, self.flags[t].data_ptr(), self.flags.shape[1])
+
+    def close(self):
+        for pair in self._opened.values():
+            for o in pair:
+                o.close()
+
+
+class PeerRing(PeerExchange):
+    """The all-gather ring for one (m, k, dtype) and schedule on one device: D - 1 slots of
+    m x k a set; it writes into the ranks it sends to
+    (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
+    rank in the direct one)."""
+
+    def __init__(self, group, rank, size, shape, dtype, device, schedule="ring"):
+        self.plan = ring_plan(size, schedule)[rank]
+        super().__init__(group, rank, size, size - 1, shape, dtype, device,
+                         {s.send_to for s in self.plan} - {None})
+
+    def run(self, a, b, out, m, multiply, tag=None):
+        """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
+        shard, ``multiply(src, b, out_rows)`` the per-shard product, ``tag`` what else
+        tells one ``multiply`` from another: a graph replays only calls of the same)."""
+        key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), tuple(b.stride()),
+               tuple(out.stride()), tuple(out.shape), out.dtype, tag)
+        self._call(key, lambda t: self._enqueue(t, a, b, out, m, multiply))
+
+    def _enqueue(self, t, a, b, out, m, multiply):
+        """One call in scratch set t."""
+        cur = self._start()                          # a is ready; out is ours to write
         src = [a] + list(self.scratch[t])
         flag = self.flags[t].data_ptr()              # our arrival flags in set t
         for s in self.plan:                          # the copies, on the comm stream
@@ -219,23 +261,11 @@ class PeerRing:
                 continue
             if s.send_from is not None:              # the shard to forward has arrived
                 wait_value(self.comm, flag + 4 * s.send_from, 1, self.flush)
-            scratch, flags = self.dest[s.send_to]
-            slot = t * (self.size - 1) + s.dest_slot     # set t's slot there
-            copy_async(self.comm, scratch + slot * self.slot_bytes,
-                       src[0 if s.send_from is None else s.send_from + 1].data_ptr(),
-                       self.slot_bytes)
-            write_value(self.comm, flags + 4 * slot, 1)
+            self._push(t, s.send_to, s.dest_slot,
+                       src[0 if s.send_from is None else s.send_from + 1].data_ptr())
         for s in self.plan:                          # the matmuls, on the caller's stream
             if s.source is not None:
                 wait_value(cur, flag + 4 * s.source, 1, self.flush)
             multiply(src[0 if s.source is None else s.source + 1], b,
                      out[s.compute * m:(s.compute + 1) * m])
-        done = torch.cuda.Event()
-        done.record(self.comm)
-        cur.wait_event(done)                         # the call ends when its copies do
-        clear(cur, flag, self.size - 1)              # REUSE_RULE: the set's flags cleared
-
-    def close(self):
-        for pair in self._opened.values():
-            for o in pair:
-                o.close()
+        self._finish(cur, t)

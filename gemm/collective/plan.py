@@ -1,4 +1,6 @@
-"""The schedule of ``AllGather(A) @ B`` as data: who computes which shard of A when, what each
+"""The schedules of ``AllGather(A) @ B`` and ``ReduceScatter(A @ B)`` as data.
+
+``AllGather(A) @ B`` (:func:`ring_plan`): who computes which shard of A when, what each
 rank sends to whom, and which scratch slot it lands in. Pure Python; the peer-memory path
 (:mod:`gemm.collective.peer`) enqueues exactly these steps, and the tests check the schedule
 on the CPU.
@@ -29,7 +31,8 @@ be replayed as a CUDA graph.
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__all__ = ["RingStep", "ring_plan", "REUSE_RULE", "SCHEDULES"]
+__all__ = ["RingStep", "ring_plan", "ScatterStep", "scatter_plan", "REUSE_RULE",
+           "SCHEDULES"]
 
 SCHEDULES = ("ring", "direct")
 
@@ -96,5 +99,41 @@ def ring_plan(devices, schedule: str = "ring") -> Tuple[Tuple[RingStep, ...], ..
                 rank=r, step=i, device=devs[r], compute=(r + i) % D, source=source,
                 send=send, send_from=send_from, send_to=send_to,
                 dest_slot=None if send_to is None else i))
+        plan.append(tuple(steps))
+    return tuple(plan)
+
+
+@dataclass(frozen=True)
+class ScatterStep:
+    """One step of one rank in ``ReduceScatter(A @ B)``: ``block``, the block of rows of its
+    partial product computed at this step (block ``j`` is rank ``j``'s part of the result);
+    ``send_to``, the rank it is sent to (None: the rank's own block, kept); ``dest_slot``,
+    the slot of ``send_to`` it lands in (the sender's rank: slot ``q`` of every rank holds
+    rank ``q``'s partial)."""
+    rank: int
+    step: int
+    block: int
+    send_to: Optional[int]
+    dest_slot: Optional[int]
+
+
+def scatter_plan(size: int) -> Tuple[Tuple[ScatterStep, ...], ...]:
+    """The steps of ``ReduceScatter(A @ B)`` over ``size`` ranks, ``plan[rank][step]``: at
+    step ``i < D - 1`` rank ``r`` computes the block of rank ``(r + i + 1) % D`` and pushes
+    it there (each step a permutation, as the direct all-gather's); at the last step its own
+    block, into its own slot. Each rank then adds its D slots in rank order (the same order
+    on every rank and in every call: the sum does not depend on when the blocks arrived).
+
+    >>> [(s.block, s.send_to, s.dest_slot) for s in scatter_plan(3)[1]]
+    [(2, 2, 1), (0, 0, 1), (1, None, None)]
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"scatter_plan: size must be a positive number of ranks, not "
+                         f"{size!r}")
+    plan = []
+    for r in range(size):
+        steps = [ScatterStep(r, i, (r + i + 1) % size, (r + i + 1) % size, r)
+                 for i in range(size - 1)]
+        steps.append(ScatterStep(r, size - 1, r, None, None))
         plan.append(tuple(steps))
     return tuple(plan)

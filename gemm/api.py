@@ -403,7 +403,7 @@ def _tf32x3_on_a_copy(A, out, alpha, beta, a, b, out_dtype, stream):
             or a.batched or b.batched or m < X3_COPY_ROWS):
         return None
     handle, device = stream_handle(stream, a), a.device
-    ws, owner = splitk.workspace(4 * k * n, handle, device, "torch")
+    ws, owner = splitk.workspace(4 * k * n, handle, device, "torch", use="copy")
     from gemm import transpose          # (numba: imported when a call first copies)
     try:
         copy = transpose.column_major_copy((b.ptr, b.span), (ws, k * n), (k, n),
@@ -415,7 +415,7 @@ def _tf32x3_on_a_copy(A, out, alpha, beta, a, b, out_dtype, stream):
 
     def plan(addresses, stream, alpha, beta):
         x, y, c = addresses
-        w, keep = splitk.workspace(4 * k * n, stream, device, "torch")
+        w, keep = splitk.workspace(4 * k * n, stream, device, "torch", use="copy")
         copy((y, w), stream)
         inner((x, w, c), stream, alpha, beta)
         del keep                        # the launches are enqueued

@@ -73,18 +73,36 @@ def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw:
 _spaces = {}        # (device, stream) -> (device address, bytes)
 
 
-def workspace(nbytes: int, stream: int, device: int, kind: str = "numba") -> Tuple[int, Any]:
+KEEP_BYTES = 64 << 20    # torch workspaces up to this size are kept per device, stream and use
+_torch_spaces = {}       # (device, stream, use) -> a torch tensor kept for reuse
+
+
+def workspace(nbytes: int, stream: int, device: int, kind: str = "numba",
+              use: str = "partials") -> Tuple[int, Any]:
     """``(device address, owner)`` of at least ``nbytes`` of workspace for a call on
-    ``stream`` of ``device`` whose operands are of ``kind``. For torch tensors, a tensor from
-    torch's caching allocator (``owner``; keep it until the call's launches are enqueued):
-    it follows torch's stream and CUDA-graph rules, so a call captured in a graph gets
-    memory of the graph's pool. Otherwise memory of ours (``owner`` None), kept per device and
-    stream and grown, after the stream's work is done, when too small; RuntimeError where
-    it must grow inside a CUDA graph capture."""
+    ``stream`` of ``device`` whose operands are of ``kind``; ``use`` names what it is for,
+    so that one call's workspaces of different uses are distinct ("partials": split-K's;
+    "copy": the copy of an operand). For torch tensors, a tensor from torch's caching
+    allocator (``owner``; keep it until the call's launches are enqueued): it follows torch's
+    stream and CUDA-graph rules, so a call captured in a graph gets memory of the graph's
+    pool; on torch's current stream outside a capture, one of at most ``KEEP_BYTES`` is kept
+    per device, stream and use and reused by the next calls there (the stream orders them),
+    which saves an allocation a call. Otherwise memory of ours (``owner`` None), kept per
+    device and stream and grown, after the stream's work is done, when too small;
+    RuntimeError where it must grow inside a CUDA graph capture."""
     if kind == "torch":
         import torch            # for torch's operands only: torch is optional
+        current = (stream == torch._C._cuda_getCurrentRawStream(device)
+                   and device == torch._C._cuda_getDevice())
+        key = (device, stream, use)
+        if current and nbytes <= KEEP_BYTES and not torch._C._cuda_isCurrentStreamCapturing():
+            kept = _torch_spaces.get(key)
+            if kept is None or 4 * kept.numel() < nbytes:
+                kept = _torch_spaces[key] = torch.empty(
+                    -(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
+            return kept.data_ptr(), kept
         t = torch.empty(-(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
-        if stream != torch._C._cuda_getCurrentRawStream(device):
+        if not current:
             t.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
         return t.data_ptr(), t
     key = (device, stream)

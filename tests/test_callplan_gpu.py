@@ -219,3 +219,39 @@ def test_numba_and_cupy_arrays_take_plans(monkeypatch):
             ref = a.astype(np.float64) @ b
             np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
         assert counted.calls == before + 1, name
+
+
+def test_split_k_keeps_one_workspace_per_stream_and_none_in_a_capture():
+    """Split-K calls on torch tensors: eager calls reuse one kept workspace per stream
+    (gemm.splitk.workspace), a call captured in a CUDA graph (on torch's capture stream) gets
+    memory of the graph's pool and keeps none; every result (outs poisoned first, the graph
+    replayed on fresh data) against float64."""
+    from gemm import splitk
+    g = torch.Generator(device="cuda").manual_seed(SEED)
+    a, b = _pair(g, 128, 128, 16384, BF16)
+    out = torch.full((128, 128), float("nan"), device="cuda", dtype=BF16)
+    stream = torch.cuda.current_stream().cuda_stream
+    splitk._torch_spaces.clear()
+    for _ in range(3):
+        out.fill_(float("nan"))
+        gemm.matmul(a, b, out)
+    kept = [key for key in splitk._torch_spaces if key[1] == stream]
+    assert kept == [(torch.cuda.current_device(), stream, "partials")], splitk._torch_spaces
+    assert _err(out, a, b, TOL["bfloat16"]) <= 1.0
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        a2, b2 = _pair(g, 128, 128, 16384, BF16)
+        out2 = torch.full((128, 128), float("nan"), device="cuda", dtype=BF16)
+        gemm.matmul(a2, b2, out2)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm.matmul(a, b, out)
+    assert {key[1] for key in splitk._torch_spaces} == {stream, side.cuda_stream}, \
+        splitk._torch_spaces            # none kept for the capture's stream
+    a.copy_(torch.randn(a.shape, device="cuda", generator=g))    # fresh data for the replay
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _err(out, a, b, TOL["bfloat16"]) <= 1.0
+    assert _err(out2, a2, b2, TOL["bfloat16"]) <= 1.0

@@ -1,15 +1,17 @@
 """A torch user's training step through the torch operator: an MLP block in bf16,
 ``y = gelu(x @ W1^T) @ W2^T``, forward and backward (loss = mean of y^2), with
 ``gemm.torch.matmul`` against the same step with ``torch.matmul``, eager and under
-``torch.compile``, in one process.
+``torch.compile``, in one process; and eager, the block written with ``gemm.torch.linear``
+(``linear(linear(x, W1, activation="gelu"), W2)``: the gelu after the first product, its
+input kept for the backward) against ``F.linear(F.gelu(F.linear(x, W1)), W2)``.
 
     python benchmarks/mlp_step.py [--shapes 256x1024 4096x4096 16384x4096] [--compile]
                                   [--steps 20] [--json PATH]
 
 A shape is tokens x hidden; the intermediate width is 4 x hidden. Each step's time is the
 median over ``steps`` steps (CUDA events around each, after 3 warm-up steps); the two
-versions run one after the other, the torch one first; speed is torch's time over ours. The
-losses of the two are printed side by side.
+versions of a row run one after the other, the torch one first; speed is torch's time over
+ours. The losses of the two are printed side by side.
 """
 
 import argparse
@@ -32,6 +34,20 @@ def block(mm):
         loss.backward()
         return loss
     return step
+
+
+def linear_block(linear):
+    def step(x, w1, w2):
+        y = linear(linear(x, w1, "gelu"), w2, None)
+        loss = y.float().pow(2).mean()
+        loss.backward()
+        return loss
+    return step
+
+
+def _torch_linear(x, w, activation):
+    y = F.linear(x, w)
+    return F.gelu(y) if activation == "gelu" else y
 
 
 def _time(step, args, steps):
@@ -90,8 +106,11 @@ def main():
         w2 = (torch.randn(h, 4 * h, device="cuda", generator=g) / (4 * h) ** 0.5).bfloat16()
         w1.requires_grad_()
         w2.requires_grad_()
-        for mode in modes:
+        for mode in modes + ["linear"]:
             steps = {"torch": block(torch.matmul), "ours": block(gt.matmul)}
+            if mode == "linear":
+                steps = {"torch": linear_block(_torch_linear),
+                         "ours": linear_block(lambda x, w, act: gt.linear(x, w, None, act))}
             if mode == "compile":
                 torch._dynamo.reset()
                 steps = {k: torch.compile(v) for k, v in steps.items()}

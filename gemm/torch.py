@@ -230,14 +230,15 @@ def _linear_direct(x, weight, bias=None, activation=None):
 
 def _linear_backward(ctx, grad):
     """dX = dZ W, dW = dZ^T X, db = the sum of dZ's rows, dZ = grad times the activation's
-    derivative at the pre-activation (recomputed: x W^T + b)."""
-    x, weight, bias = ctx.saved_tensors
+    derivative at the pre-activation Z = x W^T + b: the one the eager forward kept, else
+    (a traced call) recomputed."""
+    x, weight, bias, *kept = ctx.saved_tensors
     activation = ctx.activation
     k, n = x.shape[-1], weight.shape[0]
     x2 = x.reshape(-1, k)
     dz = grad.reshape(-1, n)
     if activation is not None:
-        pre = linear(x, weight, bias).reshape(-1, n)
+        pre = (kept[0] if kept else linear(x, weight, bias)).reshape(-1, n)
         if activation == "relu":
             dz = torch.ops.aten.threshold_backward(dz, pre, 0)
         elif activation == "silu":
@@ -256,19 +257,27 @@ def _linear_backward(ctx, grad):
     return gx, gw, gb, None
 
 
-def _linear_setup_context(ctx, inputs, output):
+def _linear_setup_context(ctx, inputs, output, pre=None):
     x, weight, bias, activation = (tuple(inputs) + (None, None))[:4]
     ctx.activation = activation
-    ctx.save_for_backward(x, weight, bias)
+    ctx.save_for_backward(x, weight, bias, *(() if pre is None else (pre,)))
 
 
 class _EagerLinear(torch.autograd.Function):
-    """linear's autograd for eager calls (as :class:`_Eager` for matmul)."""
+    """linear's autograd for eager calls (as :class:`_Eager` for matmul). With an activation
+    the forward keeps the pre-activation Z = x W^T + b for the backward (the product with
+    the bias fused, then the activation in torch, as F.linear and an activation do), instead
+    of fusing the activation and computing Z again in the backward: one elementwise pass
+    in place of a product."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
-        _linear_setup_context(ctx, (x, weight, bias, activation), None)
-        return _linear_direct(x, weight, bias, activation)
+        if activation is None:
+            _linear_setup_context(ctx, (x, weight, bias, activation), None)
+            return _linear_direct(x, weight, bias, None)
+        pre = _linear_direct(x, weight, bias, None)
+        _linear_setup_context(ctx, (x, weight, bias, activation), None, pre)
+        return _apply(pre, activation)
 
     backward = staticmethod(_linear_backward)
 
@@ -304,8 +313,11 @@ def linear(x, weight, bias=None, activation=None):
     K), weight (N, K), bias (N,) or None, activation None, "relu", "gelu", "gelu_tanh" or
     "silu" (torch's). The forward fuses the bias and the activation into the Hopper kernel's
     epilogue (16-bit operands, compute capability 9.x; elsewhere they run after the
-    product); the backward recomputes the pre-activation (one more product) for the
-    activation's derivative, then dX = dZ W and dW = dZ^T X. Differentiable and traced by
+    product). Where a gradient is needed, an eager call fuses the bias only, applies the
+    activation after it (as ``F.gelu(F.linear(...))`` rounds: the pre-activation to the
+    output type first) and keeps the pre-activation for the backward; a traced call computes
+    it again there (one more product). The backward: the activation's derivative at the
+    pre-activation, then dX = dZ W and dW = dZ^T X. Differentiable and traced by
     ``torch.compile`` as :func:`matmul` is."""
     if _eager(x, weight) and (bias is None or type(bias) in _PLAIN):
         return _run_linear(x, weight, bias, activation)

@@ -209,9 +209,10 @@ def test_a_weights_gradient_keeps_its_layout(lead):
 
 @gpu
 @pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "silu"])
-def test_linear_values_and_gradients_against_torch(activation):
+def test_linear_values_and_gradients_against_torch(activation, monkeypatch):
     """gemm.torch.linear against torch's F.linear and activation in float64: the output and
-    the gradients of x, weight and bias, eager and (one case) compiled."""
+    the gradients of x, weight and bias, eager and (one case) compiled; an eager backward
+    runs two products (dX, dW), the pre-activation kept from the forward."""
     _cuda()
     F = torch.nn.functional
     x, w, b = _fresh((3, 50, 64), (72, 64), (72,))
@@ -223,7 +224,16 @@ def test_linear_values_and_gradients_against_torch(activation):
     (ref * g).sum().backward()
     run = gt.linear if activation != "gelu" else torch.compile(gt.linear, fullgraph=True)
     y = run(x, w, b, activation)
+    products = []
+    real = gt.gemm.matmul
+
+    def counted(*args, **kw):
+        products.append(args[0].shape)
+        return real(*args, **kw)
+    monkeypatch.setattr(gt.gemm, "matmul", counted)
     (y.double() * g).sum().backward()
+    if activation != "gelu":        # eager: Z was kept, only dX and dW are products
+        assert len(products) == 2, products
     assert y.dtype == torch.bfloat16 and y.shape == (3, 50, 72)
     scale = x64.detach().abs().reshape(-1, 64) @ w64.detach().abs().T + 1
     assert ((y.double() - ref.detach()).abs().reshape(-1, 72) <= 3e-2 * scale).all()

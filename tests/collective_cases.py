@@ -155,6 +155,11 @@ def _worker(rank, size, mode, init, queue):
         results["rs errors"]["products differ"] = _products_differ(rank, device, size)
         results["group errors"], results["group of one on rank 0"] = _group_errors(rank,
                                                                                    device)
+        if mode == "gpu":           # an NCCL group: CPU tensors are refused
+            a, b = torch.ones(4, 8), torch.ones(8, 6)
+            results["cpu tensors, nccl"] = _outcomes({
+                "all-gather": lambda: collective.all_gather_matmul(a, b),
+                "reduce-scatter": lambda: collective.matmul_reduce_scatter(a, b)})
         results["release"] = _release_and_again(rank, size, device)
         if "peer" in paths:
             results["peer bf16 4 calls on two streams, no sync between 64x96x40"] = \

@@ -313,6 +313,8 @@ def test_both_rings_with_one_process_per_gpu():
         pytest.skip("needs 2 or more GPUs")
     got = _run("gpu", torch.cuda.device_count())
     _check(got, "peer")
+    for name, (etype, message) in got["cpu tensors, nccl"].items():
+        assert etype == "ValueError" and "need a group with gloo" in message, (name, message)
     graphs, errors = got["peer graphs"]
     assert graphs >= 1 and not errors, got["peer graphs"]
     assert any(k.startswith("sendrecv") for k in got)

@@ -60,6 +60,10 @@ def ring_path(a_shard: torch.Tensor, group: Any = None) -> Tuple[str, str]:
         return paths[key]
     d = dist("ring_path")
     if a_shard.device.type != "cuda":
+        if "gloo" not in str(d.get_backend(g)):
+            raise ValueError(f"ring_path: {a_shard.device.type} tensors need a group with "
+                             f"gloo (its backend is {d.get_backend(g)}); move them to this "
+                             f"rank's GPU, or make a gloo group for them")
         found = ("sendrecv", f"{a_shard.device.type} tensors: the ring over "
                  f"{d.get_backend(g)} send/recv, torch's matmul per shard")
     else:

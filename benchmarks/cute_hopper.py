@@ -1,6 +1,6 @@
 """The SM90 GEMM written with gemm.cute beside the generated one and cuBLAS (issue 33).
 
-    python3 benchmarks/cute_hopper.py [--reps R] [--json PATH]
+    python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick]
 
 Eager calls as users write them, without an out: ``gemm.matmul(a, w.T,
 kernel="cute_hopper")``, ``gemm.matmul(a, w.T, kernel="hopper")`` (the generated kernel with
@@ -11,7 +11,8 @@ the three interleaved in every rep (``timed_together``: the clocks drift alike f
 Shapes: 4096^3 and 8192^3, and an LLM set (M in 128, 2048, 8192 over (N, K) in 4096x4096,
 14336x4096, 4096x14336). Then each kernel's first call in a fresh process with an empty
 kernel cache ($LAYOUTALG_CACHE): numba's compile, the CUDA context and imports (the same
-for both). Prints a table and the geometric means last.
+for both). Prints a table and the geometric means last. ``--quick``: bf16 at the squares and
+M = 2048 of the LLM set, no first calls.
 """
 
 import argparse
@@ -70,14 +71,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    shapes = SQUARES + [s for s in LLM if s[0] == 2048] if args.quick else SQUARES + LLM
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
           f"median of {args.reps}")
     print(f"{'dtype':9} {'M x N x K':>20} {'cuBLAS us':>10} {'hopper us':>10} "
           f"{'cute us':>10} {'cute/gen':>9} {'cute/cuBLAS':>12}")
     rows = []
-    for dtype in (torch.bfloat16, torch.float16):
-        for shape in SQUARES + LLM:
+    for dtype in (torch.bfloat16,) if args.quick else (torch.bfloat16, torch.float16):
+        for shape in shapes:
             t = row(dtype, shape, args.reps)
             r = dict(dtype=str(dtype).split(".")[1], shape=shape, ms=t,
                      vs_generated=t["hopper"] / t["cute_hopper"],
@@ -86,9 +89,12 @@ def main():
             print(f"{r['dtype']:9} {'x'.join(map(str, shape)):>20} {t['cuBLAS'] * 1e3:10.1f} "
                   f"{t['hopper'] * 1e3:10.1f} {t['cute_hopper'] * 1e3:10.1f} "
                   f"{r['vs_generated']:9.3f} {r['vs_cublas']:12.3f}", flush=True)
-    firsts = {kernel: first_call(kernel) for kernel in ("hopper", "cute_hopper")}
+    firsts = {} if args.quick else {kernel: first_call(kernel)
+                                    for kernel in ("hopper", "cute_hopper")}
     for name, sel in (("squares", SQUARES), ("LLM set", LLM), ("all", SQUARES + LLM)):
         picked = [r for r in rows if tuple(r["shape"]) in sel]
+        if not picked:
+            continue
         gm = {key: math.exp(statistics.mean(math.log(r[key]) for r in picked))
               for key in ("vs_generated", "vs_cublas")}
         print(f"geometric mean, {name}: {gm['vs_generated']:.3f}x the generated kernel, "

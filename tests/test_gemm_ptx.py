@@ -28,3 +28,40 @@ def test_generated_kernel_ptx(name, a_unit, b_unit, cc):
         assert op not in ptx, op
     (usage,) = ptxas_usage(ptx, cc)
     assert usage.spill_stores == 0 and usage.spill_loads == 0 and usage.local == 0, usage
+
+
+def _hot_block(ptx):
+    """{instruction: count} of the basic block with the most FMAs (the main loop's)."""
+    import re
+    blocks, cur = [], []
+    for line in ptx.splitlines():
+        if re.match(r"^\$\w+:", line):
+            blocks.append(cur)
+            cur = []
+        else:
+            cur.append(line)
+    blocks.append(cur)
+    best = max(blocks, key=lambda b: sum("fma.rn.f32" in x for x in b))
+    ops = {}
+    for line in best:
+        m = re.match(r"\s+(?:@%p\d+ )?([a-z]+)", line)
+        if m:
+            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
+    return ops
+
+
+@pytest.mark.parametrize("pipeline", ["prefetch", "double_buffer"])
+def test_cute_kernel_main_loop_as_lean_as_the_generated(pipeline):
+    """The gemm.cute SIMT kernels' main loop has the generated kernel's FMAs and shared loads
+    and at most 8 other instructions more: a view's constant offset (a k-block of a double
+    buffer's stage) folds into the loads' immediate offsets (gemm.cute keeps tensor offsets
+    in 64 bits; with uint32 offsets the double buffer's loop had 56 more: an add, a widening
+    multiply and a 64-bit add per view)."""
+    from dataclasses import replace
+    from gemm.simt.config import SimtConfig
+    cfg = SimtConfig(bM=128, bN=128, bK=8, pipeline=pipeline)
+    gen, cute = (_hot_block(compile_ptx(simt_function(replace(cfg, cute=c), 0, 1), SIGNATURE,
+                                        cc=(9, 0))) for c in (False, True))
+    assert cute.get("fma") == gen.get("fma") and cute.get("ld") == gen.get("ld"), (gen, cute)
+    others = [sum(v for k, v in ops.items() if k not in ("fma", "ld")) for ops in (gen, cute)]
+    assert others[1] <= others[0] + 8, (gen, cute)

@@ -38,7 +38,7 @@ from layoutalg.tensor import ScaledBasis
 from layoutalg.atom.tma import TmaCopy
 from layoutalg.tiled import TiledCopy, TiledMMA
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
-from gemm.arch._lowering import I32, SHARED, item_pointer
+from gemm.arch._lowering import I32, I64, SHARED, item_pointer
 
 __all__ = ["LayoutType", "TensorType", "StaticType", "ThrSliceType", "data_tensors"]
 
@@ -330,8 +330,9 @@ def _register_constant(fn, dynamic):
 # --- tensors ----------------------------------------------------------------------------
 
 class TensorType(types.Type):
-    """A tensor: an array (1-D), a uint32 element offset and a layout (static, or with
-    run-time leaves whose values the tensor holds: ``dyn``); ``space`` "shared" for a
+    """A tensor: an array (1-D), an element offset (uint64: a view's constants then fold into
+    the addresses of its elements, which a zero-extended uint32 sum keeps from NVVM) and a
+    layout (static, or with run-time leaves whose values the tensor holds: ``dyn``); ``space`` "shared" for a
     tensor of :func:`cute.make_shared_tensor` and those derived from it (its loads and
     stores address shared memory explicitly), else None; ``swizzle`` a layoutalg Swizzle
     applied to the offset of every element from the array's first, or None. An identity
@@ -353,7 +354,7 @@ class TensorType(types.Type):
 
     @property
     def offset_type(self):
-        return types.UniTuple(types.uint32, self.coords) if self.coords else types.uint32
+        return types.UniTuple(types.uint32, self.coords) if self.coords else types.uint64
 
 
 @register_model(TensorType)
@@ -428,6 +429,8 @@ def swizzle_ir(builder, sw, x):
 def _tensor_value(context, builder, tensor, array, offset, dyn=None):
     """A TensorType value: ``array`` (None for an identity tensor), ``offset`` and the
     run-time leaves {name: uint32 IR} (``dyn``, a superset of the tensor's own)."""
+    if array is not None and offset.type == I32:
+        offset = builder.zext(offset, I64)
     fields = {"offset": offset}
     if array is not None:
         fields["array"] = array
@@ -460,18 +463,18 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     array = builder.extract_value(tensor, fields.get_field_position("array"))
     offset = builder.extract_value(tensor, fields.get_field_position("offset"))
     if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset: no split
-        index = swizzle_ir(builder, tensor_ty.swizzle, builder.add(offset, at, flags=NUW))
+        index = swizzle_ir(builder, tensor_ty.swizzle,
+                           builder.add(builder.trunc(offset, I32), at, flags=NUW))
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's
         # elements share one base address and a constant offset folds into the load
-        i64 = ir.IntType(64)
         data = builder.extract_value(
             array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
-        base = builder.gep(data, [builder.zext(offset, i64)], inbounds=True)
-        ptr = builder.gep(base, [builder.zext(at, i64)], inbounds=True)
+        base = builder.gep(data, [offset], inbounds=True)
+        ptr = builder.gep(base, [builder.zext(at, I64)], inbounds=True)
     else:
-        index = builder.add(offset, at, flags=NUW)
+        index = builder.add(builder.trunc(offset, I32), at, flags=NUW)
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
     return _in_space(builder, ptr, SHARED) if tensor_ty.space == "shared" else ptr
 

@@ -14,6 +14,7 @@ from numba.cuda.typing import signature
 from layoutalg.errors import LayoutError
 from layoutalg.index_expr import index_symbol
 from layoutalg.tensor import ArithTuple
+from gemm.arch._lowering import I64
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (LayoutType, StaticType, TensorType, ThrSliceType, _check_coordinate,
                               _coordinate, _dyn, _dyn_values, _element, _fields,
@@ -146,8 +147,6 @@ def _lower_derived(op, context, builder, sig, args):
     if tensor_ty.coords:
         values.update((o, builder.extract_value(parent["offset"], j))
                       for j, o in enumerate(offsets))
-    else:
-        values[offsets[0]] = parent["offset"]
     for sym, path, ty in leaves:
         v = args[1 + path[0]]
         for k in path[1:]:
@@ -159,8 +158,13 @@ def _lower_derived(op, context, builder, sig, args):
     if tensor_ty.coords:
         offset = context.make_tuple(builder, result_ty.offset_type,
                                     [_value(builder, e, values) for e in expr])
-    else:
-        offset = _value(builder, expr, values)
+    else:       # the parent's (uint64) offset plus the view's, added in 64 bits
+        own = expr - offsets[0]
+        if offsets[0] in getattr(own, "free_symbols", ()):
+            raise NotImplementedError(f"{op}: the view's offset {expr} is not the parent's "
+                                      f"plus its own")
+        offset = builder.add(parent["offset"], builder.zext(_value(builder, own, values), I64),
+                             flags=("nuw",))
     dyn = {n: values[_dyn(int(n[1:]))] for n in tensor_ty.dyn}
     return _tensor_value(context, builder, result_ty, parent.get("array"), offset, dyn)
 

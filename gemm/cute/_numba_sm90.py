@@ -67,7 +67,7 @@ def _start(context, builder, ty, value):
     """i64: a descriptor's start field (shared address >> 4) of the tensor's own offset."""
     fields = _fields(context, builder, ty, value)
     at = shared_address(context, builder, ty.array, fields["array"], types.uint32,
-                        fields["offset"])
+                        builder.trunc(fields["offset"], I32))
     field = builder.and_(builder.lshr(at, ir.Constant(I32, 4)), ir.Constant(I32, START_MASK))
     return builder.zext(field, I64)
 

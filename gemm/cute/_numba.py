@@ -8,8 +8,9 @@ is imported only then (offsets over static layouts are :mod:`layoutalg.index_exp
 expressions).
 The offset of a coordinate is emitted as uint32 LLVM IR from the shape and stride (CuTe's
 crd2idx); LLVM folds the constants.
-A TensorType is (the array, a uint32 offset, the values of its layout's symbols) with the
-layout in the type, and a swizzle where its layout was a ``ComposedLayout(Swizzle, offset,
+A TensorType is (the array, a uint64 offset, the values of its layout's symbols) with the
+layout in the type (a view's offset is its parent's plus its own uint32 one, added in 64 bits:
+its constants then fold into the addresses), and a swizzle where its layout was a ``ComposedLayout(Swizzle, offset,
 layout)``: element ``c`` is then ``array[swizzle(offset + layout(c))]``, the swizzle on the
 offset from the array's first element (CuTe's swizzled shared-memory pointers: slices and
 partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``)

@@ -74,7 +74,8 @@ def _methods(a, b, D, group):
         "ours (auto path)": lambda: collective.all_gather_matmul(a, b, group, out),
         "ours (peer, direct schedule)": lambda: collective.all_gather_matmul(
             a, b, group, out, path="peer", schedule="direct"),
-        "ours (peer, no graph)": lambda: _eager(a, b, group, out),
+        "ours (peer, no graph)": without_graphs(
+            lambda: collective.all_gather_matmul(a, b, group, out, path="peer")),
         "ours (sendrecv)": lambda: collective.all_gather_matmul(a, b, group, out,
                                                                path="sendrecv"),
         "NCCL all-gather + cuBLAS": nccl_cublas,
@@ -102,13 +103,15 @@ def _copies_only(a, b, group, out, schedule):
     return call
 
 
-def _eager(a, b, group, out):
-    """The peer ring enqueued call by call (no CUDA graph replay)."""
-    peer.GRAPHS = False
-    try:
-        return collective.all_gather_matmul(a, b, group, out, path="peer")
-    finally:
-        peer.GRAPHS = True
+def without_graphs(fn):
+    """``fn`` with the peer path's graph replay off: every call enqueued."""
+    def call():
+        peer.GRAPHS = False
+        try:
+            return fn()
+        finally:
+            peer.GRAPHS = True
+    return call
 
 
 def graphed(fn):

@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gemm  # noqa: E402
 from gemm import collective  # noqa: E402
-from gemm.collective import peer  # noqa: E402
-from collective import graphed, report, slowest_us  # noqa: E402  (benchmarks/collective.py)
+from collective import (graphed, report, slowest_us,  # noqa: E402  (benchmarks/collective.py)
+                        without_graphs)
 
 SHAPES = [(4096, 4096, 14336), (8192, 4096, 14336), (16384, 8192, 28672)]
 
@@ -49,17 +49,6 @@ def _symm_ops(group):
     module is imported."""
     importlib.import_module("torch.distributed._symmetric_memory")     # registers the ops
     return torch.ops.symm_mem, group.group_name
-
-
-def _eager(fn):
-    """``fn`` with the peer path's graph replay off: every call enqueued."""
-    def call():
-        peer.GRAPHS = False
-        try:
-            return fn()
-        finally:
-            peer.GRAPHS = True
-    return call
 
 
 def reduce_scatter_methods(h, w2, D, group):
@@ -78,7 +67,7 @@ def reduce_scatter_methods(h, w2, D, group):
     ours = lambda: collective.matmul_reduce_scatter(h, w2, group, y)    # noqa: E731
     return {
         "ours (auto path)": ours,
-        "ours (peer, no graph)": _eager(ours),
+        "ours (peer, no graph)": without_graphs(ours),
         "ours (sendrecv)": lambda: collective.matmul_reduce_scatter(h, w2, group, y,
                                                                    path="sendrecv"),
         "cuBLAS + NCCL reduce-scatter": nccl_cublas,
@@ -114,7 +103,7 @@ def block_methods(x, w1, w2, D, group):
     def local():
         gemm.matmul(xg, w1, h, activation="gelu")
         gemm.matmul(h, w2, part)
-    return {"ours (auto path)": ours, "ours (peer, no graph)": _eager(ours),
+    return {"ours (auto path)": ours, "ours (peer, no graph)": without_graphs(ours),
             "unfused NCCL + cuBLAS": unfused, "torch fused (symm_mem)": torch_fused}, \
         unfused, local
 

@@ -12,7 +12,7 @@ without it). Where the product's kernel has no epilogue of its own,
 
 from functools import lru_cache
 
-__all__ = ["ACTIVATIONS", "BIASES", "activation_function", "check_activation"]
+__all__ = ["ACTIVATIONS", "BIASES", "activation_function", "check_activation", "in_torch"]
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 BIASES = ("rows", "columns")        # a kernel's bias: one value per row, or per column
@@ -29,6 +29,17 @@ def check_activation(activation, caller):
     if activation not in ACTIVATIONS:
         raise ValueError(f"{caller}: unknown activation {activation!r}; one of {ACTIVATIONS}")
     return activation
+
+
+def in_torch(x, activation):
+    """``activation`` (None or one of :data:`ACTIVATIONS`) of the torch tensor ``x``, by
+    torch's own functions (for calls whose product has no epilogue on the GPU)."""
+    if activation is None:
+        return x
+    import torch.nn.functional as F     # (a torch caller's: torch is optional here)
+    if activation == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    return getattr(F, activation)(x)
 
 
 @lru_cache(maxsize=None)

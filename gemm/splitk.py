@@ -94,14 +94,16 @@ def workspace(nbytes: int, stream: int, device: int, kind: str = "numba",
         import torch            # for torch's operands only: torch is optional
         current = (stream == torch._C._cuda_getCurrentRawStream(device)
                    and device == torch._C._cuda_getDevice())
-        key = (device, stream, use)
+        def new():
+            return torch.empty(-(-nbytes // 4), dtype=torch.float32,
+                               device=torch.device("cuda", device))
         if current and nbytes <= KEEP_BYTES and not torch._C._cuda_isCurrentStreamCapturing():
+            key = (device, stream, use)
             kept = _torch_spaces.get(key)
             if kept is None or 4 * kept.numel() < nbytes:
-                kept = _torch_spaces[key] = torch.empty(
-                    -(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
+                kept = _torch_spaces[key] = new()
             return kept.data_ptr(), kept
-        t = torch.empty(-(-nbytes // 4), dtype=torch.float32, device=torch.device("cuda", device))
+        t = new()
         if not current:
             t.record_stream(torch.cuda.ExternalStream(stream, device=t.device))
         return t.data_ptr(), t

@@ -93,10 +93,6 @@ def signature(out_dtype, part_dtype):
             "uint32, uint32, uint32, uint32, uint32, uint32, float32, float32)")
 
 
-def _itemsize(dtype):
-    return 4 if dtype == "float32" else 2
-
-
 @lru_cache(maxsize=None)
 def launcher(out_dtype, part_dtype="float32"):
     """The :class:`gemm.call.launch.Launcher` of the reduction of ``part_dtype`` partials
@@ -104,5 +100,6 @@ def launcher(out_dtype, part_dtype="float32"):
     return compiled_launcher("splitk", (out_dtype, part_dtype),
                              _reduce_function(out_dtype, part_dtype),
                              signature(out_dtype, part_dtype),
-                             (_itemsize(part_dtype), _itemsize(out_dtype)), SCALARS,
+                             (np.dtype(STORAGE[part_dtype]).itemsize,
+                              np.dtype(STORAGE[out_dtype]).itemsize), SCALARS,
                              free_scalars=2)

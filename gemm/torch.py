@@ -34,7 +34,7 @@ from torch._library.autograd import make_autograd_impl
 import gemm
 from gemm.api import _device_guard
 from gemm.call.operands import torch_stream
-from gemm.epilogue import check_activation
+from gemm.epilogue import check_activation, in_torch
 from layoutalg.atom.float8 import float8_max
 
 __all__ = ["matmul", "linear", "fp8_linear"]
@@ -204,14 +204,6 @@ def _linear_fake(x, weight, bias=None, activation=None):
     return x.new_empty(tuple(x.shape[:-1]) + (weight.shape[0],))
 
 
-def _apply(pre, activation):
-    if activation is None:
-        return pre
-    if activation == "gelu_tanh":
-        return torch.nn.functional.gelu(pre, approximate="tanh")
-    return getattr(torch.nn.functional, activation)(pre)
-
-
 def _linear_direct(x, weight, bias=None, activation=None):
     """The forward: ``gemm.matmul`` of the rows of x by weight^T with the bias and the
     activation fused where the Hopper kernel takes them (16-bit operands on a GPU of
@@ -224,7 +216,7 @@ def _linear_direct(x, weight, bias=None, activation=None):
     if fused:
         y = gemm.matmul(x2, weight.T, bias=bias, activation=activation)
     else:
-        y = _apply(_direct(x2, weight.T) + (0 if bias is None else bias), activation)
+        y = in_torch(_direct(x2, weight.T) + (0 if bias is None else bias), activation)
     return y.reshape(tuple(x.shape[:-1]) + (weight.shape[0],))
 
 
@@ -277,7 +269,7 @@ class _EagerLinear(torch.autograd.Function):
             return _linear_direct(x, weight, bias, None)
         pre = _linear_direct(x, weight, bias, None)
         _linear_setup_context(ctx, (x, weight, bias, activation), None, pre)
-        return _apply(pre, activation)
+        return in_torch(pre, activation)
 
     backward = staticmethod(_linear_backward)
 

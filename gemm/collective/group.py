@@ -12,7 +12,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Tuple
 
 import gemm
-from ..epilogue import check_activation
+from ..epilogue import check_activation, in_torch
 
 if TYPE_CHECKING:
     import torch
@@ -140,16 +140,6 @@ def check_operands(a, b, out, out_dtype, activation, caller, names=("a_shard", "
     return dtype
 
 
-def check_out(out, shape, device, caller):
-    """ValueError unless ``out`` is a tensor of ``shape`` on ``device`` with a unit last
-    stride."""
-    import torch
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape \
-            or out.device != device or out.stride(1) != 1:
-        raise ValueError(f"{caller}: out must be a {shape} tensor on {device} with a unit "
-                         f"last stride, got {getattr(out, 'shape', out)}")
-
-
 def check_path(path, caller):
     if path is not None and path not in PATHS:
         raise ValueError(f"{caller}: path must be one of {PATHS} or None, not {path!r}")
@@ -178,11 +168,8 @@ def multiply(src, b, out_rows, activation=None):
         gemm.matmul(src, b, out_rows, activation=activation)
         return
     import torch
-    import torch.nn.functional as F
-    prod = torch.mm(src.to(torch.float64), b.to(torch.float64))
-    act = {None: lambda x: x, "relu": torch.relu, "gelu": F.gelu, "silu": F.silu,
-           "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[activation]
-    out_rows.copy_(act(prod))
+    out_rows.copy_(in_torch(torch.mm(src.to(torch.float64), b.to(torch.float64)),
+                            activation))
 
 
 def release(group: Any = None) -> None:
@@ -199,11 +186,15 @@ def release(group: Any = None) -> None:
 
 
 def new_out(out, shape, dtype, device, caller):
-    """``out`` checked against ``shape`` and ``device``, or a new tensor when None."""
+    """``out``, after a ValueError unless it is a tensor of ``shape`` on ``device`` with a
+    unit last stride; a new tensor when None."""
     import torch
     if out is None:
         return torch.empty(shape, dtype=dtype, device=device)
-    check_out(out, shape, device, caller)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape \
+            or out.device != device or out.stride(1) != 1:
+        raise ValueError(f"{caller}: out must be a {shape} tensor on {device} with a unit "
+                         f"last stride, got {getattr(out, 'shape', out)}")
     return out
 
 

@@ -33,9 +33,9 @@ __all__ = ["matmul_reduce_scatter", "PeerScatter"]
 CALLER = "matmul_reduce_scatter"
 
 
-def _names():
-    import torch
-    return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+def _name(dtype):
+    """"float32", "bfloat16" or "float16" of a torch dtype."""
+    return str(dtype).removeprefix("torch.")
 
 
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
@@ -88,7 +88,7 @@ def add_in_order(slots: torch.Tensor, out: torch.Tensor) -> None:
     current stream, on the CPU torch's adds."""
     import torch
     if slots.device.type != "cuda":
-        acc = slots[0].to(torch.float32)
+        acc = slots[0].to(torch.float32, copy=True)
         for s in slots[1:]:
             acc += s.to(torch.float32)
         out.copy_(acc)
@@ -100,10 +100,10 @@ def add_in_order(slots: torch.Tensor, out: torch.Tensor) -> None:
     D, mb, n = slots.shape
     device, guard = _device_guard(out)
     with guard or contextlib.nullcontext():
-        splitk.reduce_splits(_names()[out.dtype], (slots.data_ptr(), slots.numel()),
+        splitk.reduce_splits(_name(out.dtype), (slots.data_ptr(), slots.numel()),
                              (out.data_ptr(), (mb - 1) * out.stride(0) + n), mb, n, n, 1, D,
                              out.stride(0), 1, 0, 1.0, 0.0, torch_stream(device),
-                             part_dtype=_names()[slots.dtype])
+                             part_dtype=_name(slots.dtype))
 
 
 class PeerScatter(PeerExchange):
@@ -162,13 +162,14 @@ def _sendrecv(g, rank, size, a, b, out, mb):
     slots = torch.empty((size, *shape), dtype=out.dtype, device=out.device)
     staging = torch.empty((size - 1, *shape), dtype=out.dtype, device=out.device)
     reqs = []
-    for s in scatter_plan(size)[rank]:
+    plan = scatter_plan(size)
+    for s in plan[rank]:
         rows = a[s.block * mb:(s.block + 1) * mb]
         if s.send_to is None:
             grp.multiply(rows, b, slots[rank])
             continue
         grp.multiply(rows, b, staging[s.step])
-        frm = (rank - s.step - 1) % size            # who sends to us at this step
+        frm = next(q for q in range(size) if plan[q][s.step].send_to == rank)
         reqs += dist.batch_isend_irecv([
             dist.P2POp(dist.isend, staging[s.step], peer[s.send_to], group=g),
             dist.P2POp(dist.irecv, slots[frm], peer[frm], group=g)])

@@ -14,8 +14,9 @@ cores (the kernel's promotion interval: 128 elements of K, as cuBLAS's and CUTLA
 with ``use_fast_accum=True`` the tensor cores accumulate the whole of K themselves (their
 accumulator keeps fewer bits than float32's: DeepSeek-V3's report measured about 14); block
 scales are always promoted (each k-tile scaled). The sum needs registers beside the
-accumulators, so a promoted call runs 128 x 128 tiles where a fast one runs the Hopper kernel's
-default (128 x 256 for large shapes).
+accumulators, so a promoted call runs cooperative 128 x 128 tiles (two consumers of 64 rows);
+a fast one runs pingpong consumers on 128 x 128 tiles of their own where the shape's default
+tiles are 128 columns or wider (``gemm.hopper.fp8_fast_config``).
 """
 
 from __future__ import annotations

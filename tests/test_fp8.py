@@ -39,7 +39,12 @@ CASES = [
     # DeepSeek's blocks: 1 x 128 of A (row-major, then column-major scales), 128 x 128 of B
     (SMALL, 70, 200, 400, dict(scale="blocks", out_dtype="bfloat16", bias="columns",
                                activation="silu")),
-    (dict(SMALL, consumers=2), 130, 72, 272, dict(scale="blocks_mn", fast=True)),
+    # pingpong (8 tiles on 3 blocks): one group in flight with row scales; promoted with
+    # block scales
+    (dict(SMALL, consumers=2, schedule="pingpong", delay_release=1), 200, 72, 144,
+     dict(scale="rows", bias="columns", out_dtype="bfloat16", fast=True)),
+    (dict(SMALL, consumers=2, schedule="pingpong"), 200, 72, 272, dict(scale="blocks_mn",
+                                                                         fast=True)),
 ]
 
 
@@ -184,6 +189,24 @@ def test_a_block_past_the_shared_limit_with_its_mbarriers_is_refused_its_tma_epi
     v = HopperVariant(kernel_config(cfg), "K", "K", "float16", True, tma_store=True, cute=True,
                       scale="rows", bias="rows")
     assert v.shared_bytes == DYNAMIC_SHARED_LIMIT < v.block_shared_bytes
+
+
+@pytest.mark.parametrize("m, n", [(4096, 4096), (2048, 14336), (16, 4096), (8192, 128)])
+def test_fast_fp8_defaults_to_pingpong_tiles_that_keep_the_tma_epilogue(m, n):
+    """Without promotion an FP8 call of 128 columns or more runs pingpong 128 x 128 tiles;
+    with any out, row scales and a bias they fit the block's shared memory (else the TMA
+    epilogue would be dropped); narrower tiles stay as the shape's default."""
+    from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+    from gemm.hopper import default_config, fp8_fast_config
+    cfg = fp8_fast_config(default_config("float8_e4m3fn", m, n, 4096, 1, 132))
+    assert (cfg.schedule, cfg.bM, cfg.bN, cfg.delay_release) == ("pingpong", 128, 128, 1)
+    for out in ("float32", "bfloat16"):
+        for bias in ("rows", "columns"):
+            v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
+                              cute=True, scale="rows", bias=bias)
+            assert v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT
+    narrow = default_config("float8_e4m3fn", 4096, 64, 4096, 1, 132)
+    assert fp8_fast_config(narrow) == narrow
 
 
 @pytest.mark.parametrize("fields, config, text", [

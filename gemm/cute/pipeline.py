@@ -27,6 +27,9 @@ moves on with :func:`advance`::
                    consumer_release(bars, st, STAGES)     # one of CONSUMERS arrivals
                    st = advance(st, STAGES)
 
+A consumer that reads only some of the steps (pingpong consumers, each taking whole tiles in
+turn) moves past the others' with :func:`advance_by`.
+
 ``producers`` and ``consumers`` count arrivals: the threads (or elected lanes) that call
 :func:`producer_commit` and :func:`consumer_release` for each step. The arrive has release
 and the wait acquire semantics at CTA scope, so plain shared-memory stores before a commit
@@ -42,8 +45,9 @@ from numba import cuda
 
 from gemm import arch
 
-__all__ = ["pipeline_init", "producer_start", "consumer_start", "advance", "producer_acquire",
-           "producer_commit", "producer_expect_tx", "consumer_wait", "consumer_release"]
+__all__ = ["pipeline_init", "producer_start", "consumer_start", "advance", "advance_by",
+           "producer_acquire", "producer_commit", "producer_expect_tx", "consumer_wait",
+           "consumer_release"]
 
 
 @cuda.jit(device=True, inline="always")
@@ -77,6 +81,16 @@ def advance(state, stages):
     if index == stages:
         return 0, phase ^ 1
     return index, phase
+
+
+@cuda.jit(device=True, inline="always")
+def advance_by(state, steps, stages):
+    """The state ``steps`` steps later (a consumer skipping the steps other consumers read,
+    as pingpong consumers skip each other's tiles)."""
+    index, phase = state
+    index += steps
+    laps = index // stages
+    return index - laps * stages, phase ^ (laps & 1)
 
 
 @cuda.jit(device=True, inline="always")

@@ -63,8 +63,9 @@ from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
 from .gen import hopper_plan, hopper_source
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
-                    default_config, default_split, swapped_config, swapped_tiles, swaps,
-                    swaps_narrow, x3_config, x3_default, x3_swaps, x3_tiles)
+                    default_config, default_split, fp8_fast_config, swapped_config,
+                    swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
+                    x3_tiles)
 from .tensor_maps import device_map
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
@@ -74,8 +75,8 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
            "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config",
-           "default_split", "swapped_config", "swapped_tiles", "swaps", "swaps_narrow",
-           "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
+           "fp8_fast_config", "default_split", "swapped_config", "swapped_tiles", "swaps",
+           "swaps_narrow", "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
 
 _OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)
@@ -256,9 +257,10 @@ class _Call:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
             if tf32x3 and not cfg.tf32x3:
                 cfg = x3_config(cfg)
-        if cute:                    # its one form (gemm.hopper.cute_gemm.supports)
-            cfg = replace(cfg, schedule="cooperative", delay_release=0, split_k=1,
-                          swap_ab=False)
+        if cute:                    # its forms (gemm.hopper.cute_gemm.supports)
+            cfg = replace(cfg, split_k=1, swap_ab=False)
+            if config is None:      # the tuned defaults are the generated kernel's
+                cfg = replace(cfg, schedule="cooperative", delay_release=0)
         fp8 = {}
         if scaled is not None:      # X's type first; promotion needs room for the sum
             blocks = scale == "blocks"          # (applied as each k-tile is promoted)
@@ -280,6 +282,8 @@ class _Call:
                                      f"at most {PROMOTE_ACCUMULATORS} accumulators per thread "
                                      f"(bM x bN / 128); the config has {cfg.bM} x {cfg.bN}")
                 cfg = replace(cfg, bN=PROMOTE_ACCUMULATORS * 128 // cfg.bM, stages=6)
+            if not fp8["promote"] and config is None:
+                cfg = fp8_fast_config(cfg)
         if cfg.bN < 64 and not yk:
             raise ValueError(
                 f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "
@@ -380,12 +384,14 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers and epilogue,
-    cooperative, no split-K, no swap, no 3xTF32). A fused epilogue (:mod:`gemm.epilogue`)
-    runs on that kernel: ``bias`` a vector of bfloat16, float16 or float32 on A's device,
-    one value per column of out (shape (N,) or (1, N)) or per row ((M, 1)), added to every
-    matrix of a batch; ``activation`` one of ``gemm.epilogue.ACTIVATIONS`` (None: none),
-    applied last, in float32, before out's rounding.
+    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue and
+    schedule, cooperative or pingpong (the default config's: cooperative, but FP8's fast
+    calls: :func:`fp8_fast_config`), no split-K, no swap, no 3xTF32). A fused epilogue
+    (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16, float16 or
+    float32 on A's device, one value per column of out (shape (N,) or (1, N)) or per row
+    ((M, 1)), added to every matrix of a batch; ``activation`` one of
+    ``gemm.epilogue.ACTIVATIONS`` (None: none), applied last, in float32, before out's
+    rounding.
     """
     return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream,
                          tf32x3, cute, bias, activation)[0]

@@ -303,8 +303,11 @@ class HopperVariant:
     @property
     def block_shared_bytes(self):
         """Shared memory of a block: the dynamic bytes and the static mbarriers (two of 8
-        bytes a slot), which together must fit DYNAMIC_SHARED_LIMIT."""
-        return self.shared_bytes + 16 * self.config.stages
+        bytes a slot, and pingpong's one a consumer), which together must fit
+        DYNAMIC_SHARED_LIMIT."""
+        cfg = self.config
+        return (self.shared_bytes + 16 * cfg.stages
+                + 8 * cfg.consumers * (cfg.schedule == "pingpong"))
 
     @property
     def signature(self):

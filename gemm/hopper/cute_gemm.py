@@ -11,20 +11,26 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   free slot, expects its bytes and loads both blocks with ``copy(tma, ...)``;
 - warpgroups 1.., the consumers (registers raised): each waits for a full slot, multiplies
   its ``bM`` rows of A's block by B's with ``gemm(mma, acc, tCsA, tCsB)`` (wgmma, its
-  descriptors from the layouts), waits for the wgmma, releases the slot, and after the last
-  K block writes ``alpha * acc`` out (:mod:`gemm.hopper.cute_epilogue`: by TMA through
+  descriptors from the layouts), waits for the wgmma (``delay_release`` 1: for the one
+  before, keeping a group in flight), releases the slot, and after the last K block writes
+  ``alpha * acc`` out (:mod:`gemm.hopper.cute_epilogue`: by TMA through
   staged pieces, or ``alpha * acc + beta * C`` through ``partition_C``; a fused bias and
   activation, :mod:`gemm.epilogue`, in either);
 - FP8 (``gemm.scaled_matmul``): the same kernel on e4m3 / e5m2 blocks of 128-byte K rows
   (wgmma k32), the scales in the epilogue (per tensor folded into alpha, per row and column
   staged with the bias); ``v.promote``: each k-tile's products promoted to a float32 sum
-  (:mod:`gemm.hopper.cute_promote`, with DeepSeek's block scales).
+  (:mod:`gemm.hopper.cute_promote`, with DeepSeek's block scales);
+- the schedules: "cooperative", the consumers splitting each tile's rows; "pingpong", each
+  consumer taking whole ``bM x bN`` tiles in turn (the block's tiles ``c, c + consumers,
+  ...``), skipping the others' steps of the ring (``advance_by``), its products issued
+  after the tile before has issued its own (an ``order`` mbarrier per consumer), so that one
+  consumer's epilogue runs while the other multiplies.
 
 It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
-scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' cooperative,
-unsplit, unswapped form (:func:`supports`), so :mod:`gemm.hopper` plans, compiles, caches
-and launches it as it does the generated one.
+scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' unsplit,
+unswapped forms with a producer warpgroup (:func:`supports`), so :mod:`gemm.hopper` plans,
+compiles, caches and launches it as it does the generated one.
 """
 
 import numpy as np
@@ -36,9 +42,9 @@ from gemm.cute import (copy, gemm, get_slice, local_tile, make_fragment_like,
                        make_identity_tensor, make_tensor, partition_A, partition_B, partition_C,
                        static, tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
                        warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
-from gemm.cute.pipeline import (advance, consumer_release, consumer_start, consumer_wait,
-                                pipeline_init, producer_acquire, producer_expect_tx,
-                                producer_start)
+from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
+                                consumer_wait, pipeline_init, producer_acquire,
+                                producer_expect_tx, producer_start)
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.gen import BITS, atom_of, hopper_plan, pipeline_of, stage_layout
@@ -49,8 +55,10 @@ __all__ = ["kernel_function", "supports"]
 def supports(v):
     """Why variant ``v`` has no kernel written with gemm.cute (None: it has one)."""
     cfg = v.config
-    if cfg.schedule != "cooperative" or cfg.delay_release:
-        return f"the {cfg.schedule} schedule with delay_release {cfg.delay_release}"
+    if cfg.schedule == "plain":
+        return "the plain schedule"
+    if v.promote and cfg.delay_release:
+        return "promotion with delay_release 1 (promotion keeps one group in flight itself)"
     if v.split_k or v.c_columns or cfg.tf32x3:
         return "split-K, swapped operands and 3xTF32"
     return None
@@ -68,7 +76,11 @@ def kernel_function(v):
     plan = hopper_plan(v)               # the TMA copies whose maps the host makes
     sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
     tma_a, tma_b = plan.copy_x, plan.copy_y
-    step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages
+    pingpong, delay = cfg.schedule == "pingpong", cfg.delay_release
+    turns = wgs if pingpong else 1      # consumers taking a block's tiles in turn
+    parts = 1 if pingpong else wgs      # consumers splitting a tile's rows
+    order = 2 * stages                  # pingpong: consumer c's turn, bars[order + c]
+    step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages + (wgs if pingpong else 0)
     a_elems, slot_elems = rows * bk, (rows + bn) * bk
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
     mma = make_tiled_mma(atom_of(v, bn))
@@ -93,12 +105,12 @@ def kernel_function(v):
         return g0 + gr % gs, gr // gs, bz
 
     @cuda.jit(device=True, inline="always")
-    def issue(acc, raw, bars, st, c, thr, base, accumulate):
-        """Wait until the state's slot is full and issue its wgmma (consumer ``c``'s rows of
-        A's block by B's) into ``acc`` (added to it if ``accumulate``), one group."""
+    def issue(acc, raw, bars, st, part, thr, base, accumulate):
+        """Wait until the state's slot is full and issue its wgmma (the ``part``-th ``bM``
+        rows of A's block by B's) into ``acc`` (added to it if ``accumulate``), one group."""
         consumer_wait(bars, st)
         slot = base + st[0] * slot_elems
-        tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (c, 0)))
+        tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (part, 0)))
         tCsB = partition_B(thr, make_tensor(raw, sb, slot + a_elems))
         warpgroup_arrive()
         gemm(mma, acc, tCsA, tCsB, accumulate)
@@ -110,6 +122,36 @@ def kernel_function(v):
         its wait: one thread releases for all)."""
         if cuda.threadIdx.x % 128 == 0:
             consumer_release(bars, st, stages)
+
+    @cuda.jit(device=True, inline="always")
+    def k_tiles_of(acc, raw, bars, st, part, thr, base, k_tiles, nxt):
+        """The tile's products into ``acc``, each slot released once its wgmma ran (one step
+        late with ``delay_release``); pingpong: the next consumer's turn (``nxt``) given as
+        the last group is issued. Returns the state past the tile."""
+        prev = st
+        for k in range(k_tiles):
+            issue(acc, raw, bars, st, part, thr, base, k > 0)
+            if delay:
+                warpgroup_wait(1)       # the group before ran: release its slot
+                if k > 0:
+                    release(bars, prev)
+            else:
+                warpgroup_wait(0)       # the warpgroup's wgmma ran: release its slot
+                release(bars, st)
+            prev, st = st, advance(st, stages)
+        pass_turn(bars, nxt)
+        if delay:
+            warpgroup_wait(0)           # (on every path: ptxas serializes all wgmma where
+            if k_tiles > 0:             #  one path reaches the epilogue without it)
+                release(bars, prev)
+        return st
+
+    @cuda.jit(device=True, inline="always")
+    def pass_turn(bars, nxt):
+        """Pingpong: consumer ``nxt`` may issue its tile's products (one arrival a warp: each
+        warp has issued its own)."""
+        if pingpong and cuda.threadIdx.x % 32 == 0:
+            arch.mbarrier_arrive(bars, order + nxt)
 
     ep = epilogue_functions(v, plan, mma)
     store_tma, registers_epilogue = ep.store_tma, ep.registers_epilogue
@@ -128,7 +170,11 @@ def kernel_function(v):
         tiles_m, tiles_n = (M + (rows - 1)) // rows, (N + (bn - 1)) // bn
         tiles, k_tiles = tiles_m * tiles_n * NB, (K + (bk - 1)) // bk
         if t == 0:
-            pipeline_init(bars, stages, 1, wgs)         # one release per consumer
+            pipeline_init(bars, stages, 1, parts)       # one release per reader of a slot
+            if pingpong:
+                for i in range(wgs):
+                    arch.mbarrier_init(bars, order + i, 4)
+                arch.fence_mbarrier_init()
         cuda.syncthreads()
         if wg == 0:                                     # the producer warpgroup
             if split_registers:
@@ -150,33 +196,41 @@ def kernel_function(v):
         if split_registers:
             warpgroup_reg_alloc(high)
         thr = get_slice(mma, t % 128)
-        c = wg - 1                                      # this consumer's rows of the tile
+        c = wg - 1
+        part = 0 if pingpong else c                     # this consumer's rows of a tile
         st, sq = consumer_start(), 0                    # sq: the pieces staged so far
+        if pingpong:
+            st = advance_by(st, c * k_tiles, stages)
         if scale_tensor:
             alpha *= SA[0] * SB[0]
-        for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
+        j = 0                                           # this consumer's tiles so far
+        gx = cuda.gridDim.x
+        for tile in range(cuda.blockIdx.x + (c * gx if pingpong else 0), tiles, turns * gx):
             tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
+            at = (tm * parts + part, tn)                # the consumer's (bM x bN) block of C
             acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
             h = make_fragment_like(make_tensor(C, held), float32)    # the tile's vectors
             if vectors:
-                fetch_vectors(h, SA, SB, BIAS, (tm * wgs + c) * bm, tn * bn, M, N)
+                fetch_vectors(h, SA, SB, BIAS, at[0] * bm, tn * bn, M, N)
+            if pingpong and (c > 0 or j > 0):           # the tile before has issued its own
+                arch.mbarrier_wait(bars, order + c, (j - (c == 0)) & 1)
+            nxt = (c + 1) % wgs
             if promote:
                 tot = make_fragment_like(acc, float32)
                 sv = make_tensor(C, slot_layout)            # (block scales' row slots)
                 st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32),
                                       make_fragment_like(sv, float32),
-                                      make_fragment_like(sv, float32), raw, bars, st, c, thr,
-                                      base, SA, SB,
+                                      make_fragment_like(sv, float32), raw, bars, st, part,
+                                      thr, base, SA, SB,
                                       partition_C(thr, make_identity_tensor(block_c)),
-                                      (tm * wgs + c) * bm, tn * bn // 128, M, k_tiles)
+                                      at[0] * bm, tn * bn // 128, M, k_tiles)
+                pass_turn(bars, nxt)
                 acc = tot
             else:
-                for k in range(k_tiles):
-                    issue(acc, raw, bars, st, c, thr, base, k > 0)
-                    warpgroup_wait(0)       # the warpgroup's wgmma ran: release its slot
-                    release(bars, st)
-                    st = advance(st, stages)
-            at = (tm * wgs + c, tn)
+                st = k_tiles_of(acc, raw, bars, st, part, thr, base, k_tiles, nxt)
+            if pingpong:                                # past the others' tiles' steps
+                st = advance_by(st, (wgs - 1) * k_tiles, stages)
+            j += 1
             if at[0] * bm >= M:                         # this consumer's rows are past M
                 continue
             if tma_store:

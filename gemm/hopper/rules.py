@@ -10,8 +10,8 @@ from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from .config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
-__all__ = ["default_config", "default_split", "swaps", "swaps_narrow", "swapped_tiles",
-           "swapped_config", "x3_config", "x3_tiles", "x3_default", "x3_swaps"]
+__all__ = ["default_config", "default_split", "fp8_fast_config", "swaps", "swaps_narrow",
+           "swapped_tiles", "swapped_config", "x3_config", "x3_tiles", "x3_default", "x3_swaps"]
 
 LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
@@ -42,6 +42,18 @@ def default_config(dtype, m, n, k, products, sms):
             products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
         return replace(cfg, bN=128)
     return cfg
+
+
+def fp8_fast_config(cfg):
+    """An FP8 call's default without promotion (``use_fast_accum=True``), from ``cfg``, its
+    shape's default: for tiles of 128 columns or more, pingpong consumers on 128 x 128 tiles
+    of their own, 5 slots, one wgmma group in flight (one consumer's epilogue, with its row
+    and column scales, runs while the other multiplies), ahead of the cooperative 2 x 64 x
+    256 tiles on every LLM shape timed (benchmarks/RESULTS.md, "FP8 products with scales");
+    narrower tiles as they are."""
+    if cfg.bN < 128:
+        return cfg
+    return replace(cfg, bM=128, bN=128, stages=5, schedule="pingpong", delay_release=1)
 
 
 def _fewer_ranges(cfg, m, n, k_tiles, products, sms, split):

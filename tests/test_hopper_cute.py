@@ -3,7 +3,7 @@ numba's CUDA simulator (this file as a script in a subprocess), through the Hopp
 host path on fresh random data against float64 (tests/sim_hopper_cases.py's bound): the TMA
 epilogue and the one from registers (beta != 0, an unaligned out), both majors, a batch,
 alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one and two
-consumers. Compiled to PTX for sm_90a on the CPU: no local memory, one wgmma per block and
+consumers, cooperative and pingpong. Compiled to PTX for sm_90a on the CPU: no local memory, one wgmma per block and
 k-block in each copy of the loop, TMA loads and stores. What it does not run is refused
 clearly; and on a GPU of compute capability 9.x, ``gemm.matmul(kernel="cute_hopper")``
 against float64 on poisoned outputs."""
@@ -26,13 +26,11 @@ SMALL = dict(bM=64, bN=64, stages=2, consumers=1)
 # (config fields, m, n, k, case keywords)
 CASES = [
     (SMALL, 70, 96, 100, dict(out_dtype="bfloat16")),                  # TMA epilogue
-    (dict(bM=64, bN=128, stages=2, consumers=2), 130, 136, 64, dict(a_col=True,
-                                                                    b_kmajor=False,
-                                                                    alpha=0.5)),
     # pingpong: 8 tiles on 3 blocks (3, 3, 2), consumers skipping each other's 3 k-tiles
     # (laps of 2 slots); one group in flight; the bias and activation in its TMA epilogue
     (dict(bM=64, bN=64, stages=2, consumers=2, schedule="pingpong", delay_release=1), 200,
-     100, 136, dict(out_dtype="bfloat16", bias="columns", activation="gelu_tanh")),
+     100, 136, dict(a_col=True, b_kmajor=False, alpha=0.5, out_dtype="bfloat16",
+                    bias="columns", activation="gelu_tanh")),
     (dict(SMALL, dtype="tfloat32", bM=128), 150, 72, 40, dict(batch=2)),
     (SMALL, 70, 90, 100, {}),                                           # registers: ldc
     (dict(SMALL, consumers=2, stages=3, dtype="float16"), 130, 72, 64,

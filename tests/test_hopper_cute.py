@@ -1,12 +1,12 @@
 """The SM90 GEMM written with gemm.cute (``kernel="cute_hopper"``, gemm.hopper.cute_gemm). In
 numba's CUDA simulator (this file as a script in a subprocess), through the Hopper kernel's
 host path on fresh random data against float64 (tests/sim_hopper_cases.py's bound): the TMA
-epilogue and the one from registers (beta != 0, an unaligned out), both majors, a batch,
-alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one and two
-consumers, cooperative and pingpong. Compiled to PTX for sm_90a on the CPU: no local memory, one wgmma per block and
-k-block in each copy of the loop, TMA loads and stores. What it does not run is refused
-clearly; and on a GPU of compute capability 9.x, ``gemm.matmul(kernel="cute_hopper")``
-against float64 on poisoned outputs."""
+epilogue and the one from registers (beta != 0, an unaligned out), split-K, both majors, a
+batch, alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one
+and two consumers, cooperative and pingpong. Compiled to PTX for sm_90a on the CPU: no local
+memory, one wgmma per block and k-block in each copy of the loop, TMA loads and stores. What
+it does not run is refused clearly; and on a GPU of compute capability 9.x,
+``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned outputs."""
 
 import json
 import os
@@ -32,7 +32,8 @@ CASES = [
      100, 136, dict(a_col=True, b_kmajor=False, alpha=0.5, out_dtype="bfloat16",
                     bias="columns", activation="gelu_tanh")),
     (dict(SMALL, dtype="tfloat32", bM=128), 150, 72, 40, dict(batch=2)),
-    (SMALL, 70, 90, 100, {}),                                           # registers: ldc
+    # split-K: 7 k-tiles in 3 ranges of 3 (the last past K), the reduction's alpha and beta
+    (dict(SMALL, split_k=3), 70, 90, 400, dict(alpha=0.5, beta=0.5)),
     (dict(SMALL, consumers=2, stages=3, dtype="float16"), 130, 72, 64,
      dict(a_col=True, b_kmajor=False, alpha=0.5, beta=0.5, out_dtype="bfloat16")),
     (SMALL, 40, 24, 136, dict(col_out=True, beta=-1.0)),
@@ -69,11 +70,15 @@ def test_cute_hopper_matches_float64_in_the_simulator():
     ("float16", ("K", "K"), "float32", True, dict(bM=128, bN=128, consumers=1)),
     ("bfloat16", ("K", "K"), "bfloat16", True, dict(bias="columns", activation="gelu")),
     ("float16", ("K", "MN"), "float32", False, dict(bias="rows", bias_dtype="float16",
-                                                    activation="silu"))])
+                                                    activation="silu")),
+    ("bfloat16", ("K", "K"), "bfloat16", False, dict(split_k=True)),
+    ("bfloat16", ("K", "K"), "bfloat16", True, dict(schedule="pingpong", delay_release=1,
+                                                    bM=128, bN=128, stages=4))])
 def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fields):
     from numba import cuda
     from gemm.hopper import hopper_function
-    epilogue = {k: fields.pop(k) for k in ("bias", "bias_dtype", "activation") if k in fields}
+    epilogue = {k: fields.pop(k) for k in ("bias", "bias_dtype", "activation", "split_k")
+                if k in fields}
     cfg = HopperConfig(dtype=dtype, **fields)
     v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True,
                       **epilogue)
@@ -88,7 +93,7 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
 
 @pytest.mark.parametrize("variant, text", [
     (dict(config=kernel_config(HopperConfig(schedule="plain", consumers=1))), "plain"),
-    (dict(split_k=True), "split-K"),
+    (dict(split_k=True, bias="columns"), "split-K with a fused epilogue"),
     (dict(config=kernel_config(HopperConfig(dtype="tfloat32", tf32x3=True, bN=64))),
      "3xTF32"),
 ])
@@ -107,16 +112,20 @@ def test_matmul_routes_cute_hopper_and_refuses_3xtf32():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, dtype, a_col, b_row, alpha, beta, out_dtype, batch", [
-    ((1000, 500, 3000), "bfloat16", False, False, 1.0, 0.0, None, 0),
-    ((336, 129, 104), "float16", True, False, 1.0, 0.5, None, 0),
-    ((64, 256, 4096), "bfloat16", False, True, 0.5, 0.0, "bfloat16", 0),
-    ((3000, 2104, 200), "float16", True, True, 1.0, 0.0, "float16", 0),
-    ((129, 300, 520), "bfloat16", False, False, 2.0, -1.0, None, 3),
-    ((1, 1, 64), "bfloat16", False, False, 1.0, 0.0, None, 0),
+@pytest.mark.parametrize("shape, dtype, a_col, b_row, alpha, beta, out_dtype, batch, config", [
+    ((1000, 500, 3000), "bfloat16", False, False, 1.0, 0.0, None, 0, None),
+    ((336, 129, 104), "float16", True, False, 1.0, 0.5, None, 0, None),
+    ((64, 256, 4096), "bfloat16", False, True, 0.5, 0.0, "bfloat16", 0, None),
+    ((3000, 2104, 200), "float16", True, True, 1.0, 0.0, "float16", 0, None),
+    ((129, 300, 520), "bfloat16", False, False, 2.0, -1.0, None, 3, None),
+    ((1, 1, 64), "bfloat16", False, False, 1.0, 0.0, None, 0, None),
+    # configs: split-K (its reduction's alpha and beta), pingpong with a group in flight
+    ((129, 300, 4104), "bfloat16", False, True, 0.5, 0.5, None, 2, dict(split_k=3)),
+    ((2056, 2000, 1032), "float16", True, False, 1.0, 0.0, "float16", 0,
+     dict(bM=128, bN=128, stages=4, schedule="pingpong", delay_release=1)),
 ])
 def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row, alpha, beta,
-                                                     out_dtype, batch):
+                                                     out_dtype, batch, config):
     torch = pytest.importorskip("torch")
     from gpucase import require_gpu
     import gemm
@@ -134,7 +143,12 @@ def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row,
     od = getattr(torch, out_dtype) if out_dtype else torch.float32
     c0 = torch.randn(*lead, m, n, device="cuda").to(od)
     out = c0.clone() if beta else torch.full_like(c0, float("nan"))
-    got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper")
+    if config is None:
+        got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper")
+    else:
+        from gemm.hopper import hopper_matmul
+        got = hopper_matmul(a, b, out, alpha=alpha, beta=beta, config=HopperConfig(**config),
+                            cute=True)
     ref = alpha * (a.double() @ b.double()) + beta * c0.double()
     bound = abs(alpha) * (a.double().abs() @ b.double().abs()) + abs(beta) * c0.double().abs()
     tol = 2 ** -7 if od != torch.float32 else 2 ** -12

@@ -257,10 +257,13 @@ class _Call:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
             if tf32x3 and not cfg.tf32x3:
                 cfg = x3_config(cfg)
-        if cute:                    # its forms (gemm.hopper.cute_gemm.supports)
-            cfg = replace(cfg, split_k=1, swap_ab=False)
-            if config is None:      # the tuned defaults are the generated kernel's
-                cfg = replace(cfg, schedule="cooperative", delay_release=0)
+        if cute:                    # its forms (gemm.hopper.cute_gemm.supports): split-K
+            plain = bias is None and activation is None and scaled is None   # (none fused)
+            cfg = replace(cfg, split_k=cfg.split_k if plain else 1, swap_ab=False)
+            if config is None:
+                # the generated kernel's tuned tiles, unsplit (its split rules are not
+                # timed on this kernel yet)
+                cfg = replace(cfg, schedule="cooperative", delay_release=0, split_k=1)
         fp8 = {}
         if scaled is not None:      # X's type first; promotion needs room for the sum
             blocks = scale == "blocks"          # (applied as each k-tile is promoted)
@@ -384,9 +387,10 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue and
-    schedule, cooperative or pingpong (the default config's: cooperative, but FP8's fast
-    calls: :func:`fp8_fast_config`), no split-K, no swap, no 3xTF32). A fused epilogue
+    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue, split-K
+    (a config's; none with a fused epilogue, none by default) and schedule,
+    cooperative or pingpong (the default config's: cooperative, but FP8's fast calls:
+    :func:`fp8_fast_config`), no swap, no 3xTF32). A fused epilogue
     (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16, float16 or
     float32 on A's device, one value per column of out (shape (N,) or (1, N)) or per row
     ((M, 1)), added to every matrix of a batch; ``activation`` one of

@@ -11,7 +11,8 @@ a consumer's ``alpha * acc`` written out once its tile's k-tiles are multiplied.
   memory past the pieces after its products (``stage_vectors``), so that no piece waits for
   a load.
 - The registers epilogue: ``act(alpha * acc * sa * sb + beta * C + bias)`` through
-  ``partition_C``, predicated at the matrix's edges by an identity tensor.
+  ``partition_C``, predicated at the matrix's edges by an identity tensor; split-K's partial
+  tiles, float32, the same way into the workspace.
 """
 
 from types import SimpleNamespace
@@ -39,9 +40,9 @@ def epilogue_functions(v, plan, mma):
     """Variant ``v``'s epilogues as device functions, for the kernel's tiled MMA ``mma`` and
     the copies of ``plan`` (:func:`gemm.hopper.gen.hopper_plan`): ``store_tma(acc, c, at,
     bz, CM, vat, alpha, sq)`` (the TMA epilogue, fused where the variant has a bias, an
-    activation or row scales), ``registers_epilogue``, ``fetch_vectors`` and
-    ``stage_vectors``, with ``held`` (the layout of a thread's share of the vectors) and
-    ``vectors`` (whether it has any)."""
+    activation or row scales), ``registers_epilogue``, ``partial_epilogue`` (split-K),
+    ``fetch_vectors`` and ``stage_vectors``, with ``held`` (the layout of a thread's share
+    of the vectors) and ``vectors`` (whether it has any)."""
     cfg = v.config
     bm, bn, stages, wgs = cfg.bM, cfg.bN, cfg.stages, cfg.consumers
     tma_store = v.tma_store
@@ -221,6 +222,20 @@ def epilogue_functions(v, plan, mma):
                     x = act(x)
                 tCgC[j] = to_out(x)
 
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def partial_epilogue(acc, at, W, M, N, ldw, start):
+        """Split-K: ``acc``, the products of one K range, to the float32 workspace's
+        row-major (M, ldw) matrix at ``start`` (alpha, beta and the out's type are the
+        reduction's), predicated at the edges."""
+        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        gW = make_tensor(W, make_layout((M, N), (ldw, ONE)), start)
+        tCgW = partition_C(thr, local_tile(gW, block_c, at))
+        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+        for j in unroll(values):
+            if elem_less(tCcC[j], (M, N)):
+                tCgW[j] = acc[j]
+
     return SimpleNamespace(store_tma=store_tma, registers_epilogue=registers_epilogue,
-                           fetch_vectors=fetch_vectors, stage_vectors=stage_vectors,
-                           held=held, vectors=vectors)
+                           partial_epilogue=partial_epilogue, fetch_vectors=fetch_vectors,
+                           stage_vectors=stage_vectors, held=held, vectors=vectors)

@@ -24,13 +24,17 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   consumer taking whole ``bM x bN`` tiles in turn (the block's tiles ``c, c + consumers,
   ...``), skipping the others' steps of the ring (``advance_by``), its products issued
   after the tile before has issued its own (an ``order`` mbarrier per consumer), so that one
-  consumer's epilogue runs while the other multiplies.
+  consumer's epilogue runs while the other multiplies;
+- split-K (``v.split_k``): the work units are the tiles of each of ``SK`` ranges of K, the K
+  ranges outermost; each unit writes its float32 partial tile to the workspace ``W`` and
+  :mod:`gemm.splitk`'s reduction adds them (with alpha, beta and the out's type).
 
 It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
-scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' unsplit,
-unswapped forms with a producer warpgroup (:func:`supports`), so :mod:`gemm.hopper` plans,
-compiles, caches and launches it as it does the generated one.
+scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' unswapped
+forms with a producer warpgroup, split-K for products without a fused epilogue
+(:func:`supports`), so :mod:`gemm.hopper` plans, compiles, caches and launches it as it does
+the generated one.
 """
 
 import numpy as np
@@ -59,8 +63,10 @@ def supports(v):
         return "the plain schedule"
     if v.promote and cfg.delay_release:
         return "promotion with delay_release 1 (promotion keeps one group in flight itself)"
-    if v.split_k or v.c_columns or cfg.tf32x3:
-        return "split-K, swapped operands and 3xTF32"
+    if v.split_k and (v.bias != "none" or v.activation != "none" or v.scale != "none"):
+        return "split-K with a fused epilogue or FP8 scales (the reduction adds neither)"
+    if v.c_columns or cfg.tf32x3:
+        return "swapped operands and 3xTF32"
     return None
 
 
@@ -91,18 +97,22 @@ def kernel_function(v):
     group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
     split_registers = low is not None               # (a bool: numba prunes its branches)
     scale_tensor, promote = v.scale == "tensor", v.promote     # FP8's scales, promotion
+    split = v.split_k                   # K in ranges (SK of them), each range a work unit
 
     @cuda.jit(device=True, inline="always")
-    def tile_coords(tile, tiles_m, tiles_n):
-        """(row, column, matrix) of work unit ``tile``: grouped order within a matrix."""
+    def tile_coords(tile, tiles_m, tiles_n, NB):
+        """(row, column, matrix, K range) of work unit ``tile``: the K ranges outermost, then
+        the matrices, each in grouped order."""
         tiles_mn = tiles_m * tiles_n
+        ks = tile // (tiles_mn * NB) if split else 0
+        tile -= ks * (tiles_mn * NB)
         bz = tile // tiles_mn
         tp = tile - bz * tiles_mn
         per_group = np.uint32(group) * tiles_n
         g0 = tp // per_group * np.uint32(group)
         gs = min(tiles_m - g0, np.uint32(group))
         gr = tp - tp // per_group * per_group
-        return g0 + gr % gs, gr // gs, bz
+        return g0 + gr % gs, gr // gs, bz, ks
 
     @cuda.jit(device=True, inline="always")
     def issue(acc, raw, bars, st, part, thr, base, accumulate):
@@ -155,6 +165,7 @@ def kernel_function(v):
 
     ep = epilogue_functions(v, plan, mma)
     store_tma, registers_epilogue = ep.store_tma, ep.registers_epilogue
+    partial_epilogue = ep.partial_epilogue
     fetch_vectors, stage_vectors, held, vectors = (ep.fetch_vectors, ep.stage_vectors,
                                                    ep.held, ep.vectors)
     pro = promotion_functions(v, mma, issue, release)
@@ -169,6 +180,8 @@ def kernel_function(v):
         wg = t // 128
         tiles_m, tiles_n = (M + (rows - 1)) // rows, (N + (bn - 1)) // bn
         tiles, k_tiles = tiles_m * tiles_n * NB, (K + (bk - 1)) // bk
+        if split:       # a unit's k-tiles: one of SK ranges (the last may pass K: TMA reads 0)
+            tiles, k_tiles = tiles * SK, (k_tiles + SK - 1) // SK
         if t == 0:
             pipeline_init(bars, stages, 1, parts)       # one release per reader of a slot
             if pingpong:
@@ -182,14 +195,15 @@ def kernel_function(v):
             if t == 0:
                 st = producer_start()
                 for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
-                    tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
+                    tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
                     for k in range(k_tiles):
                         producer_acquire(bars, st, stages)
                         producer_expect_tx(bars, st, step_bytes)
                         slot = base + st[0] * slot_elems
-                        copy(tma_a, XM, (tm * rows, k * bk, bz * zX),
+                        kk = (ks * k_tiles + k) * bk
+                        copy(tma_a, XM, (tm * rows, kk, bz * zX),
                              make_tensor(raw, flat_a, slot), bars, st[0])
-                        copy(tma_b, YM, (tn * bn, k * bk, bz * zY),
+                        copy(tma_b, YM, (tn * bn, kk, bz * zY),
                              make_tensor(raw, flat_b, slot + a_elems), bars, st[0])
                         st = advance(st, stages)
             return
@@ -206,7 +220,7 @@ def kernel_function(v):
         j = 0                                           # this consumer's tiles so far
         gx = cuda.gridDim.x
         for tile in range(cuda.blockIdx.x + (c * gx if pingpong else 0), tiles, turns * gx):
-            tm, tn, bz = tile_coords(tile, tiles_m, tiles_n)
+            tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
             at = (tm * parts + part, tn)                # the consumer's (bM x bN) block of C
             acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
             h = make_fragment_like(make_tensor(C, held), float32)    # the tile's vectors
@@ -233,7 +247,9 @@ def kernel_function(v):
             j += 1
             if at[0] * bm >= M:                         # this consumer's rows are past M
                 continue
-            if tma_store:
+            if split:
+                partial_epilogue(acc, at, W, M, N, ldw, (ks * NB + bz) * M * ldw)
+            elif tma_store:
                 vat = stage_vectors(h, c) if vectors else 0
                 sq = store_tma(acc, c, at, bz, CM, vat, alpha, sq)
             else:

@@ -1,12 +1,12 @@
 """The SM90 GEMM written with gemm.cute (``kernel="cute_hopper"``, gemm.hopper.cute_gemm). In
 numba's CUDA simulator (this file as a script in a subprocess), through the Hopper kernel's
 host path on fresh random data against float64 (tests/sim_hopper_cases.py's bound): the TMA
-epilogue and the one from registers (beta != 0, an unaligned out), split-K, both majors, a
-batch, alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a column-major out, odd shapes, one
-and two consumers, cooperative and pingpong. Compiled to PTX for sm_90a on the CPU: no local
-memory, one wgmma per block and k-block in each copy of the loop, TMA loads and stores. What
-it does not run is refused clearly; and on a GPU of compute capability 9.x,
-``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned outputs."""
+epilogue and the one from registers (beta != 0, an unaligned out), split-K, swapped operands
+on narrow tiles, both majors, a batch, alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a
+column-major out, odd shapes, one and two consumers, cooperative and pingpong. Compiled to PTX
+for sm_90a on the CPU: no local memory, one wgmma per block and k-block in each copy of the
+loop, TMA loads and stores. What it does not run is refused clearly; and on a GPU of compute
+capability 9.x, ``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned outputs."""
 
 import json
 import os
@@ -34,6 +34,10 @@ CASES = [
     (dict(SMALL, dtype="tfloat32", bM=128), 150, 72, 40, dict(batch=2)),
     # split-K: 7 k-tiles in 3 ranges of 3 (the last past K), the reduction's alpha and beta
     (dict(SMALL, split_k=3), 70, 90, 400, dict(alpha=0.5, beta=0.5)),
+    # swapped operands (C^T stored by columns) on 16-column tiles, the bias per column of C
+    # on the kernel's rows
+    (dict(SMALL, bN=16, swap_ab=True), 5, 130, 256, dict(out_dtype="bfloat16",
+                                                       bias="columns", activation="silu")),
     (dict(SMALL, consumers=2, stages=3, dtype="float16"), 130, 72, 64,
      dict(a_col=True, b_kmajor=False, alpha=0.5, beta=0.5, out_dtype="bfloat16")),
     (SMALL, 40, 24, 136, dict(col_out=True, beta=-1.0)),
@@ -119,8 +123,11 @@ def test_matmul_routes_cute_hopper_and_refuses_3xtf32():
     ((3000, 2104, 200), "float16", True, True, 1.0, 0.0, "float16", 0, None),
     ((129, 300, 520), "bfloat16", False, False, 2.0, -1.0, None, 3, None),
     ((1, 1, 64), "bfloat16", False, False, 1.0, 0.0, None, 0, None),
-    # configs: split-K (its reduction's alpha and beta), pingpong with a group in flight
+    # configs: split-K (its reduction's alpha and beta), swapped operands on narrow tiles,
+    # pingpong with a group in flight
     ((129, 300, 4104), "bfloat16", False, True, 0.5, 0.5, None, 2, dict(split_k=3)),
+    ((8, 4096, 4096), "bfloat16", False, False, 1.0, 0.0, "bfloat16", 0,
+     dict(bN=16, stages=8, swap_ab=True, split_k=4)),
     ((2056, 2000, 1032), "float16", True, False, 1.0, 0.0, "float16", 0,
      dict(bM=128, bN=128, stages=4, schedule="pingpong", delay_release=1)),
 ])

@@ -215,8 +215,8 @@ class _Call:
         sms = SIM_SMS if sim else sm_count(c.device)
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
-        if cute:                    # the gemm.cute kernel stores C by rows
-            cols = False
+        if cute:                    # the gemm.cute kernel: by columns where a config swaps
+            cols = config is not None and config.swap_ab and scaled is None   # (not FP8)
         elif config is None:        # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1
                     and (x3_swaps(m, n) if tf32x3 else swaps(m, n, sms, narrow))
@@ -259,7 +259,7 @@ class _Call:
                 cfg = x3_config(cfg)
         if cute:                    # its forms (gemm.hopper.cute_gemm.supports): split-K
             plain = bias is None and activation is None and scaled is None   # (none fused)
-            cfg = replace(cfg, split_k=cfg.split_k if plain else 1, swap_ab=False)
+            cfg = replace(cfg, split_k=cfg.split_k if plain else 1, swap_ab=cols)
             if config is None:
                 # the generated kernel's tuned tiles, unsplit (its split rules are not
                 # timed on this kernel yet)
@@ -388,9 +388,9 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
     (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue, split-K
-    (a config's; none with a fused epilogue, none by default) and schedule,
-    cooperative or pingpong (the default config's: cooperative, but FP8's fast calls:
-    :func:`fp8_fast_config`), no swap, no 3xTF32). A fused epilogue
+    (a config's; none with a fused epilogue, none by default), swap_ab (a config's, not
+    FP8's) and schedule, cooperative or pingpong (the default config's: cooperative, but
+    FP8's fast calls: :func:`fp8_fast_config`); no 3xTF32). A fused epilogue
     (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16, float16 or
     float32 on A's device, one value per column of out (shape (N,) or (1, N)) or per row
     ((M, 1)), added to every matrix of a batch; ``activation`` one of

@@ -52,6 +52,7 @@ def epilogue_functions(v, plan, mma):
     # (bools: numba prunes their branches); a 16-bit out rounds away tanh.approx's error
     has_bias, bias_rows, has_act = v.bias != "none", v.bias == "rows", v.activation != "none"
     scale_rows = v.scale == "rows"         # FP8's scales of X's rows and Y's columns
+    c_columns = v.c_columns                 # swapped operands: C stored column by column
     act = activation_function(v.activation, fast=v.out_dtype != "float32")
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
@@ -206,7 +207,10 @@ def epilogue_functions(v, plan, mma):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
         predicated at the edges."""
         thr = get_slice(mma, cuda.threadIdx.x % 128)
-        gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
+        if c_columns:           # swapped operands: the kernel's C^T, stored by columns
+            gC = make_tensor(C, make_layout((M, N), (ONE, ldc)), bz * sCb)
+        else:
+            gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
         tCgC = partition_C(thr, local_tile(gC, block_c, at))
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
         for j in unroll(values):

@@ -31,10 +31,10 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
 
 It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
-scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' unswapped
-forms with a producer warpgroup, split-K for products without a fused epilogue
-(:func:`supports`), so :mod:`gemm.hopper` plans, compiles, caches and launches it as it does
-the generated one.
+scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms with
+a producer warpgroup: split-K for products without a fused epilogue, swapped operands (C
+stored by columns from registers) for all but FP8, no 3xTF32 (:func:`supports`), so
+:mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
 import numpy as np
@@ -65,8 +65,10 @@ def supports(v):
         return "promotion with delay_release 1 (promotion keeps one group in flight itself)"
     if v.split_k and (v.bias != "none" or v.activation != "none" or v.scale != "none"):
         return "split-K with a fused epilogue or FP8 scales (the reduction adds neither)"
-    if v.c_columns or cfg.tf32x3:
-        return "swapped operands and 3xTF32"
+    if v.c_columns and v.scale != "none":
+        return "FP8 with swapped operands"
+    if cfg.tf32x3:
+        return "3xTF32"
     return None
 
 

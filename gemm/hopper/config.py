@@ -187,6 +187,11 @@ class HopperConfig:
         return (self.tile_m + self.bN) * 128
 
     @property
+    def mbarriers(self):
+        """The block's mbarriers: full and empty a slot, and pingpong's turn a consumer."""
+        return 2 * self.stages + (self.consumers if self.schedule == "pingpong" else 0)
+
+    @property
     def split_buffers(self):
         """tf32x3's buffers of small parts, a slot each: one per block, or one per consumer
         where they take tiles in turn."""
@@ -302,12 +307,10 @@ class HopperVariant:
 
     @property
     def block_shared_bytes(self):
-        """Shared memory of a block: the dynamic bytes and the static mbarriers (two of 8
-        bytes a slot, and pingpong's one a consumer), which together must fit
+        """Shared memory of a block: the dynamic bytes and the static mbarriers (8 bytes
+        each, :attr:`HopperConfig.mbarriers`), which together must fit
         DYNAMIC_SHARED_LIMIT."""
-        cfg = self.config
-        return (self.shared_bytes + 16 * cfg.stages
-                + 8 * cfg.consumers * (cfg.schedule == "pingpong"))
+        return self.shared_bytes + 8 * self.config.mbarriers
 
     @property
     def signature(self):

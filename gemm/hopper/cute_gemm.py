@@ -88,7 +88,7 @@ def kernel_function(v):
     turns = wgs if pingpong else 1      # consumers taking a block's tiles in turn
     parts = 1 if pingpong else wgs      # consumers splitting a tile's rows
     order = 2 * stages                  # pingpong: consumer c's turn, bars[order + c]
-    step_bytes, n_bars = tma_a.bytes + tma_b.bytes, 2 * stages + (wgs if pingpong else 0)
+    step_bytes, n_bars = tma_a.bytes + tma_b.bytes, cfg.mbarriers
     a_elems, slot_elems = rows * bk, (rows + bn) * bk
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
     mma = make_tiled_mma(atom_of(v, bn))

@@ -209,8 +209,27 @@ def test_fast_fp8_defaults_to_pingpong_tiles_that_keep_the_tma_epilogue(m, n):
     assert fp8_fast_config(narrow) == narrow
 
 
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+def test_staged_block_scales_leave_room_for_the_tma_epilogue_in_five_slots(out):
+    """Block scales staged in the slots (DeepGEMM's way) take a slot's rows and B's in each
+    of the ring's slots: with promotion's 6 slots the block would lose its TMA epilogue, so
+    the default takes 5 (gemm.hopper._Call), which fit with a bias of either kind."""
+    from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
+    for stages, fits in ((6, False), (5, True)):
+        cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=stages)
+        for bias in ("none", "rows", "columns"):
+            v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
+                              cute=True, scale="blocks", promote=True, scale_a_mn=True,
+                              stage_scales=True, bias=bias)
+            assert v.scale_floats == cfg.tile_m + 4
+            assert v.scales_at + 4 * stages * v.scale_floats + 1024 == v.shared_bytes
+            assert (v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT) == fits
+
+
 @pytest.mark.parametrize("fields, config, text", [
     (dict(scale="blocks"), {}, "applied as each k-tile is promoted"),
+    (dict(scale="blocks", promote=True, stage_scales=True), dict(bN=128),
+     "copies MN-major block scales"),
     (dict(scale="blocks", promote=True), dict(bN=256, bM=64, consumers=1), "bN dividing 128"),
     (dict(scale="rows", scale_a_mn=True), {}, "scale_a_mn is of block scales"),
     (dict(scale="rows", promote=True), dict(bN=256), "at most 64 of each per thread"),
@@ -227,6 +246,9 @@ def test_fp8_variants_that_cannot_run_are_refused(fields, config, text):
     (("float8_e4m3fn", "float8_e5m2"), "float32", dict(scale="rows", bias="columns")),
     (("float8_e5m2", "float8_e4m3fn"), "bfloat16", dict(scale="blocks", promote=True,
                                                          scale_a_mn=True)),
+    # the block scales staged in the slots by the producer: one bulk copy a k-tile
+    (("float8_e4m3fn", "float8_e4m3fn"), "float32", dict(scale="blocks", promote=True,
+                                                          scale_a_mn=True, stage_scales=True)),
 ])
 def test_fp8_kernel_compiles_to_fp8_wgmma_without_local_memory(formats, out, fields):
     from numba import cuda
@@ -240,6 +262,8 @@ def test_fp8_kernel_compiles_to_fp8_wgmma_without_local_memory(formats, out, fie
     a, b = (f[7:11] for f in formats)          # float8_e4m3fn -> e4m3
     assert ".local" not in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{cfg.bN}k32.f32.{a}.{b}" in ptx
+    bulk = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+    assert (bulk in ptx) == v.stage_scales
 
 
 def _dequantized(torch, m, n, k, formats, scales, seed):
@@ -283,6 +307,8 @@ def _tolerance(xa, xb, k, fast, out_rounding, ref):
     ((1, 1, 16), ("float8_e4m3fn",) * 2, "tensor", True, "bfloat16", None, False, None),
     ((700, 300, 1040), ("float8_e4m3fn",) * 2, "blocks", False, "float32", "columns", False,
      "gelu_tanh"),
+    # rows not a multiple of 4: A's scales read from global memory, not staged by bulk copies
+    ((130, 264, 528), ("float8_e4m3fn",) * 2, "blocks", False, "bfloat16", None, False, None),
 ])
 def test_scaled_matmul_matches_float64_on_a_hopper_gpu(shape, formats, scales, fast, out_dtype,
                                                         bias, col_out, act):

@@ -104,6 +104,29 @@ def test_bad_uses_are_refused():
         sm.wgmma_tile("tf32", 64, True)
 
 
+def test_bulk_load_copies_a_run_and_completes_its_bytes():
+    """The twin of cp.async.bulk (global to shared, no tensor map): the run's bytes land at
+    the element given and complete on the mbarrier; a size or an address off 16 bytes, or a
+    run past either array, is refused."""
+    src = np.arange(64, dtype=np.float32)
+    smem = np.zeros(64, np.float32)
+    o = int(sm.shared_offset_of(smem, 16))
+    at = int(sm.shared_offset_of(src, 16))
+    bars = np.zeros(1, np.uint64)
+    sm.mbarrier_init(bars, 0, 1)
+    sm.mbarrier_arrive_expect_tx(bars, 0, 32)
+    sm.bulk_load(smem, o + 4, src, at + 8, 32, bars, 0)
+    assert sm.phase_of(bars, 0) == 1
+    assert list(smem[o + 4:o + 12]) == list(src[at + 8:at + 16])
+    assert not smem[o:o + 4].any() and not smem[o + 12:].any()
+    for args, error in (((o, src, at, 24), "multiples of 16"),
+                        ((o, src, at + 1, 16), "multiples of 16"),
+                        ((o + 2, src, at, 16), "multiples of 16"),
+                        ((o, src, at + 48, 80), "passes the end")):
+        with pytest.raises((ValueError, IndexError), match=error):
+            sm.bulk_load(smem, *args, bars, 0)
+
+
 def test_shared_offset_of_aligns_the_address():
     raw = np.zeros(4096, np.uint8)
     for start in (0, 1, 16, 700):

@@ -34,8 +34,8 @@ addresses, inline asm), ``sim`` and ``sim_tile`` (the twins).
 - Hopper's (``gemm.arch.sm90``, twins in ``gemm.arch.sim_sm90``, ``SM90_NAMES``):
   ``wgmma_tile``, ``smem_desc``, ``wgmma_fence/commit/wait``, ``mbarrier_init/arrive/
   arrive_expect_tx/wait``, ``fence_mbarrier_init``, ``fence_proxy_async``,
-  ``tma_load_2d/3d``, ``tma_store_2d/3d``, ``bulk_commit``, ``bulk_wait_read``,
-  ``bulk_wait``, ``named_barrier``, ``setmaxnreg_inc/dec``, ``elect_one``,
+  ``tma_load_2d/3d``, ``tma_store_2d/3d``, ``bulk_load``, ``bulk_commit``,
+  ``bulk_wait_read``, ``bulk_wait``, ``named_barrier``, ``setmaxnreg_inc/dec``, ``elect_one``,
   ``shared_offset_of``, ``split_tf32_tile``, ``clear_nonfinite_tile`` and
   ``named_barrier_or`` (3xTF32's split).
 
@@ -55,9 +55,10 @@ IMPLEMENTATION = "sim" if simulator_active() else "ptx"
 SM90_NAMES = ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
               "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
               "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
-              "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
-              "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
-              "shared_offset_of", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or")
+              "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_load", "bulk_commit",
+              "bulk_wait_read", "bulk_wait", "named_barrier", "setmaxnreg_inc",
+              "setmaxnreg_dec", "elect_one", "shared_offset_of", "split_tf32_tile",
+              "clear_nonfinite_tile", "named_barrier_or")
 __all__ = list(_sim.__all__) + list(_sim_tile.__all__) + list(SM90_NAMES)
 
 

@@ -23,7 +23,8 @@ box and swizzle). ``tma_load_2d/3d`` copy the box at the coordinates (contiguous
 first) into shared memory as the hardware does: elements in box order, the 16-byte chunks of
 each 128-byte row XORed with the row's index within its 8-row group (``SWIZZLE_128B``; 64B and
 32B the same over 2 and 1 bits), on the shared address; elements outside the extents are
-zero; then the box's bytes complete on the mbarrier at once.
+zero; then the box's bytes complete on the mbarrier at once. ``bulk_load`` copies a contiguous
+run the same way (``cp.async.bulk`` without a map: 16-byte sizes and addresses).
 
 ``smem_desc(smem, bits)`` adds the array's shared address >> 4 (its low 14 bits, as the
 hardware's field) to ``bits`` and remembers the array for the block. ``wgmma_tile(op, n,
@@ -81,7 +82,7 @@ __all__ = ["mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
            "named_barrier",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "setmaxnreg_inc",
            "setmaxnreg_dec", "elect_one", "shared_offset_of", "sim_tensor_map", "tma_load_2d",
-           "tma_load_3d", "smem_desc", "wgmma_tile", "split_tf32", "split_tf32_tile",
+           "tma_load_3d", "bulk_load", "smem_desc", "wgmma_tile", "split_tf32", "split_tf32_tile",
            "clear_nonfinite_tile", "named_barrier_or", "WAIT_LIMIT_S"]
 
 WAIT_LIMIT_S = 60.0
@@ -326,6 +327,23 @@ def tma_load_2d(smem, idx, tensor_map, c0, c1, bars, bar):
 def tma_load_3d(smem, idx, tensor_map, c0, c1, c2, bars, bar):
     """:func:`tma_load_2d` in a 3-D map (``c2``: which matrix of a batch)."""
     _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
+
+
+def bulk_load(smem, idx, src, start, nbytes, bars, bar):
+    """``nbytes`` (a multiple of 16) from element ``start`` of ``src`` to element ``idx`` of
+    shared ``smem``, both addresses 16-byte aligned; the bytes complete on ``bars[bar]``."""
+    n = int(nbytes)
+    first = src.__array_interface__["data"][0] + int(start) * src.itemsize
+    at = smem.__array_interface__["data"][0] + int(idx) * smem.itemsize
+    if n <= 0 or n % 16 or first % 16 or at % 16:
+        raise ValueError(f"bulk_load: {n} bytes from address {first:#x} to {at:#x}: the size "
+                         f"and both addresses must be multiples of 16 bytes")
+    raw_src, raw_dst = src.reshape(-1).view(np.uint8), smem.reshape(-1).view(np.uint8)
+    s0, d0 = int(start) * src.itemsize, int(idx) * smem.itemsize
+    if s0 < 0 or s0 + n > raw_src.size or d0 < 0 or d0 + n > raw_dst.size:
+        raise IndexError("bulk_load: the copy passes the end of its source or destination")
+    raw_dst[d0:d0 + n] = raw_src[s0:s0 + n]
+    mbarrier_complete_tx(bars, bar, n)
 
 
 def _tma_store(smem, idx, tensor_map, coords):

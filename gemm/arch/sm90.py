@@ -64,17 +64,19 @@ from numba.cuda import types
 from numba.cuda.extending import intrinsic
 
 from gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
-                                 check_array, check_int, fence_intrinsic, literal_int,
-                                 shared_base, to_int, unpack, wait_group_intrinsic)
+                                 check_array, check_int, fence_intrinsic, global_address,
+                                 literal_int, shared_base, to_int, unpack,
+                                 wait_group_intrinsic)
 from gemm.arch.tile_plan import (WGMMA_BITS, WGMMA_TYPES, check_wgmma, chunk_offsets,
                                  wgmma_types)
 
 __all__ = ["wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
            "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",
            "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_wait", "tma_load_2d",
-           "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_commit", "bulk_wait_read",
-           "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec", "elect_one",
-           "shared_offset_of", "split_tf32_tile", "clear_nonfinite_tile", "named_barrier_or"]
+           "tma_load_3d", "tma_store_2d", "tma_store_3d", "bulk_load", "bulk_commit",
+           "bulk_wait_read", "bulk_wait", "named_barrier", "setmaxnreg_inc", "setmaxnreg_dec",
+           "elect_one", "shared_offset_of", "split_tf32_tile", "clear_nonfinite_tile",
+           "named_barrier_or"]
 
 
 
@@ -300,6 +302,31 @@ def tma_load_2d(typingctx, smem, idx, tensor_map, c0, c1, bars, bar):
 def tma_load_3d(typingctx, smem, idx, tensor_map, c0, c1, c2, bars, bar):
     """:func:`tma_load_2d` in a 3-D map: ``c2`` says which matrix of a batch."""
     return _tma_load(smem, idx, tensor_map, (c0, c1, c2), bars, bar)
+
+
+@intrinsic
+def bulk_load(typingctx, smem, idx, src, start, nbytes, bars, bar):
+    """``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``: ``nbytes`` (a
+    multiple of 16) from element ``start`` of global ``src`` to element ``idx`` of shared
+    ``smem`` (both addresses 16-byte aligned), completing on mbarrier ``bars[bar]``: a
+    contiguous run, no tensor map."""
+    op = "bulk_load"
+    check_array(op, "smem", smem)
+    check_array(op, "src", src)
+    for name, ty in (("idx", idx), ("start", start), ("nbytes", nbytes)):
+        check_int(op, name, ty)
+    _check_bars(op, bars, bar)
+
+    def codegen(context, builder, sig, args):
+        base, step = shared_base(context, builder, sig.args[0], args[0])
+        dst = builder.add(base, builder.mul(to_int(builder, sig.args[1], args[1], 32), step))
+        first = global_address(context, builder, sig.args[2], args[2], sig.args[3], args[3])
+        asm(builder, VOID, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[$0], [$1], $2, [$3];", "r,l,r,r,~{memory}",
+            [dst, first, to_int(builder, sig.args[4], args[4], 32),
+             _bar(context, builder, sig, args, 5)], side_effect=True)
+        return context.get_dummy_value()
+    return types.none(smem, idx, src, start, nbytes, bars, bar), codegen
 
 
 def _tma_store(smem, idx, tensor_map, coords):

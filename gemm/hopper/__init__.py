@@ -269,9 +269,11 @@ class _Call:
             blocks = scale == "blocks"          # (applied as each k-tile is promoted)
             if blocks and x is not a:
                 raise ValueError(f"{caller}: block scales need a row-major out")
+            mn = blocks and self.scales[0].unit_mode == 0 and m > 1
             fp8 = dict(b_dtype=types[1] if x is a else types[0], scale=scale,
-                       promote=bool(scaled[2]) or blocks,
-                       scale_a_mn=blocks and self.scales[0].unit_mode == 0 and m > 1)
+                       promote=bool(scaled[2]) or blocks, scale_a_mn=mn,
+                       # (the producer copies a slot's A scales: 16-byte aligned runs)
+                       stage_scales=mn and m % 4 == 0 and self.scales[0].ptr % 16 == 0)
             cfg = replace(cfg, dtype=types[0] if x is a else types[1])
             if blocks and BLOCK % cfg.bN:       # a tile inside one block of B's columns
                 if config is not None:
@@ -287,6 +289,10 @@ class _Call:
                 cfg = replace(cfg, bN=PROMOTE_ACCUMULATORS * 128 // cfg.bM, stages=6)
             if not fp8["promote"] and config is None:
                 cfg = fp8_fast_config(cfg)
+            if fp8["stage_scales"] and config is None:
+                # a slot fewer than promotion's 6 leaves room for the TMA epilogue beside
+                # the staged scales (from registers it ran 10-25% slower: RESULTS.md)
+                cfg = replace(cfg, stages=min(cfg.stages, 5))
         if cfg.bN < 64 and not yk:
             raise ValueError(
                 f"{caller}: tiles of {cfg.bN} columns need {'B' if y is b else 'A'}, the "

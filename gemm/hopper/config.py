@@ -228,6 +228,7 @@ class HopperVariant:
     scale: str = "none"             # FP8: its scales (SCALES)
     promote: bool = False           # FP8: each k-tile's products added to a float32 sum
     scale_a_mn: bool = False        # FP8 blocks: X's scales (MM, K blocks) MN-major
+    stage_scales: bool = False      # FP8 blocks: a k-tile's scales copied into shared memory
 
     def __post_init__(self):
         if self.b_dtype is None:
@@ -281,6 +282,9 @@ class HopperVariant:
                              f"one {BLOCK}-column block of Y (bN dividing {BLOCK})")
         if self.scale_a_mn and self.scale != "blocks":
             raise ValueError("HopperVariant: scale_a_mn is of block scales")
+        if self.stage_scales and not self.scale_a_mn:
+            raise ValueError("HopperVariant: stage_scales copies MN-major block scales "
+                             "(scale_a_mn)")
         if self.promote and cfg.bM * cfg.bN // 128 > PROMOTE_ACCUMULATORS:
             raise ValueError(f"HopperVariant: promote keeps a float32 sum beside the "
                              f"accumulators: at most {PROMOTE_ACCUMULATORS} of each per thread "
@@ -298,12 +302,28 @@ class HopperVariant:
                 + {"none": 0, "rows": cfg.bM, "columns": cfg.bN}[self.bias])
 
     @property
-    def shared_bytes(self):
-        """Dynamic shared memory: the config's, and the TMA epilogue's staging and vectors."""
+    def scale_floats(self):
+        """Floats of one slot's block scales in shared memory where the producer stages them
+        (``stage_scales``): X's, one a row of the tile, then Y's, padded to 16 bytes."""
+        return self.config.tile_m + 4 if self.stage_scales else 0
+
+    @property
+    def scales_at(self):
+        """Where the staged block scales start, in bytes past the ring's aligned start: past
+        the ring and the TMA epilogue's staging and vectors."""
         cfg = self.config
+        return self.shared_bytes - 1024 - 4 * cfg.stages * self.scale_floats
+
+    @property
+    def shared_bytes(self):
+        """Dynamic shared memory: the config's, the TMA epilogue's staging and vectors, and
+        the staged block scales."""
+        cfg = self.config
+        staged = 4 * cfg.stages * self.scale_floats
         if not self.tma_store:
-            return cfg.shared_bytes
-        return cfg.shared_bytes + cfg.consumers * (STAGING_BYTES + 4 * self.vector_floats)
+            return cfg.shared_bytes + staged
+        return (cfg.shared_bytes + cfg.consumers * (STAGING_BYTES + 4 * self.vector_floats)
+                + staged)
 
     @property
     def block_shared_bytes(self):

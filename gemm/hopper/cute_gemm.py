@@ -19,7 +19,9 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
 - FP8 (``gemm.scaled_matmul``): the same kernel on e4m3 / e5m2 blocks of 128-byte K rows
   (wgmma k32), the scales in the epilogue (per tensor folded into alpha, per row and column
   staged with the bias); ``v.promote``: each k-tile's products promoted to a float32 sum
-  (:mod:`gemm.hopper.cute_promote`, with DeepSeek's block scales);
+  (:mod:`gemm.hopper.cute_promote`, with DeepSeek's block scales; ``v.stage_scales``: the
+  producer puts each k-tile's scales in shared memory beside its slot, A's rows by a bulk
+  copy and B's by a store, and each consumer warp releases the slot after its reads);
 - the schedules: "cooperative", the consumers splitting each tile's rows; "pingpong", each
   consumer taking whole ``bM x bN`` tiles in turn (the block's tiles ``c, c + consumers,
   ...``), skipping the others' steps of the ring (``advance_by``), its products issued
@@ -99,6 +101,9 @@ def kernel_function(v):
     group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
     split_registers = low is not None               # (a bool: numba prunes its branches)
     scale_tensor, promote = v.scale == "tensor", v.promote     # FP8's scales, promotion
+    staged, slot_floats = v.stage_scales, v.scale_floats        # block scales in the slots
+    scales_at = v.scales_at // 4                    # (floats past the ring's aligned start)
+    releasing = 32 if staged else 128               # consumer threads a release stands for
     split = v.split_k                   # K in ranges (SK of them), each range a work unit
 
     @cuda.jit(device=True, inline="always")
@@ -130,9 +135,13 @@ def kernel_function(v):
 
     @cuda.jit(device=True, inline="always")
     def release(bars, st):
-        """The state's slot released, its wgmma done (every warp of the warpgroup is past
-        its wait: one thread releases for all)."""
-        if cuda.threadIdx.x % 128 == 0:
+        """The state's slot released, its wgmma done (the wgmma read the slot for the whole
+        warpgroup: one thread releases for all; with staged block scales, which each warp
+        reads itself, one thread a warp, after a syncwarp orders the warp's reads before
+        it)."""
+        if staged:
+            arch.syncwarp()
+        if cuda.threadIdx.x % releasing == 0:
             consumer_release(bars, st, stages)
 
     @cuda.jit(device=True, inline="always")
@@ -178,6 +187,8 @@ def kernel_function(v):
         raw = cuda.shared.array(0, elem)
         bars = cuda.shared.array(n_bars, uint64)
         base = arch.shared_offset_of(raw, 1024)
+        SS = cuda.shared.array(0, float32)              # the staged block scales
+        s_base = arch.shared_offset_of(SS, 1024) + scales_at
         t = cuda.threadIdx.x
         wg = t // 128
         tiles_m, tiles_n = (M + (rows - 1)) // rows, (N + (bn - 1)) // bn
@@ -185,7 +196,7 @@ def kernel_function(v):
         if split:       # a unit's k-tiles: one of SK ranges (the last may pass K: TMA reads 0)
             tiles, k_tiles = tiles * SK, (k_tiles + SK - 1) // SK
         if t == 0:
-            pipeline_init(bars, stages, 1, parts)       # one release per reader of a slot
+            pipeline_init(bars, stages, 1, parts * 128 // releasing)   # a slot's releases
             if pingpong:
                 for i in range(wgs):
                     arch.mbarrier_init(bars, order + i, 4)
@@ -198,9 +209,20 @@ def kernel_function(v):
                 st = producer_start()
                 for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
                     tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
+                    if staged:
+                        sb_next = SB[tn * bn // 128 * k_tiles]
                     for k in range(k_tiles):
                         producer_acquire(bars, st, stages)
-                        producer_expect_tx(bars, st, step_bytes)
+                        if staged:      # the k-tile's block scales into the slot's own
+                            at = s_base + st[0] * slot_floats
+                            SS[at + rows] = sb_next             # B's (loaded a step ahead)
+                            if k + 1 < k_tiles:
+                                sb_next = SB[tn * bn // 128 * k_tiles + k + 1]
+                            a_bytes = min(rows, M - tm * rows) * 4      # A's rows
+                            producer_expect_tx(bars, st, step_bytes + a_bytes)
+                            arch.bulk_load(SS, at, SA, k * M + tm * rows, a_bytes, bars, st[0])
+                        else:
+                            producer_expect_tx(bars, st, step_bytes)
                         slot = base + st[0] * slot_elems
                         kk = (ks * k_tiles + k) * bk
                         copy(tma_a, XM, (tm * rows, kk, bz * zX),
@@ -237,9 +259,11 @@ def kernel_function(v):
                 st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32),
                                       make_fragment_like(sv, float32),
                                       make_fragment_like(sv, float32), raw, bars, st, part,
-                                      thr, base, SA, SB,
-                                      partition_C(thr, make_identity_tensor(block_c)),
-                                      at[0] * bm, tn * bn // 128, M, k_tiles)
+                                      thr, base,
+                                      (SA, SB, SS,
+                                       partition_C(thr, make_identity_tensor(block_c)),
+                                       at[0] * bm, tn * bn // 128, M, s_base + part * bm,
+                                       s_base + rows), k_tiles)
                 pass_turn(bars, nxt)
                 acc = tot
             else:

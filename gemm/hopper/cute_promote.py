@@ -4,7 +4,10 @@ fewer bits than float32, so each k-tile's products go alone into one of two accu
 by turns, and are added to a float32 sum on the CUDA cores while the tensor cores multiply
 the next k-tile. DeepSeek-V3's block scales (``v.scale == "blocks"``) scale each k-tile's
 products as they are added: a thread's accumulators lie on few rows (two per 64-row atom),
-its row slots (``_slot``, ``_value``), each slot's scale read as its k-tile is issued.
+its row slots (``_slot``, ``_value``), each slot's scale read as its k-tile is issued and
+used a step later. Where the producer stages them (``v.stage_scales``: A's scales MN-major in
+16-byte aligned runs, DeepGEMM's way) they are read from the k-tile's slot in shared memory,
+ready once the slot is full; otherwise from global memory, whose latency the step hides.
 """
 
 from types import SimpleNamespace
@@ -51,54 +54,67 @@ def _value(q, bn):
 
 def promotion_functions(v, mma, issue, release):
     """Variant ``v``'s promoted k-loop, ``promoted_k_tiles(tot, acc0, acc1, sv0, sv1, raw,
-    bars, st, c, thr, base, SA, SB, tCcC, row0, b_block, M, k_tiles)``, over the kernel's
-    ``issue`` and ``release``, with ``slot_layout`` (a thread's block scales' row slots)."""
+    bars, st, c, thr, base, sc, k_tiles)``, over the kernel's ``issue`` and ``release``, with
+    ``slot_layout`` (a thread's block scales: its row slots' and B's). ``sc``, the block
+    scales' context: ``(SA, SB, SS, tCcC, row0, b_block, M, s_rows, s_b)``: the scales in
+    global memory, shared floats ``SS`` holding the staged ones (a slot's ``v.scale_floats``
+    from ``s_rows``, this consumer's rows, and ``s_b``, B's), the consumer's coordinates of
+    its accumulators, its first row, B's block of columns and A's rows."""
     cfg = v.config
     bm, bn, stages = cfg.bM, cfg.bN, cfg.stages
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # FP8 block scales, applied to each k-tile's products as they are promoted: a thread's
     # accumulators lie on few rows (two per 64-row atom), its row slots (_slot, _value)
-    blocks, scale_a_mn = v.scale == "blocks", v.scale_a_mn
+    blocks, scale_a_mn, staged = v.scale == "blocks", v.scale_a_mn, v.stage_scales
     n_slots = _row_slots(mma, bm, bn) if blocks else 1
-    slots, slot_layout = static_range(n_slots), Layout(n_slots)
+    slots, slot_layout = static_range(n_slots), Layout(n_slots + 1)
+    slot_floats = v.scale_floats
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def block_scales(sv, SA, SB, tCcC, row0, b_block, M, k_tiles, k):
-        """Into ``sv``: k-tile ``k``'s scale of each of this thread's rows (A's 1 x 128 block
-        times B's 128 x 128 one, read as the k-tile is issued: they are used a step later)."""
-        sb = SB[b_block * k_tiles + k]
-        for q in unroll(slots):
-            r = min(row0 + tCcC[_value(q, bn)][0], M - 1)
-            sv[q] = sb * (SA[k * M + r] if scale_a_mn else SA[r * k_tiles + k])
+    def block_scales(sv, sc, st, k_tiles, k):
+        """Into ``sv``: k-tile ``k``'s scales (in slot ``st``), read as the k-tile is issued
+        and used a step later: A's 1 x 128 block of each of this thread's rows (``sv[q]``,
+        row slot ``q``), and B's 128 x 128 one (``sv[n_slots]``)."""
+        SA, SB, SS, tCcC, row0, b_block, M, s_rows, s_b = sc
+        if staged:
+            at = st[0] * slot_floats
+            sv[n_slots] = SS[s_b + at]
+            for q in unroll(slots):
+                sv[q] = SS[s_rows + at + tCcC[_value(q, bn)][0]]
+        else:
+            sv[n_slots] = SB[b_block * k_tiles + k]
+            for q in unroll(slots):
+                r = min(row0 + tCcC[_value(q, bn)][0], M - 1)
+                sv[q] = SA[k * M + r] if scale_a_mn else SA[r * k_tiles + k]
 
     @cuda.jit(device=True, inline="always")
     @unrolled
     def retire(tot, acc, sv):
-        """A k-tile's products added to the sum (scaled per row slot with block scales)."""
+        """A k-tile's products added to the sum (with block scales, each scaled by its row
+        slot's A scale times the B scale: one product a slot once LLVM has shared them)."""
         if blocks:
             for j in unroll(values):
-                tot[j] += acc[j] * sv[_slot(j, bn)]
+                tot[j] += acc[j] * (sv[n_slots] * sv[_slot(j, bn)])
         else:
             axpby(1.0, acc, 1.0, tot)
 
     @cuda.jit(device=True, inline="always")
-    def turn(tot, fresh, sv_fresh, done, sv_done, older, st, k, raw, bars, c, thr, base, SA,
-             SB, tCcC, row0, b_block, M, k_tiles):
+    def turn(tot, fresh, sv_fresh, done, sv_done, older, st, k, raw, bars, c, thr, base, sc,
+             k_tiles):
         """Issue k-tile ``k`` into ``fresh`` (its block scales into ``sv_fresh``), then the
         one before (in ``done``) is retired: its slot released, its products added to
         ``tot`` while ``k``'s multiply. Returns (k's state, the next)."""
         issue(fresh, raw, bars, st, c, thr, base, False)
         if blocks:
-            block_scales(sv_fresh, SA, SB, tCcC, row0, b_block, M, k_tiles, k)
+            block_scales(sv_fresh, sc, st, k_tiles, k)
         warpgroup_wait(1)                   # the older group is done
         release(bars, older)
         retire(tot, done, sv_done)
         return st, advance(st, stages)
 
     @cuda.jit(device=True, inline="always")
-    def promoted_k_tiles(tot, acc0, acc1, sv0, sv1, raw, bars, st, c, thr, base, SA, SB,
-                         tCcC, row0, b_block, M, k_tiles):
+    def promoted_k_tiles(tot, acc0, acc1, sv0, sv1, raw, bars, st, c, thr, base, sc, k_tiles):
         """FP8's promotion (use_fast_accum=False, and block scales: the tensor cores' own
         sums keep fewer bits than float32): each k-tile's products alone, in ``acc0`` and
         ``acc1`` by turns, added to ``tot`` on the CUDA cores (rounded to nearest) while the
@@ -106,18 +122,18 @@ def promotion_functions(v, mma, issue, release):
         fill(tot, 0.0)
         issue(acc0, raw, bars, st, c, thr, base, False)
         if blocks:
-            block_scales(sv0, SA, SB, tCcC, row0, b_block, M, k_tiles, 0)
+            block_scales(sv0, sc, st, k_tiles, 0)
         older, st = st, advance(st, stages)
         k = 1
         while k + 1 < k_tiles:              # k-tile k in acc1, then k + 1 in acc0
             older, st = turn(tot, acc1, sv1, acc0, sv0, older, st, k, raw, bars, c, thr, base,
-                             SA, SB, tCcC, row0, b_block, M, k_tiles)
+                             sc, k_tiles)
             older, st = turn(tot, acc0, sv0, acc1, sv1, older, st, k + 1, raw, bars, c, thr,
-                             base, SA, SB, tCcC, row0, b_block, M, k_tiles)
+                             base, sc, k_tiles)
             k += 2
         if k < k_tiles:                     # an even number: the last in acc1
             older, st = turn(tot, acc1, sv1, acc0, sv0, older, st, k, raw, bars, c, thr, base,
-                             SA, SB, tCcC, row0, b_block, M, k_tiles)
+                             sc, k_tiles)
             warpgroup_wait(0)
             release(bars, older)
             retire(tot, acc1, sv1)

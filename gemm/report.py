@@ -10,6 +10,7 @@ run, and every element is compared with ``|C - ref| <= tol * (|A| @ |B|)``.
 
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -351,11 +352,19 @@ def _run_simulator(backend):
     m, n, k = 40, 24, 40
     print(f"Tensor-core kernel on {m}x{n}x{k} (A row-major, B K-major), checked against numpy "
           "float64 on the same rounded inputs.")
-    for dtype in tqdm(TENSORCORE_DTYPES, desc="tensor-core (simulated)", unit="dtype"):
-        for dtype, label, _, err, passed in _check_tensorcore(backend, dtype, m, n, k)[2]:
-            ok &= passed
-            text = f"{err:.3f}" if err is not None else "error"
-            tqdm.write(f"{dtype:>9} {label}: err/tol {text}  {'ok' if passed else 'WRONG'}")
+    # its warps meet at collectives that wait on locks, where a waiting thread runs again at
+    # Python's next thread switch: a shorter interval than the default 5 ms runs them faster
+    # (the SIMT kernels above, which meet at syncthreads, ran slower with it)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        for dtype in tqdm(TENSORCORE_DTYPES, desc="tensor-core (simulated)", unit="dtype"):
+            for dtype, label, _, err, passed in _check_tensorcore(backend, dtype, m, n, k)[2]:
+                ok &= passed
+                text = f"{err:.3f}" if err is not None else "error"
+                tqdm.write(f"{dtype:>9} {label}: err/tol {text}  {'ok' if passed else 'WRONG'}")
+    finally:
+        sys.setswitchinterval(interval)
     return 0 if ok else 1
 
 

@@ -243,6 +243,33 @@ def test_bad_coordinate_is_a_typing_error(numba_cute):
                           "void(uint32[::1])")
 
 
+def test_fma_gemm_on_numpy_fragments_matches_element_by_element():
+    """gemm(C, A, B) of UniversalFMA fragments outside kernels (the simulator's path): on
+    fragments over numpy storage it runs as outer products, which must give the bits of the
+    element-by-element sums (each product and sum rounded to float32, k-block by k-block),
+    whatever the fragments' layouts (A's k-blocks strided, C column-major, a nested mode)."""
+    import numpy as np
+    from layoutalg import Layout
+    from layoutalg.tensor import Tensor
+    from gemm.cute._python import gemm
+    rng = np.random.default_rng(5)
+    m, n, k = 6, 4, 3
+    a = rng.standard_normal(64).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    c = rng.standard_normal(64).astype(np.float32)
+    A = Tensor(a, Layout((1, m, k), (0, 1, 9)))
+    B = Tensor(b, Layout((1, (2, 2), k), (0, (5, 1), 13)))
+    C = Tensor(c, Layout((1, m, n), (0, 1, m)))
+    want = c.copy()
+    for kk in range(k):
+        for i in range(m):
+            for j in range(n):
+                x = want[i + m * j] + a[i + 9 * kk] * b[(j % 2) * 5 + j // 2 + 13 * kk]
+                want[i + m * j] = np.float32(x)
+    gemm(C, A, B)
+    assert c.tobytes() == want.tobytes()
+
+
 def test_symbolic_layout_is_refused():
     import sympy
     from layoutalg import Layout

@@ -428,10 +428,34 @@ def gemm(*args: Any) -> None:
         return _mma_gemm(tiled, C, A, B)
     C, A, B = args
     m, n, k = _fma_shapes(C, A, B)
+    if _fma_arrays(C, A, B, m, n, k):
+        return
     for kk in range(k):
         for i in range(m):
             for j in range(n):
                 C[0, i, j] = C[0, i, j] + A[_fma_crd(A, i, kk)] * B[_fma_crd(B, j, kk)]
+
+
+def _fma_arrays(C, A, B, m, n, k):
+    """``gemm(C, A, B)`` on the fragments' numpy storage, one outer product a k-block (each
+    product and sum rounded to the elements' type, as element by element): False where a
+    fragment has no numpy storage or an element lies outside it (the element-by-element
+    loop then runs, and says which)."""
+    got = []
+    for x, rows, cols in ((C, m, n), (A, m, k), (B, n, k)):
+        try:
+            arr, idx = x.offsets()
+        except (TypeError, AttributeError):
+            return False
+        if idx.size != rows * cols or idx.min() < 0 or idx.max() >= arr.size:
+            return False
+        got.append((arr, idx.reshape(cols, rows).T))      # colexicographic: (rows, cols)
+    (ca, ci), (aa, ai), (ba, bi) = got
+    a, b, c = aa[ai], ba[bi], ca[ci]
+    for kk in range(k):
+        c = c + np.multiply.outer(a[:, kk], b[:, kk])
+    ca[ci] = c
+    return True
 
 
 # The mma.sync atoms gemm(tiled_mma, ...) issues in kernels: atom name -> gemm.arch's op.

@@ -33,22 +33,22 @@ from torch._library.autograd import make_autograd_impl
 
 import gemm
 from gemm.api import _device_guard
-from gemm.call.operands import torch_stream
+from gemm.call.operands import torch_dtype_name, torch_stream
 from gemm.epilogue import check_activation, in_torch
 from layoutalg.atom.float8 import float8_max
 
 __all__ = ["matmul", "linear", "fp8_linear"]
 
-_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+_OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _dtype_name(dtype):
     if dtype is None:
         return None
-    if dtype not in _NAMES:
+    if dtype not in _OUT_DTYPES:
         raise TypeError(f"layoutalg::matmul: out_dtype must be one of "
-                        f"{', '.join(map(str, _NAMES))}, got {dtype}")
-    return _NAMES[dtype]
+                        f"{', '.join(map(str, _OUT_DTYPES))}, got {dtype}")
+    return torch_dtype_name(dtype)
 
 
 def _fake(a, b, out_dtype=None):
@@ -394,7 +394,7 @@ def quantize_rows(x):
         device, guard = _device_guard(x)
         with guard or contextlib.nullcontext():
             quantize.quantize_rows(x.data_ptr(), q.data_ptr(), scale.data_ptr(), m, k,
-                                   _NAMES[x.dtype], "e4m3", torch_stream(device))
+                                   torch_dtype_name(x.dtype), "e4m3", torch_stream(device))
         return q.view(torch.float8_e4m3fn), scale
     amax = x.abs().amax(dim=1, keepdim=True).float()
     scale = torch.where(amax == 0, 1.0, amax / E4M3_MAX)
@@ -421,7 +421,7 @@ def _fp8_linear_direct(x, weight, weight_scale, bias=None, activation=None, x_sc
     out = _fp8_out(x)
     if m == 0:
         return x.new_empty(tuple(x.shape[:-1]) + (n,), dtype=out)
-    y = gemm.scaled_matmul(xq, weight.t(), sx, sw, out_dtype=_NAMES[out], bias=bias,
+    y = gemm.scaled_matmul(xq, weight.t(), sx, sw, out_dtype=torch_dtype_name(out), bias=bias,
                            activation=activation, use_fast_accum=use_fast_accum)
     return y if x.dim() == 2 else y.reshape(tuple(x.shape[:-1]) + (n,))
 

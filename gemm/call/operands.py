@@ -143,14 +143,20 @@ def _describe(x, name, simulator, allow_empty=False, batched=False):
 _torch_dtypes = {}
 
 
+def torch_dtype_name(dtype):
+    """The library's name of a torch dtype, numpy's: "float32" of ``torch.float32``."""
+    name = _torch_dtypes.get(dtype)
+    if name is None:
+        name = _torch_dtypes[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
 def _torch_operand(x, name, allow_empty=False, batched=False):
     """Read a tensor's fields directly (its ``__cuda_array_interface__`` is slow to build)."""
     device = x.get_device()
     if device < 0:
         _device_of(x, "torch")
-    dtype = _torch_dtypes.get(x.dtype)
-    if dtype is None:
-        dtype = _torch_dtypes[x.dtype] = str(x.dtype)[6:]    # torch.float32 -> float32
+    dtype = _torch_dtypes.get(x.dtype) or torch_dtype_name(x.dtype)
     return _matrix(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(), dtype, device, name,
                    allow_empty, batched)
 

@@ -33,11 +33,6 @@ __all__ = ["matmul_reduce_scatter", "PeerScatter"]
 CALLER = "matmul_reduce_scatter"
 
 
-def _name(dtype):
-    """"float32", "bfloat16" or "float16" of a torch dtype."""
-    return str(dtype).removeprefix("torch.")
-
-
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
                           out: Optional[torch.Tensor] = None, *,
                           out_dtype: Optional[torch.dtype] = None,
@@ -96,14 +91,14 @@ def add_in_order(slots: torch.Tensor, out: torch.Tensor) -> None:
     import contextlib
     from .. import splitk
     from ..api import _device_guard
-    from ..call.operands import torch_stream
+    from ..call.operands import torch_dtype_name, torch_stream
     D, mb, n = slots.shape
     device, guard = _device_guard(out)
     with guard or contextlib.nullcontext():
-        splitk.reduce_splits(_name(out.dtype), (slots.data_ptr(), slots.numel()),
+        splitk.reduce_splits(torch_dtype_name(out.dtype), (slots.data_ptr(), slots.numel()),
                              (out.data_ptr(), (mb - 1) * out.stride(0) + n), mb, n, n, 1, D,
                              out.stride(0), 1, 0, 1.0, 0.0, torch_stream(device),
-                             part_dtype=_name(slots.dtype))
+                             part_dtype=torch_dtype_name(slots.dtype))
 
 
 class PeerScatter(PeerExchange):

@@ -208,7 +208,7 @@ def route(a_dtype: str, b_dtype: str, kernel: Any = None,
                         f"are {a_dtype}")
     if precision == "tf32x3":
         if family == "simt" or isinstance(kernel, tensorcore.TensorCoreConfig) or \
-                kernel in ("sm80", "cute_hopper"):
+                kernel == "sm80":
             raise ValueError(f"matmul: precision 'tf32x3' runs on the Hopper kernel, not "
                              f"{kernel!r}")
         return "tensorcore", kernel if family == "tensorcore" else "tensorcore"
@@ -371,16 +371,17 @@ def _device_guard(A):
 
 
 def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
-    """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns (out,
-    plan), or None where an unnamed call cannot run there (not a 9.x GPU, or operands TMA
-    cannot read; a row-major B may run on a copy, :func:`_tf32x3_on_a_copy`)."""
-    named = choice == "hopper" or isinstance(choice, hopper.HopperConfig)
+    """3xTF32 on the Hopper kernel (the one written with gemm.cute where ``choice`` names it):
+    the config named, else the default's tiles. Returns (out, plan), or None where an
+    unnamed call cannot run there (not a 9.x GPU, or operands TMA cannot read; a row-major B
+    may run on a copy, :func:`_tf32x3_on_a_copy`)."""
+    named = choice in ("hopper", "cute_hopper") or isinstance(choice, hopper.HopperConfig)
     if not named and (simulator_active() or not hopper.hopper_supported(a.device)):
         return None
     cfg = choice if isinstance(choice, hopper.HopperConfig) else None
     try:
         return hopper.launch_matmul(A, B, out, alpha, beta, cfg, out_dtype, "matmul", stream,
-                                    tf32x3=True)
+                                    tf32x3=True, cute=choice == "cute_hopper")
     except hopper.TmaUnfit:
         if named:
             raise

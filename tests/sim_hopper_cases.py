@@ -87,11 +87,12 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
                        activation)
 
 
-def specials_case(cfg, m, n, k, seed=0):
+def specials_case(cfg, m, n, k, seed=0, cute=False):
     """3xTF32 with an inf and a NaN in A and a -inf in B (A row-major, B K-major, f32 out):
     where float64 gives inf or NaN the kernel must give the same (inf times a small part
     must not turn an inf into NaN); elsewhere the error ratio of :func:`case` (the values
-    here are float32, and 3xTF32 is checked with float32's bound)."""
+    here are float32, and 3xTF32 is checked with float32's bound). ``cute``: the kernel
+    written with gemm.cute."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float32)
     bt = rng.standard_normal((n, k)).astype(np.float32)
@@ -99,7 +100,7 @@ def specials_case(cfg, m, n, k, seed=0):
     bt[:, 3], a[:, 5] = np.round(4 * bt[:, 3]), np.round(4 * a[:, 5])
     a[1, 3], a[m - 2, k - 1], bt[n - 1, 5] = np.inf, np.nan, -np.inf
     out = cuda.to_device(np.full((m, n), np.nan, np.float32))
-    hopper_matmul(cuda.to_device(a), padded(bt, 0, False).T, out, config=cfg)
+    hopper_matmul(cuda.to_device(a), padded(bt, 0, False).T, out, config=cfg, cute=cute)
     got, a64, bt64 = out.copy_to_host().astype(np.float64), a.astype(np.float64), \
         bt.astype(np.float64)
     with np.errstate(invalid="ignore"):

@@ -246,8 +246,6 @@ class _Call:
         vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
         if tf32x3 and dtype != "tfloat32":
             raise TypeError(f"{caller}: tf32x3 takes float32 operands, not {dtype}")
-        if tf32x3 and cute:
-            raise ValueError(f"{caller}: the kernel written with gemm.cute has no 3xTF32")
         if config is None:
             cfg = (swapped_config(dtype, mm, nn, k, nb, sms, narrow) if cols
                    else default_config(dtype, mm, nn, k, nb, sms))
@@ -396,7 +394,7 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue, split-K
     (a config's; none with a fused epilogue, none by default), swap_ab (a config's, not
     FP8's) and schedule, cooperative or pingpong (the default config's: cooperative, but
-    FP8's fast calls: :func:`fp8_fast_config`); no 3xTF32). A fused epilogue
+    FP8's fast calls: :func:`fp8_fast_config`); 3xTF32 with ``tf32x3``). A fused epilogue
     (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16, float16 or
     float32 on A's device, one value per column of out (shape (N,) or (1, N)) or per row
     ((M, 1)), added to every matrix of a batch; ``activation`` one of

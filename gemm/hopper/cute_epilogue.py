@@ -70,13 +70,14 @@ def epilogue_functions(v, plan, mma):
     staged_bias = has_bias and tma_store
     vec_floats = v.vector_floats                    # n_sa + n_sb + the bias's
     vectors = vec_floats > 0
-    vec_at = (stages * cfg.slot_bytes + wgs * STAGING_BYTES) // 4   # floats past the ring
+    ring = (stages + cfg.split_buffers) * cfg.slot_bytes   # the ring and 3xTF32's buffers
+    vec_at = (ring + wgs * STAGING_BYTES) // 4      # floats past them
     loads_m, loads_n = static_range(-(-bm // 128)), static_range(-(-bn // 128))
     held = Layout(len(loads_m) + 2 * len(loads_n))  # SA's, then SB's, then the bias's
     per_atom = bn // chunk                          # pieces of an atom's rows
     row_atoms = static_range(bm // 64)
     piece_elems = STAGING_BYTES // 2 * 8 // out_bits
-    staging = (stages * cfg.slot_bytes) * 8 // out_bits     # past the ring, in out elements
+    staging = ring * 8 // out_bits                  # past the ring, in out elements
     piece = static((64, chunk))
     col_pieces = static_range(per_atom)
 

@@ -29,13 +29,15 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   consumer's epilogue runs while the other multiplies;
 - split-K (``v.split_k``): the work units are the tiles of each of ``SK`` ranges of K, the K
   ranges outermost; each unit writes its float32 partial tile to the workspace ``W`` and
-  :mod:`gemm.splitk`'s reduction adds them (with alpha, beta and the out's type).
+  :mod:`gemm.splitk`'s reduction adds them (with alpha, beta and the out's type);
+- 3xTF32 (``config.tf32x3``): each k-tile's slot split into big and small parts by its
+  readers, three products, the sum on the CUDA cores (:mod:`gemm.hopper.cute_tf32x3`).
 
 It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
 scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms with
 a producer warpgroup: split-K for products without a fused epilogue, swapped operands (C
-stored by columns from registers) for all but FP8, no 3xTF32 (:func:`supports`), so
+stored by columns from registers) for all but FP8, 3xTF32 (:func:`supports`), so
 :mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
@@ -53,6 +55,7 @@ from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_
                                 producer_expect_tx, producer_start)
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
+from gemm.hopper.cute_tf32x3 import tf32x3_functions
 from gemm.hopper.gen import BITS, atom_of, hopper_plan, pipeline_of, stage_layout
 
 __all__ = ["kernel_function", "supports"]
@@ -69,8 +72,6 @@ def supports(v):
         return "split-K with a fused epilogue or FP8 scales (the reduction adds neither)"
     if v.c_columns and v.scale != "none":
         return "FP8 with swapped operands"
-    if cfg.tf32x3:
-        return "3xTF32"
     return None
 
 
@@ -122,13 +123,18 @@ def kernel_function(v):
         return g0 + gr % gs, gr // gs, bz, ks
 
     @cuda.jit(device=True, inline="always")
+    def operands(raw, at, part, thr):
+        """This consumer's partitions of the blocks of the slot at element ``at``: the
+        ``part``-th ``bM`` rows of A's, and B's."""
+        return (partition_A(thr, local_tile(make_tensor(raw, sa, at), block_a, (part, 0))),
+                partition_B(thr, make_tensor(raw, sb, at + a_elems)))
+
+    @cuda.jit(device=True, inline="always")
     def issue(acc, raw, bars, st, part, thr, base, accumulate):
         """Wait until the state's slot is full and issue its wgmma (the ``part``-th ``bM``
         rows of A's block by B's) into ``acc`` (added to it if ``accumulate``), one group."""
         consumer_wait(bars, st)
-        slot = base + st[0] * slot_elems
-        tCsA = partition_A(thr, local_tile(make_tensor(raw, sa, slot), block_a, (part, 0)))
-        tCsB = partition_B(thr, make_tensor(raw, sb, slot + a_elems))
+        tCsA, tCsB = operands(raw, base + st[0] * slot_elems, part, thr)
         warpgroup_arrive()
         gemm(mma, acc, tCsA, tCsB, accumulate)
         warpgroup_commit_batch()
@@ -181,6 +187,9 @@ def kernel_function(v):
                                                    ep.held, ep.vectors)
     pro = promotion_functions(v, mma, issue, release)
     promoted_k_tiles, slot_layout = pro.promoted_k_tiles, pro.slot_layout
+    x3 = cfg.tf32x3
+    x3_k_tiles = tf32x3_functions(v, mma, operands, release, pass_turn).x3_k_tiles if x3 \
+        else None
 
     def kernel(XM, YM, CM, C, W, BIAS, SA, SB, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
                beta):
@@ -188,6 +197,8 @@ def kernel_function(v):
         bars = cuda.shared.array(n_bars, uint64)
         base = arch.shared_offset_of(raw, 1024)
         SS = cuda.shared.array(0, float32)              # the staged block scales
+        raw8 = cuda.shared.array(0, uint8)              # (3xTF32's split, by bytes)
+        base8 = arch.shared_offset_of(raw8, 1024)
         s_base = arch.shared_offset_of(SS, 1024) + scales_at
         t = cuda.threadIdx.x
         wg = t // 128
@@ -253,7 +264,12 @@ def kernel_function(v):
             if pingpong and (c > 0 or j > 0):           # the tile before has issued its own
                 arch.mbarrier_wait(bars, order + c, (j - (c == 0)) & 1)
             nxt = (c + 1) % wgs
-            if promote:
+            if x3:
+                tot = make_fragment_like(acc, float32)
+                st = x3_k_tiles(tot, acc, raw, raw8, bars, st, part, thr, base, base8, c,
+                                k_tiles, nxt)
+                acc = tot
+            elif promote:
                 tot = make_fragment_like(acc, float32)
                 sv = make_tensor(C, slot_layout)            # (block scales' row slots)
                 st = promoted_k_tiles(tot, acc, make_fragment_like(acc, float32),

@@ -247,7 +247,8 @@ def test_fma_gemm_on_numpy_fragments_matches_element_by_element():
     """gemm(C, A, B) of UniversalFMA fragments outside kernels (the simulator's path): on
     fragments over numpy storage it runs as outer products, which must give the bits of the
     element-by-element sums (each product and sum rounded to float32, k-block by k-block),
-    whatever the fragments' layouts (A's k-blocks strided, C column-major, a nested mode)."""
+    whatever the fragments' layouts (A's k-blocks strided, C column-major, a nested mode;
+    a C of aliased elements takes the element-by-element loop)."""
     import numpy as np
     from layoutalg import Layout
     from layoutalg.tensor import Tensor
@@ -268,6 +269,16 @@ def test_fma_gemm_on_numpy_fragments_matches_element_by_element():
                 want[i + m * j] = np.float32(x)
     gemm(C, A, B)
     assert c.tobytes() == want.tobytes()
+    # a C whose columns alias (stride 0): every product added in turn, as one by one
+    c2 = c.copy()
+    want = c2.copy()
+    for kk in range(k):
+        for i in range(m):
+            for j in range(n):
+                x = want[i] + a[i + 9 * kk] * b[(j % 2) * 5 + j // 2 + 13 * kk]
+                want[i] = np.float32(x)
+    gemm(Tensor(c2, Layout((1, m, n), (0, 1, 0))), A, B)
+    assert c2.tobytes() == want.tobytes()
 
 
 def test_symbolic_layout_is_refused():

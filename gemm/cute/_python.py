@@ -439,8 +439,8 @@ def gemm(*args: Any) -> None:
 def _fma_arrays(C, A, B, m, n, k):
     """``gemm(C, A, B)`` on the fragments' numpy storage, one outer product a k-block (each
     product and sum rounded to the elements' type, as element by element): False where a
-    fragment has no numpy storage or an element lies outside it (the element-by-element
-    loop then runs, and says which)."""
+    fragment has no numpy storage, an element lies outside it, or C's elements alias (the
+    element-by-element loop then runs, and says which)."""
     got = []
     for x, rows, cols in ((C, m, n), (A, m, k), (B, n, k)):
         try:
@@ -451,6 +451,8 @@ def _fma_arrays(C, A, B, m, n, k):
             return False
         got.append((arr, idx.reshape(cols, rows).T))      # colexicographic: (rows, cols)
     (ca, ci), (aa, ai), (ba, bi) = got
+    if np.unique(ci).size != ci.size:       # C's elements aliased: sums in order, one by one
+        return False
     a, b, c = aa[ai], ba[bi], ca[ci]
     for kk in range(k):
         c = c + np.multiply.outer(a[:, kk], b[:, kk])

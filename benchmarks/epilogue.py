@@ -17,9 +17,9 @@ and 4096 x 4096. Prints a table and geometric means.
 """
 
 import json
-import math
 import os
 import sys
+from statistics import geometric_mean
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -72,10 +72,10 @@ def main():
     for key, values in ratios.items():
         if key == "fused cost":
             print(f"fused epilogue's cost over the plain kernel: "
-                  f"{100 * (math.prod(1 + v for v in values) ** (1 / len(values)) - 1):+.1f}% "
+                  f"{100 * (geometric_mean(1 + v for v in values) - 1):+.1f}% "
                   f"(geometric mean), at most {100 * max(values):+.1f}%")
         else:
-            print(f"speed-up {key}: {math.prod(values) ** (1 / len(values)):.3f}x "
+            print(f"speed-up {key}: {geometric_mean(values):.3f}x "
                   f"(geometric mean), {min(values):.3f}-{max(values):.3f}")
     if args.json:
         with open(args.json, "w") as f:

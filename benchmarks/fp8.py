@@ -18,9 +18,9 @@ ours beside torch's, per setting. Prints tables and geometric means.
 """
 
 import json
-import math
 import os
 import sys
+from statistics import geometric_mean
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -80,7 +80,7 @@ def row(shape, reps):
 
 def dequantized(a, b, sa, sb, scales):
     """float64 of A and B with their scales applied (per tensor, row or block)."""
-    (m, k), n = a.shape, b.shape[1]
+    k, n = a.shape[1], b.shape[1]
     if scales == "blocks":
         sa = sa.double().repeat_interleave(128, 1)[:, :k]
         sb = sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k].t()
@@ -121,10 +121,10 @@ def main():
         rows.append(dict(shape=shape, **t))
         print(f"{'x'.join(map(str, shape)):>18} " + " ".join(f"{c:>22}" for c in cells))
     for name, values in ratios.items():
-        print(f"{name}: {math.prod(values) ** (1 / len(values)):.3f}x torch._scaled_mm "
+        print(f"{name}: {geometric_mean(values):.3f}x torch._scaled_mm "
               f"(geometric mean), {min(values):.3f}-{max(values):.3f}")
     per_tensor = [r["ours tensor"] / r["ours blocks"] for r in rows]
-    print(f"ours blocks: {math.prod(per_tensor) ** (1 / len(per_tensor)):.3f}x ours per "
+    print(f"ours blocks: {geometric_mean(per_tensor):.3f}x ours per "
           f"tensor promoted (geometric mean), {min(per_tensor):.3f}-{max(per_tensor):.3f}")
     errs = errors()
     print("error against float64 (max |out - ref| / max |ref|, f32 out, 2048 x 2048 x 8192):")

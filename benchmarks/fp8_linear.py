@@ -28,9 +28,9 @@ synchronizations, the wall time over the count.
 """
 
 import json
-import math
 import os
 import sys
+from statistics import geometric_mean
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -112,7 +112,7 @@ def main():
         print(f"{'x'.join(map(str, shape)):>18} " + " ".join(f"{v:11.1f}" for v in t.values())
               + "".join(f"  {v:22.3f}" for v in r.values()))
     for key, values in ratios.items():
-        print(f"{key}: {math.prod(values) ** (1 / len(values)):.3f}x (geometric mean), "
+        print(f"{key}: {geometric_mean(values):.3f}x (geometric mean), "
               f"{min(values):.3f}-{max(values):.3f}")
     host = host_times()
     print("host time a call, 16 x 256 x 256: "

@@ -20,9 +20,9 @@ before the pingpong one (``gemm.hopper.fp8_fast_config``): the log of 2026-11-28
 """
 
 import json
-import math
 import os
 import sys
+from statistics import geometric_mean
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -152,7 +152,7 @@ def main():
         if name == "shape" or "torch" in name:
             continue
         ratios = [r[baseline(name)] / r[name] for r in rows]
-        mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        mean = geometric_mean(ratios)
         print(f"{name:28s} {mean:.3f}  min {min(ratios):.3f}")
     if args.json:
         with open(args.json, "w") as f:

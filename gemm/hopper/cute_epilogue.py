@@ -21,7 +21,7 @@ from numba import cuda, float32, uint16
 
 from layoutalg import Layout, make_tiled_mma
 from gemm import arch
-from gemm.cute import (copy, elem_less, fence_view_async_shared, get_slice, local_tile,
+from gemm.cute import (axpby, copy, elem_less, fence_view_async_shared, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout, make_tensor,
                        named_barrier_sync, partition_C, static, static_range,
                        tma_store_arrive, tma_store_wait, transform, unroll, unrolled)
@@ -228,7 +228,6 @@ def epilogue_functions(v, plan, mma):
                 tCgC[j] = to_out(x)
 
     @cuda.jit(device=True, inline="always")
-    @unrolled
     def partial_epilogue(acc, at, W, M, N, ldw, start):
         """Split-K: ``acc``, the products of one K range, to the float32 workspace's
         row-major (M, ldw) matrix at ``start`` (alpha, beta and the out's type are the
@@ -237,9 +236,7 @@ def epilogue_functions(v, plan, mma):
         gW = make_tensor(W, make_layout((M, N), (ldw, ONE)), start)
         tCgW = partition_C(thr, local_tile(gW, block_c, at))
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
-        for j in unroll(values):
-            if elem_less(tCcC[j], (M, N)):
-                tCgW[j] = acc[j]
+        axpby(1.0, acc, 0.0, tCgW, tCcC, (M, N))
 
     return SimpleNamespace(store_tma=store_tma, registers_epilogue=registers_epilogue,
                            partial_epilogue=partial_epilogue, fetch_vectors=fetch_vectors,

@@ -1,23 +1,25 @@
-"""The SM90 GEMM written with gemm.cute beside the generated one and cuBLAS (issue 33).
+"""The SM90 GEMM written with gemm.cute beside the generated one on the shapes suite
+(issue 34: each family >= 0.98x its generated kernel, no shape below 0.95x).
 
-    python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick]
+    python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick] [--first-calls]
 
-Eager calls as users write them, without an out: ``gemm.matmul(a, w.T,
-kernel="cute_hopper")``, ``gemm.matmul(a, w.T, kernel="hopper")`` (the generated kernel with
-its rules' config: split-K and swaps where they apply; cute_hopper takes the same tiles
-without them) and ``torch.mm(a, w.T)`` (cuBLAS), bf16 and f16 in and out, A row-major and W
-(N, K) row-major; each the median over R timings of a loop of calls between CUDA events,
-the three interleaved in every rep (``timed_together``: the clocks drift alike for all).
-Shapes: 4096^3 and 8192^3, and an LLM set (M in 128, 2048, 8192 over (N, K) in 4096x4096,
-14336x4096, 4096x14336). Then each kernel's first call in a fresh process with an empty
-kernel cache ($LAYOUTALG_CACHE): numba's compile, the CUDA context and imports (the same
-for both). Prints a table and the geometric means last. ``--quick``: bf16 at the squares and
-M = 2048 of the LLM set, no first calls.
+Both kernels with the same rules (``gemm.hopper.default_config`` and its split-K, swapped
+operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper")`` (the
+generated kernel) and ``kernel="cute_hopper"`` (the one written with gemm.cute), beside
+``torch.mm(a, w.T)`` (cuBLAS; TF32 off for float32). Shapes: benchmarks/shapes.py's suite in
+bf16 (A (M, K) row-major, W (N, K) row-major), and float32 (3xTF32 on both kernels:
+``precision="tf32x3"``) at M in 16, 128, 2048, 8192 over 4096 x 4096, 4096^3 and 128 x 4096 x 14336. Per shape: eager
+calls as users write them, without an out (``timed_together``: the three interleaved in
+every rep, the median of R loops of calls between CUDA events), and, an extra column per
+kernel, the same calls with an out replayed from a CUDA graph (the GPU's time alone, where
+the host's work per call would hide the kernels' difference). Prints a table and the
+geometric means last. ``--quick``: the LLM shapes with M = 2048 and the squares, bf16.
+``--first-calls``: each kernel's first call in a fresh process with an empty kernel cache
+($LAYOUTALG_CACHE): numba's compile, the CUDA context and imports (the same for both).
 """
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -31,11 +33,12 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
+from benchmarks.shapes import graph_us, suite  # noqa: E402
 from benchmarks.timing import timed_together  # noqa: E402
 
-SQUARES = [(4096, 4096, 4096), (8192, 8192, 8192)]
-LLM = [(m, n, k) for m in (128, 2048, 8192) for n, k in ((4096, 4096), (14336, 4096),
-                                                         (4096, 14336))]
+KERNELS = ("hopper", "cute_hopper")
+FP32 = [("fp32", m, 4096, 4096) for m in (16, 128, 2048, 8192)] + [
+    ("fp32", 4096, 4096, 4096), ("fp32", 128, 4096, 14336)]
 FIRST_CALL = """
 import time, torch, gemm
 a = torch.randn(256, 512, device="cuda").to(torch.bfloat16)
@@ -48,14 +51,29 @@ print(time.perf_counter() - t0)
 """
 
 
-def row(dtype, shape, reps):
-    m, n, k = shape
+def row(dtype, m, n, k, reps):
+    """A shape's timings (ms): eager calls of cuBLAS and both kernels, and each kernel's
+    CUDA-graph replay; and the largest error of each kernel against float64 on 64 rows
+    (relative to |A| @ |B|)."""
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
-    fns = {"cuBLAS": lambda: torch.mm(a, w.T),
-           "hopper": lambda: gemm.matmul(a, w.T, kernel="hopper"),
-           "cute_hopper": lambda: gemm.matmul(a, w.T, kernel="cute_hopper")}
-    return timed_together(fns, reps)
+    prec = dict(precision="tf32x3") if dtype == torch.float32 else {}
+    fns = {"cuBLAS": lambda: torch.mm(a, w.T)}
+    fns.update({kern: lambda kern=kern: gemm.matmul(a, w.T, kernel=kern, **prec)
+                for kern in KERNELS})
+    t = timed_together(fns, reps)
+    sets = [(a, w.T, torch.empty(m, n, device="cuda", dtype=dtype))]
+    err = {}
+    for kern in KERNELS:
+        call = (lambda x, y, o, kern=kern: gemm.matmul(x, y, o, kernel=kern, **prec))
+        t[kern + " graph"] = graph_us(call, sets, reps) / 1e3
+        o = sets[0][2].fill_(float("nan"))
+        call(*sets[0])
+        rows = torch.randperm(m, device="cuda")[:64]
+        ref = a[rows].double() @ w.double().T
+        bound = a[rows].double().abs() @ w.double().abs().T
+        err[kern] = ((o[rows].double() - ref).abs() / bound).max().item()
+    return t, err
 
 
 def first_call(kernel):
@@ -72,35 +90,45 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--first-calls", action="store_true")
     args = ap.parse_args()
-    shapes = SQUARES + [s for s in LLM if s[0] == 2048] if args.quick else SQUARES + LLM
+    torch.backends.cuda.matmul.allow_tf32 = False
+    shapes = [("bf16",) + s[1:] for s in suite()] + FP32
+    if args.quick:
+        shapes = [s for s in shapes if s[0] == "bf16" and (s[1] == 2048 or s[1] == s[2] == s[3])]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
-          f"median of {args.reps}")
-    print(f"{'dtype':9} {'M x N x K':>20} {'cuBLAS us':>10} {'hopper us':>10} "
-          f"{'cute us':>10} {'cute/gen':>9} {'cute/cuBLAS':>12}")
+          f"median of {args.reps}; graph: CUDA-graph replay with an out")
+    print(f"{'dtype':5} {'M x N x K':>20} {'cuBLAS us':>10} {'gen us':>9} {'cute us':>9} "
+          f"{'cute/gen':>9} {'graph gen':>10} {'graph cute':>11} {'graph c/g':>10} "
+          f"{'err gen':>8} {'err cute':>8}")
     rows = []
-    for dtype in (torch.bfloat16,) if args.quick else (torch.bfloat16, torch.float16):
-        for shape in shapes:
-            t = row(dtype, shape, args.reps)
-            r = dict(dtype=str(dtype).split(".")[1], shape=shape, ms=t,
-                     vs_generated=t["hopper"] / t["cute_hopper"],
-                     vs_cublas=t["cuBLAS"] / t["cute_hopper"])
-            rows.append(r)
-            print(f"{r['dtype']:9} {'x'.join(map(str, shape)):>20} {t['cuBLAS'] * 1e3:10.1f} "
-                  f"{t['hopper'] * 1e3:10.1f} {t['cute_hopper'] * 1e3:10.1f} "
-                  f"{r['vs_generated']:9.3f} {r['vs_cublas']:12.3f}", flush=True)
-    firsts = {} if args.quick else {kernel: first_call(kernel)
-                                    for kernel in ("hopper", "cute_hopper")}
-    for name, sel in (("squares", SQUARES), ("LLM set", LLM), ("all", SQUARES + LLM)):
-        picked = [r for r in rows if tuple(r["shape"]) in sel]
+    for dt, m, n, k in shapes:
+        t, err = row(torch.bfloat16 if dt == "bf16" else torch.float32, m, n, k, args.reps)
+        r = dict(dtype=dt, shape=(m, n, k), ms=t, error=err,
+                 vs_generated=t["hopper"] / t["cute_hopper"],
+                 graph_vs_generated=t["hopper graph"] / t["cute_hopper graph"],
+                 vs_cublas=t["cuBLAS"] / t["cute_hopper"])
+        rows.append(r)
+        print(f"{dt:5} {f'{m}x{n}x{k}':>20} {t['cuBLAS'] * 1e3:10.1f} "
+              f"{t['hopper'] * 1e3:9.1f} {t['cute_hopper'] * 1e3:9.1f} "
+              f"{r['vs_generated']:9.3f} {t['hopper graph'] * 1e3:10.1f} "
+              f"{t['cute_hopper graph'] * 1e3:11.1f} {r['graph_vs_generated']:10.3f} "
+              f"{err['hopper']:8.1e} {err['cute_hopper']:8.1e}", flush=True)
+    for dt in ("bf16", "fp32"):
+        picked = [r for r in rows if r["dtype"] == dt]
         if not picked:
             continue
-        gm = {key: math.exp(statistics.mean(math.log(r[key]) for r in picked))
-              for key in ("vs_generated", "vs_cublas")}
-        print(f"geometric mean, {name}: {gm['vs_generated']:.3f}x the generated kernel, "
-              f"{gm['vs_cublas']:.3f}x cuBLAS")
-    print("first call, fresh process and kernel cache: "
-          + ", ".join(f"{k} {v:.1f} s" for k, v in firsts.items()))
+        gm = {key: statistics.geometric_mean(r[key] for r in picked)
+              for key in ("vs_generated", "graph_vs_generated", "vs_cublas")}
+        low = min(picked, key=lambda r: r["graph_vs_generated"])
+        print(f"{dt}, {len(picked)} shapes: cute / generated {gm['vs_generated']:.3f}x eager, "
+              f"{gm['graph_vs_generated']:.3f}x graph (lowest {low['graph_vs_generated']:.3f}x "
+              f"at {'x'.join(map(str, low['shape']))}); cute / cuBLAS {gm['vs_cublas']:.3f}x "
+              "eager (geometric means)")
+    firsts = {kernel: first_call(kernel) for kernel in KERNELS} if args.first_calls else {}
+    if firsts:
+        print("first call, fresh process and kernel cache: "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in firsts.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "first_call_s": firsts}, f, indent=1)

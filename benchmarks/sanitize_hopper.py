@@ -13,8 +13,8 @@ of 8 columns into a bf16 out with beta, 40 on 64 columns), the TMA epilogue (coo
 a bf16 out, pingpong), 5 rows on tiles of 8 columns with split-K, and 3xTF32 (``:x3``;
 the rules' tiles unswapped and swapped, pingpong) (``--cases``: only these, by index).
 ``--cute``: the same cases with the kernel written with gemm.cute (``kernel="cute_hopper"``;
-its one form, cooperative without split-K or swaps, takes each case's tiles and ring; the
-3xTF32 cases are left out). This process compiles their variants first; then, per tool, it
+each case's config, the rules' for "auto": split-K and swaps included; the 3xTF32 cases
+are left out). This process compiles their variants first; then, per tool, it
 runs itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child runs and checks every case
 and exits non-zero on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.

@@ -312,8 +312,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       K-major), its tiles and split-K chosen from the shape by
       ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
       (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
-      config), "cute_hopper" (the Hopper kernel written with ``gemm.cute``, the default
-      config's tiles, cooperative, no split-K or swap), a ``gemm.hopper.HopperConfig`` or a
+      config), "cute_hopper" (the Hopper kernel written with ``gemm.cute``, its config
+      chosen by the same rules), a ``gemm.hopper.HopperConfig`` or a
       ``gemm.tensorcore.TensorCoreConfig``. With
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
       config's dtype says which).

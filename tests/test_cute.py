@@ -502,3 +502,66 @@ def test_a_rank_1_layout_of_an_int_shape_works_in_a_kernel(numba_cute):
     ptx = _ptx(kernel, "void(float32[::1])")
     bits = struct.unpack("<I", struct.pack("<f", 9.5))[0]
     assert "+24]" in ptx and (str(bits) in ptx or "0f41180000" in ptx), ptx   # out[6] = 9.5
+
+
+def test_universal_pairs_store_as_vectors(numba_cute):
+    """copy(make_tiled_copy_C(UniversalCopy(2 values), mma), fragment, partition_D(T)): one
+    vector store per pair where the layouts make each pair's elements consecutive: 16-bit
+    pairs into a 128-byte-swizzled shared tile (the swizzle moves no bit below a pair's) and
+    float pairs into a global matrix of a run-time leading dimension, predicated by
+    copy_if."""
+    import numpy as np
+    from numba import cuda, float32, uint8, uint16
+    from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
+    from layoutalg.atom.mma import SM90_64xNx16_F32BF16BF16_SS
+    from layoutalg.swizzle import ComposedLayout, Swizzle
+    mma = make_tiled_mma(SM90_64xNx16_F32BF16BF16_SS(64))
+    r2s = make_tiled_copy_C(UniversalCopy(32, np.uint16), mma)
+    r2g = make_tiled_copy_C(UniversalCopy(64, np.float32), mma)
+    sw = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1)))
+    one_per_pair, tile = Layout(16), Layout((64, 64), (64, 1))
+    c, one, block = numba_cute, numba_cute.static(1), numba_cute.static((64, 64))
+
+    def kernel(out, n, ld):
+        t = cuda.threadIdx.x
+        acc = c.make_fragment_like(c.partition_C(c.get_slice(mma, t),
+                                                 c.make_tensor(out, tile)), float32)
+        c.fill(acc, 1.0)
+        raw = cuda.shared.array(4096, uint16)
+        tD = c.partition_D(c.get_slice(r2s, t), c.make_tensor(raw, sw))
+        y = c.make_fragment_like(tD, uint16)
+        c.fill(y, 7)
+        c.copy(r2s, y, tD)
+        thr = c.get_slice(r2g, t)
+        g = c.local_tile(c.make_tensor(out, c.make_layout((64, n), (ld, one))), block, (0, 0))
+        crd = c.partition_D(thr, c.local_tile(c.make_identity_tensor((64, n)), block, (0, 0)))
+        ok = c.make_fragment_like(c.make_tensor(out, one_per_pair), uint8)
+        for j in range(16):
+            ok[j] = c.elem_less(crd[2 * j], (64, n))
+        c.copy_if(r2g, ok, acc, c.partition_D(thr, g))
+        out[0] = raw[t]
+
+    ptx = _ptx(kernel, "void(float32[::1], uint32, uint32)")
+    assert ptx.count("st.shared.v2.u16") == 16 and "st.shared.u16" not in ptx
+    assert ptx.count("st.global.v2.f32") == 16
+    assert ptx.count("st.global.f32") == 1           # out[0]
+
+
+def test_universal_pairs_refuse_a_misaligned_vector_in_the_simulator():
+    """Pairs of floats from an odd element are refused (partition_D: a vector store needs
+    them aligned); from an even one they are copied in partition_C's order."""
+    import numpy as np
+    from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
+    from layoutalg.atom.mma import SM90_64xNx16_F32BF16BF16_SS
+    from layoutalg.errors import LayoutError
+    from gemm.cute import _python as c
+    mma = make_tiled_mma(SM90_64xNx16_F32BF16BF16_SS(64))
+    r2g = make_tiled_copy_C(UniversalCopy(64, np.float32), mma)
+    thr = c.get_slice(r2g, 5)
+    out = np.zeros(64 * 64 + 1, np.float32)
+    src = c.make_tensor(np.arange(32, dtype=np.float32), Layout(32))
+    with pytest.raises(LayoutError, match="breaks the 2-value alignment"):
+        c.copy(r2g, src, c.partition_D(thr, c.make_tensor(out, Layout((64, 64), (64, 1)), 1)))
+    c.copy(r2g, src, c.partition_D(thr, c.make_tensor(out, Layout((64, 64), (64, 1)))))
+    crd = c.partition_D(thr, c.make_identity_tensor((64, 64)))
+    assert [out[r * 64 + k] for r, k in (crd[j] for j in range(32))] == list(range(32))

@@ -146,7 +146,7 @@ def test_matmul_routes_cute_hopper_with_3xtf32():
      dict(bN=16, stages=8, swap_ab=True, split_k=4)),
     ((2056, 2000, 1032), "float16", True, False, 1.0, 0.0, "float16", 0,
      dict(bM=128, bN=128, stages=4, schedule="pingpong", delay_release=1)),
-    # float32 by 3xTF32 (float32's default there), and a pingpong 3xTF32 config with beta
+    # float32 by 3xTF32, and a pingpong 3xTF32 config with beta
     ((1000, 500, 3000), "float32", False, False, 1.0, 0.0, None, 0, None),
     ((300, 200, 520), "float32", False, False, 1.0, 0.5, None, 0,
      dict(dtype="tfloat32", tf32x3=True, bN=128, consumers=2, schedule="pingpong")),
@@ -171,7 +171,8 @@ def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row,
     c0 = torch.randn(*lead, m, n, device="cuda").to(od)
     out = c0.clone() if beta else torch.full_like(c0, float("nan"))
     if config is None:
-        got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper")
+        prec = dict(precision="tf32x3") if dt == torch.float32 else {}
+        got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper", **prec)
     else:
         from gemm.hopper import hopper_matmul
         got = hopper_matmul(a, b, out, alpha=alpha, beta=beta, config=HopperConfig(**config),
@@ -242,6 +243,30 @@ def test_matmul_fused_epilogue_keeps_its_plan_on_a_hopper_gpu(activation):
         assert got.dtype == torch.bfloat16 and got.shape == (300, 264)
         assert ((got.double() - ref).abs() <= 1.2 * 512 * 2 ** -24 * bound
                 + 1e-6 * pre.abs() + 2 ** -8 * ref.abs() + 1e-30).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(128, 4096, 14336), (16, 1024, 16384)])
+def test_cute_hopper_keeps_its_plan_with_the_rules_split_on_a_hopper_gpu(m, n, k):
+    """kernel="cute_hopper" takes the generated kernel's rules: split-K (and at 16 rows
+    swapped operands) on these shapes of a 132-SM GPU; the second and third calls take the
+    kept plan, which launches the kernel with its bias and scales arrays and then the
+    reduction."""
+    torch = pytest.importorskip("torch")
+    from gpucase import require_hopper
+    import gemm
+    from gemm.hopper import plan_call
+    require_hopper()
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    assert plan_call(x, w.T, cute=True).split_k
+    for _ in range(3):
+        x.normal_()
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        got = gemm.matmul(x, w.T, out=out, kernel="cute_hopper")
+        ref = x.double() @ w.double().T
+        bound = x.double().abs() @ w.double().abs().T
+        assert got is out and ((got.double() - ref).abs() <= 2 ** -7 * bound + 1e-30).all()
 
 
 @pytest.mark.gpu

@@ -427,6 +427,19 @@ def swizzle_ir(builder, sw, x):
     return builder.xor(x, moved)
 
 
+def _swizzled_index(builder, sw, offset, at):
+    """uint32 IR of ``sw(offset + at)``. A constant ``at``'s whole periods (the swizzle
+    reads and moves only the bits below its period) are added after the swizzle, so that
+    the elements of one run-time offset share the swizzles of their place in the period
+    and their periods fold into the addresses."""
+    if not isinstance(at, ir.Constant):
+        return swizzle_ir(builder, sw, builder.add(offset, at, flags=NUW))
+    period = 1 << (sw.yyy_mask | sw.zzz_mask).bit_length()
+    whole, rest = divmod(at.constant, period)
+    index = swizzle_ir(builder, sw, builder.add(offset, ir.Constant(I32, rest), flags=NUW))
+    return builder.add(index, ir.Constant(I32, whole * period), flags=NUW) if whole else index
+
+
 def _tensor_value(context, builder, tensor, array, offset, dyn=None):
     """A TensorType value: ``array`` (None for an identity tensor), ``offset`` and the
     run-time leaves {name: uint32 IR} (``dyn``, a superset of the tensor's own)."""
@@ -463,9 +476,8 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     fields = context.data_model_manager[tensor_ty]
     array = builder.extract_value(tensor, fields.get_field_position("array"))
     offset = builder.extract_value(tensor, fields.get_field_position("offset"))
-    if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset: no split
-        index = swizzle_ir(builder, tensor_ty.swizzle,
-                           builder.add(builder.trunc(offset, I32), at, flags=NUW))
+    if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset
+        index = _swizzled_index(builder, tensor_ty.swizzle, builder.trunc(offset, I32), at)
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's

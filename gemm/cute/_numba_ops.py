@@ -4,6 +4,8 @@ in :mod:`gemm.cute._numba_sm90`), copy_if, fill, axpby, gemm (FMAs, mma.sync; wg
 :mod:`gemm.cute._numba_sm90`) and elem_less, unrolled at compile time. The types are in
 :mod:`gemm.cute._numba`."""
 
+from contextlib import contextmanager
+
 from llvmlite import ir
 from numba.cuda import cgutils, nvvm, types
 from numba.cuda.cudaimpl import _generic_array, _get_unique_smem_id
@@ -255,7 +257,7 @@ def _cp_async(context, builder, kind, nbytes, d, g, src_bytes=None):
 def _tiled_copy(context, builder, sig, args):
     tiled, (src, dst) = sig.args[0].value, sig.args[1:]
     if tiled.atom.kind == "universal":
-        return _copy(context, builder, signature(types.none, src, dst), args[1:])
+        return _universal(context, builder, tiled, None, src, dst, None, args[1], args[2])
     if tiled.atom.kind == "ldmatrix":
         return _ldmatrix(context, builder, tiled, src, dst, args[1], args[2])
     per, nbytes, kind = _instructions(tiled, src)
@@ -293,20 +295,71 @@ def _tiled_copy_if(context, builder, sig, args):
     if _static_size(pred, "copy_if") != groups:
         raise TypingError(f"copy_if: the predicate has {cute.size(Layout(pred.layout.shape))} "
                           f"elements, the source {groups} groups of {per} values")
+    if kind == "universal":
+        return _universal(context, builder, tiled, pred, src, dst, *args[1:])
     base = _array_start(context, builder, src, args[2])
     for r in range(groups):
         p = context.cast(builder, builder.load(_at(context, builder, pred, args[1], r)),
                          pred.dtype, types.boolean)
         d = _at(context, builder, dst, args[3], r * per)
         g = _at(context, builder, src, args[2], r * per)
-        if kind == "universal":
-            with cgutils.if_likely(builder, p):
-                value = context.cast(builder, builder.load(g), src.dtype, dst.dtype)
-                builder.store(value, d)
-        else:           # zero-fill where the predicate is false (from the array's start)
-            _cp_async(context, builder, kind, nbytes, d, builder.select(p, g, base),
-                      builder.select(p, ir.Constant(I32, nbytes), ir.Constant(I32, 0)))
+        # zero-fill where the predicate is false (from the array's start)
+        _cp_async(context, builder, kind, nbytes, d, builder.select(p, g, base),
+                  builder.select(p, ir.Constant(I32, nbytes), ir.Constant(I32, 0)))
     return context.get_dummy_value()
+
+
+def _consecutive(tensor, first, per):
+    """Whether elements ``first .. first + per - 1`` of a tensor are consecutive in its
+    array wherever the tensor is (its layout's steps between them static ones; a swizzle
+    moving no bit below ``per``'s)."""
+    sw = tensor.swizzle
+    if sw is not None and (1 << sw.base) < per:
+        return False
+    at = tensor.layout(first)
+    for i in range(1, per):
+        step = tensor.layout(first + i) - at
+        if not (is_int(step) or getattr(step, "is_Integer", False)) or int(step) != i:
+            return False
+    return True
+
+
+def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, dst_value):
+    """A universal atom's copy (``pred`` None: of every group): each group of the atom's
+    values, converted to the destination's type, one vector store where they are
+    consecutive in ``dst`` for every group (aligned as the atom's bits: partition_D checks
+    the offsets that are ints; run-time ones are the caller's promise), else one store
+    each."""
+    per, nbytes, _ = _instructions(tiled, src)
+    n = _static_size(src, "copy")
+    if n != _static_size(dst, "copy"):
+        raise TypingError(f"copy: the tensors have {n} and {_static_size(dst, 'copy')} "
+                          "elements")
+    vector = per > 1 and all(_consecutive(dst, r * per, per) for r in range(n // per))
+    for r in range(n // per):
+        inside = (None if pred is None else context.cast(
+            builder, builder.load(_at(context, builder, pred, pred_value, r)), pred.dtype,
+            types.boolean))
+        with cgutils.if_likely(builder, inside) if inside is not None else _nothing():
+            values = [context.cast(builder, builder.load(_at(context, builder, src, src_value,
+                                                               r * per + i)),
+                                   src.dtype, dst.dtype) for i in range(per)]
+            if not vector:
+                for i, value in enumerate(values):
+                    builder.store(value, _at(context, builder, dst, dst_value, r * per + i))
+                continue
+            vec = ir.Constant(ir.VectorType(values[0].type, per), ir.Undefined)
+            for i, value in enumerate(values):
+                vec = builder.insert_element(vec, value, ir.Constant(I32, i))
+            first = _at(context, builder, dst, dst_value, r * per)
+            ptr = builder.bitcast(first, vec.type.as_pointer(first.type.addrspace))
+            builder.store(vec, ptr, align=nbytes)
+    return context.get_dummy_value()
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 @type_callable(cute.gemm)

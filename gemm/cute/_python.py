@@ -294,9 +294,12 @@ def copy(*args: Any) -> None:
         return
     if size(src) != size(dst):
         raise ValueError(f"copy: the tensors have {size(src)} and {size(dst)} elements")
-    if kind == "universal":
+    if tiled is None:
         for i in range(size(src)):
             dst[i] = src[i]
+        return
+    if kind == "universal":
+        copy_if(tiled, None, src, dst)
         return
     per, nbytes, op = copy_instructions(tiled, src)
     issue = {"cp.async.ca": arch.cp_async_ca, "cp.async.cg": arch.cp_async_cg}[op]
@@ -333,19 +336,22 @@ def _tma_store(tma: Any, tensor_map: Any, origin: Any, src: Tensor) -> None:
 
 
 def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
-    """``copy(tiled, src, dst)`` for the groups (mode 0: one instruction's values) whose
-    predicate holds: ``pred`` has one element per group, in the order of the source's other
-    modes (CuTe's ``copy_if``). A cp.async copy writes zeros where the predicate is false
+    """``copy(tiled, src, dst)`` for the groups (one instruction's values) whose
+    predicate holds: ``pred`` has one element per group, in the order of the source's
+    elements (CuTe's ``copy_if``). A cp.async copy writes zeros where the predicate is false
     (CUTLASS's ZFILL atoms): a partial tile's missing values read as 0. A universal copy
-    leaves those values of ``dst`` as they are."""
+    leaves those values of ``dst`` as they are; a group of a universal atom of several
+    values (e.g. ``UniversalCopy(64, np.float32)``: pairs) is one vector store in a kernel
+    (partition_D checks that each group is contiguous and, where its offsets are ints,
+    aligned)."""
     per, nbytes, op = copy_instructions(tiled, src)
     groups = size(src) // per
-    if size(pred) != groups:
+    if pred is not None and size(pred) != groups:
         raise ValueError(f"copy_if: the predicate has {size(pred)} elements, the source "
                          f"{groups} groups of {per} values")
     if tiled.atom.kind == "universal":
         for r in range(groups):
-            if pred[r]:
+            if pred is None or pred[r]:
                 for i in range(r * per, (r + 1) * per):
                     dst[i] = src[i]
         return
@@ -375,11 +381,18 @@ def ldmatrix_shape(tiled: Any, src: Any, dst: Any) -> tuple:
 
 def copy_instructions(tiled: Any, src: Any) -> Any:
     """(values per instruction, bytes per instruction, the instruction's kind) of a tiled
-    copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values;
-    TypeError for an instruction that copy does not issue (yet)."""
+    copy over a partitioned tensor (or layout) whose mode 0 is one instruction's values (a
+    universal atom's: groups of its values in the source's order, as many as divide the
+    source); TypeError for an instruction that copy does not issue (yet)."""
     atom = tiled.atom
     if atom.kind not in ("cp.async.ca", "cp.async.cg", "universal"):
         raise TypeError(f"copy: the {atom.name} instruction is not supported in kernels yet")
+    if atom.kind == "universal":
+        per = atom.bits // atom.value_bits
+        if size(src) % per:
+            raise ValueError(f"copy: {size(src)} values are not groups of {per}, the "
+                             f"{atom.name}'s")
+        return per, atom.bits // 8, atom.kind
     per = int(product(src.shape[0]))
     if per * atom.value_bits != atom.bits:
         raise ValueError(f"copy: mode 0 of {src.shape} is not one {atom.name} instruction "

@@ -192,7 +192,8 @@ class _Call:
                  cute=False, bias=None, activation=None, scaled=None):
         sim = simulator_active()
         activation = check_activation(activation, caller)
-        cute = cute or bias is not None or activation is not None or scaled is not None
+        fused = bias is not None or activation is not None or scaled is not None
+        cute = cute or fused
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
         check_scalars(alpha, beta, caller)
@@ -215,14 +216,14 @@ class _Call:
         sms = SIM_SMS if sim else sm_count(c.device)
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
-        if cute:                    # the gemm.cute kernel: by columns where a config swaps
-            cols = config is not None and config.swap_ab and scaled is None   # (not FP8)
-        elif config is None:        # few rows (a decode step): B's columns on the tile's rows
+        if config is not None:      # (FP8's kernel takes no swapped operands)
+            cols = config.swap_ab and scaled is None
+        elif fused:                 # (the rules' swaps are not timed with fused epilogues)
+            cols = False
+        else:                       # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1
                     and (x3_swaps(m, n) if tf32x3 else swaps(m, n, sms, narrow))
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
-        else:
-            cols = config.swap_ab
         ldc = c.strides[0] if c.unit_mode == 1 else c.strides[1]
         if (c.unit_mode == 1) != cols:      # C = A B, X = A, Y = B^T
             x, y, mm, nn = a, b, m, n
@@ -255,13 +256,10 @@ class _Call:
             cfg = replace(config, dtype=dtype, bK=None) if config.dtype != dtype else config
             if tf32x3 and not cfg.tf32x3:
                 cfg = x3_config(cfg)
-        if cute:                    # its forms (gemm.hopper.cute_gemm.supports): split-K
-            plain = bias is None and activation is None and scaled is None   # (none fused)
-            cfg = replace(cfg, split_k=cfg.split_k if plain else 1, swap_ab=cols)
-            if config is None:
-                # the generated kernel's tuned tiles, unsplit (its split rules are not
-                # timed on this kernel yet)
-                cfg = replace(cfg, schedule="cooperative", delay_release=0, split_k=1)
+        if fused:                   # split-K's reduction adds no bias, activation or scales
+            cfg = replace(cfg, split_k=1)
+            if config is None:      # the default's tiles, cooperative
+                cfg = replace(cfg, schedule="cooperative", delay_release=0)
         fp8 = {}
         if scaled is not None:      # X's type first; promotion needs room for the sum
             blocks = scale == "blocks"          # (applied as each k-tile is promoted)
@@ -391,13 +389,13 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue, split-K
-    (a config's; none with a fused epilogue, none by default), swap_ab (a config's, not
-    FP8's) and schedule, cooperative or pingpong (the default config's: cooperative, but
-    FP8's fast calls: :func:`fp8_fast_config`); 3xTF32 with ``tf32x3``). A fused epilogue
-    (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16, float16 or
-    float32 on A's device, one value per column of out (shape (N,) or (1, N)) or per row
-    ((M, 1)), added to every matrix of a batch; ``activation`` one of
+    (:mod:`gemm.hopper.cute_gemm`; the config's tiles, ring, consumers, epilogue, split-K,
+    swap_ab and schedule, the default's chosen by the same rules as the generated kernel's;
+    3xTF32 with ``tf32x3``; with a fused epilogue or FP8, no split-K or swap and by default
+    the default's tiles cooperative, but FP8's fast calls: :func:`fp8_fast_config`). A fused
+    epilogue (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16,
+    float16 or float32 on A's device, one value per column of out (shape (N,) or (1, N)) or
+    per row ((M, 1)), added to every matrix of a batch; ``activation`` one of
     ``gemm.epilogue.ACTIVATIONS`` (None: none), applied last, in float32, before out's
     rounding.
     """
@@ -488,11 +486,12 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
             return
         kernel, reduce = got
         m = seen.get(key) or maps(key, stream)
+        more = (bias, *scales) if v.cute else ()      # (the cute kernel's further arrays)
         if reduce is None:
-            kernel((*m, c, c, bias, *scales) if v.cute else (*m, c, c), stream, alpha, beta)
+            kernel((*m, c, c, *more), stream, alpha, beta)
             return
         w, owner = splitk.workspace(4 * size, stream, device, kind)
-        kernel((*m, c, w), stream, alpha, beta)
+        kernel((*m, c, w, *more), stream, alpha, beta)
         reduce((w, c), stream, alpha, beta)
         del owner                   # the launches are enqueued
 

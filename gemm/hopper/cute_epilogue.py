@@ -2,8 +2,9 @@
 a consumer's ``alpha * acc`` written out once its tile's k-tiles are multiplied.
 
 - The TMA epilogue (``v.tma_store``): 64-row x 128-byte pieces staged in two swizzled
-  shared buffers past the ring and stored by TMA, one piece staged while the one before is
-  stored.
+  shared buffers past the ring (a thread's two adjacent values of a row in one store: a
+  tiled copy of ``UniversalCopy`` pairs over the wgmma's C layout) and stored by TMA, one
+  piece staged while the one before is stored.
 - Its fused form (a bias, an activation: :mod:`gemm.epilogue`; FP8's scales per row and
   column): a piece's values in a register fragment, scaled and biased, then ``transform``
   applies the activation. Those vectors are a consumer's share of the tile, read from
@@ -11,20 +12,24 @@ a consumer's ``alpha * acc`` written out once its tile's k-tiles are multiplied.
   memory past the pieces after its products (``stage_vectors``), so that no piece waits for
   a load.
 - The registers epilogue: ``act(alpha * acc * sa * sb + beta * C + bias)`` through
-  ``partition_C``, predicated at the matrix's edges by an identity tensor; split-K's partial
-  tiles, float32, the same way into the workspace.
+  ``partition_C``, predicated at the matrix's edges by an identity tensor; split-K's
+  partial tiles, float32, into the workspace by pairs of columns (its rows padded to an
+  even length, so that every pair is aligned and a pair at the last column may write the
+  padding).
 """
 
 from types import SimpleNamespace
 
-from numba import cuda, float32, uint16
+import numpy as np
+from numba import cuda, float32, uint8, uint16
 
-from layoutalg import Layout, make_tiled_mma
+from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
 from gemm import arch
-from gemm.cute import (axpby, copy, elem_less, fence_view_async_shared, get_slice, local_tile,
-                       make_fragment_like, make_identity_tensor, make_layout, make_tensor,
-                       named_barrier_sync, partition_C, static, static_range,
-                       tma_store_arrive, tma_store_wait, transform, unroll, unrolled)
+from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_slice,
+                       local_tile, make_fragment_like, make_identity_tensor, make_layout,
+                       make_tensor, named_barrier_sync, partition_C, partition_D, static,
+                       static_range, tma_store_arrive, tma_store_wait, transform, unroll,
+                       unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
 from gemm.hopper.config import STAGING_BYTES
@@ -34,6 +39,13 @@ __all__ = ["epilogue_functions"]
 
 ONE = static(1)
 _OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
+_PAIR = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.uint16}
+
+
+def pairs_of(mma, dtype):
+    """The tiled copy of a thread's C values of ``mma`` two adjacent columns at a time (one
+    store of 2 x ``dtype``), in ``partition_C``'s order."""
+    return make_tiled_copy_C(UniversalCopy(2 * 8 * np.dtype(dtype).itemsize, dtype), mma)
 
 
 def epilogue_functions(v, plan, mma):
@@ -62,6 +74,10 @@ def epilogue_functions(v, plan, mma):
     sc = stage_layout("K", 64, chunk, out_bits)
     tma_c = plan.copy_c if tma_store else None      # (the host makes C's map only then)
     mma_c = make_tiled_mma(atom_of(v, chunk))       # a piece's share of each thread
+    r2s = pairs_of(mma_c, _PAIR[v.out_dtype])       # staged by pairs
+    r2g = pairs_of(mma, np.float32)                 # split-K's partial tiles by pairs
+    pairs = static_range(bm * bn // 256)            # a thread's pairs of a tile
+    one_per_pair = Layout(len(pairs))
     # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
     # the tile read from global memory into registers as the tile starts, and staged in
     # shared memory past the pieces after its products (so that no piece waits for a load)
@@ -149,15 +165,17 @@ def epilogue_functions(v, plan, mma):
         """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
         shared buffers past the ring, one staged while the one before is stored; returns
         the count of pieces staged (``sq``, this one's included)."""
-        thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
         # each wgmma atom's 64 rows, chunk columns at a time; NVVM unrolls the two inner
         # loops (written out by unroll(), they took seconds more to compile)
         for a in unroll(row_atoms):
             for p in range(per_atom):
                 sC = piece_buffer(c, sq)
-                tCsC = partition_C(thr_c, sC)
+                tRSsC = partition_D(thr_s, sC)
+                y = make_fragment_like(tRSsC, out)
                 for j in range(chunk // 2):
-                    tCsC[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
+                    y[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
+                copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, at[0] * bm + a * 64, at[1] * bn + p * chunk, bz)
                 sq += 1
         return sq
@@ -175,12 +193,13 @@ def epilogue_functions(v, plan, mma):
         activation in it NVVM left that loop rolled, and the accumulators went to local
         memory."""
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
+        thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
         tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
         vec = cuda.shared.array(0, float32)
         for a in unroll(row_atoms):
             for p in unroll(col_pieces):
                 sC = piece_buffer(c, sq)
-                tCsC = partition_C(thr_c, sC)
+                tRSsC = partition_D(thr_s, sC)
                 row0, col0 = at[0] * bm + a * 64, at[1] * bn + p * chunk
                 x = make_fragment_like(tCcP, float32)
                 for j in range(chunk // 2):
@@ -194,8 +213,10 @@ def epilogue_functions(v, plan, mma):
                     x[j] = v
                 if has_act:
                     transform(x, act)
+                y = make_fragment_like(tRSsC, out)
                 for j in range(chunk // 2):
-                    tCsC[j] = to_out(x[j])
+                    y[j] = to_out(x[j])
+                copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, row0, col0, bz)
                 sq += 1
         return sq
@@ -204,22 +225,15 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
-        """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
-        predicated at the edges."""
-        thr = get_slice(mma, cuda.threadIdx.x % 128)
-        if c_columns:           # swapped operands: the kernel's C^T, stored by columns
-            gC = make_tensor(C, make_layout((M, N), (ONE, ldc)), bz * sCb)
-        else:
-            gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
-        tCgC = partition_C(thr, local_tile(gC, block_c, at))
-        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, reads_c):
+        """The registers epilogue's values, C read where ``reads_c`` (a constant at each
+        call: one unrolled loop without C's loads, one with them)."""
         for j in unroll(values):
             if elem_less(tCcC[j], (M, N)):
                 x = alpha * acc[j]
                 if scale_rows:
                     x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
-                if beta != 0:
+                if reads_c:
                     x += beta * from_out(tCgC[j])
                 if has_bias:
                     x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
@@ -228,15 +242,36 @@ def epilogue_functions(v, plan, mma):
                 tCgC[j] = to_out(x)
 
     @cuda.jit(device=True, inline="always")
+    def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
+        """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
+        predicated at the edges (C not read where beta is 0)."""
+        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        if c_columns:           # swapped operands: the kernel's C^T, stored by columns
+            gC = make_tensor(C, make_layout((M, N), (ONE, ldc)), bz * sCb)
+        else:
+            gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
+        tCgC = partition_C(thr, local_tile(gC, block_c, at))
+        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+        if beta != 0:
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True)
+        else:
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False)
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
     def partial_epilogue(acc, at, W, M, N, ldw, start):
         """Split-K: ``acc``, the products of one K range, to the float32 workspace's
         row-major (M, ldw) matrix at ``start`` (alpha, beta and the out's type are the
-        reduction's), predicated at the edges."""
-        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        reduction's), by pairs of columns, predicated at the edges (a pair whose first column
+        is inside: ``ldw`` and ``start`` are even)."""
+        thr = get_slice(r2g, cuda.threadIdx.x % 128)
         gW = make_tensor(W, make_layout((M, N), (ldw, ONE)), start)
-        tCgW = partition_C(thr, local_tile(gW, block_c, at))
-        tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
-        axpby(1.0, acc, 0.0, tCgW, tCcC, (M, N))
+        tCgW = partition_D(thr, local_tile(gW, block_c, at))
+        tCcW = partition_D(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
+        inside = make_fragment_like(make_tensor(W, one_per_pair), uint8)
+        for j in unroll(pairs):
+            inside[j] = elem_less(tCcW[2 * j], (M, N))
+        copy_if(r2g, inside, acc, tCgW)
 
     return SimpleNamespace(store_tma=store_tma, registers_epilogue=registers_epilogue,
                            partial_epilogue=partial_epilogue, fetch_vectors=fetch_vectors,

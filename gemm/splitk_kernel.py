@@ -6,8 +6,9 @@ of :mod:`gemm.collective.reduce_scatter`).
 Thread i takes columns col .. col + VEC - 1 of one row (those below N): VEC loads in flight per
 K range, two ranges a turn, each sum still taken in the ranges' order; the row's last columns,
 fewer than VEC, one at a time. One variant per out type and partials' type (float32, or
-bfloat16 / float16 bits), kept as a cubin file and launched through the driver (:mod:`gemm.call`); in numba's simulator
-its twin runs. Imported when a split call first reduces (it imports numba).
+bfloat16 / float16 bits), kept as a cubin file and launched through the driver
+(:mod:`gemm.call`); in numba's simulator its twin runs. Imported when a split call first
+reduces (it imports numba).
 """
 
 from functools import lru_cache

@@ -547,9 +547,10 @@ def test_universal_pairs_store_as_vectors(numba_cute):
     assert ptx.count("st.global.f32") == 1           # out[0]
 
 
-def test_universal_pairs_refuse_a_misaligned_vector_in_the_simulator():
-    """Pairs of floats from an odd element are refused (partition_D: a vector store needs
-    them aligned); from an even one they are copied in partition_C's order."""
+def test_universal_pairs_refuse_a_misaligned_vector_in_python():
+    """In Python (the simulator's copy): pairs of floats from an odd element are refused
+    (partition_D: a vector store needs them aligned); from an even one the copy writes each
+    value where the partition of an identity tensor says it lies."""
     import numpy as np
     from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
     from layoutalg.atom.mma import SM90_64xNx16_F32BF16BF16_SS

@@ -156,9 +156,8 @@ def _torch_operand(x, name, allow_empty=False, batched=False):
     device = x.get_device()
     if device < 0:
         _device_of(x, "torch")
-    dtype = _torch_dtypes.get(x.dtype) or torch_dtype_name(x.dtype)
-    return _matrix(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(), dtype, device, name,
-                   allow_empty, batched)
+    return _matrix(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(),
+                   torch_dtype_name(x.dtype), device, name, allow_empty, batched)
 
 
 def _matrix(x, kind, ptr, shape, strides, dtype, device, name, allow_empty, batched,

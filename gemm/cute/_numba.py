@@ -11,9 +11,11 @@ crd2idx); LLVM folds the constants.
 A TensorType is (the array, a uint64 offset, the values of its layout's symbols) with the
 layout in the type (a view's offset is its parent's plus its own uint32 one, added in 64
 bits: its constants then fold into the addresses), and a swizzle where its layout was a
-``ComposedLayout(Swizzle, offset, layout)``: element ``c`` is then ``array[swizzle(offset + layout(c))]``, the swizzle on the
-offset from the array's first element (CuTe's swizzled shared-memory pointers: slices and
-partitions move the offset before the swizzle); an identity tensor (``make_identity_tensor``)
+``ComposedLayout(Swizzle, offset, layout)``: element ``c`` is then
+``array[swizzle(offset + layout(c))]``, the swizzle on the offset from the array's first
+element (CuTe's swizzled shared-memory pointers: slices and partitions move the offset
+before the swizzle; a constant ``layout(c)``'s whole periods are added after it, which is
+the same); an identity tensor (``make_identity_tensor``)
 has no array and a tuple of uint32 coordinates for its offset.
 Element access, slices, tiles and partitions are in :mod:`gemm.cute._numba_derive`; the
 constructors and algorithms (make_layout, identity, shared and register tensors, copy,
@@ -334,9 +336,10 @@ class TensorType(types.Type):
     """A tensor: an array (1-D), an element offset (uint64: a view's constants then fold into
     the addresses of its elements, which a zero-extended uint32 sum keeps from NVVM) and a
     layout (static, or with run-time leaves whose values the tensor holds: ``dyn``);
-    ``space`` "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived from it (its loads and
-    stores address shared memory explicitly), else None; ``swizzle`` a layoutalg Swizzle
-    applied to the offset of every element from the array's first, or None. An identity
+    ``space`` "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived
+    from it (its loads and stores address shared memory explicitly), else None; ``swizzle``
+    a layoutalg Swizzle applied to the offset of every element from the array's first, or
+    None. An identity
     tensor (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32
     coordinates and its elements are coordinates."""
 

@@ -8,14 +8,15 @@ operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper"
 generated kernel) and ``kernel="cute_hopper"`` (the one written with gemm.cute), beside
 ``torch.mm(a, w.T)`` (cuBLAS; TF32 off for float32). Shapes: benchmarks/shapes.py's suite in
 bf16 (A (M, K) row-major, W (N, K) row-major), and float32 (3xTF32 on both kernels:
-``precision="tf32x3"``) at M in 16, 128, 2048, 8192 over 4096 x 4096, 4096^3 and 128 x 4096 x 14336. Per shape: eager
-calls as users write them, without an out (``timed_together``: the three interleaved in
-every rep, the median of R loops of calls between CUDA events), and, an extra column per
-kernel, the same calls with an out replayed from a CUDA graph (the GPU's time alone, where
-the host's work per call would hide the kernels' difference). Prints a table and the
-geometric means last. ``--quick``: the LLM shapes with M = 2048 and the squares, bf16.
-``--first-calls``: each kernel's first call in a fresh process with an empty kernel cache
-($LAYOUTALG_CACHE): numba's compile, the CUDA context and imports (the same for both).
+``precision="tf32x3"``) at M in 16, 128, 2048, 8192 over 4096 x 4096, 4096^3 and 128 x 4096
+x 14336. Per shape: eager calls as users write them, without an out (``timed_together``: the
+three interleaved in every rep, the median of R loops of calls between CUDA events), and, an
+extra column per kernel, the same calls with an out replayed from a CUDA graph (the GPU's
+time alone, where the host's work per call would hide the kernels' difference; the two
+kernels' graphs replayed in turn in every rep). Prints a table and the geometric means last.
+``--quick``: the LLM shapes with M = 2048 and the squares, bf16. ``--first-calls``: each
+kernel's first call in a fresh process with an empty kernel cache ($LAYOUTALG_CACHE):
+numba's compile, the CUDA context and imports (the same for both).
 """
 
 import argparse
@@ -33,7 +34,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.shapes import graph_us, suite  # noqa: E402
+from benchmarks.shapes import graphs_together, suite  # noqa: E402
 from benchmarks.timing import timed_together  # noqa: E402
 
 KERNELS = ("hopper", "cute_hopper")
@@ -63,10 +64,12 @@ def row(dtype, m, n, k, reps):
                 for kern in KERNELS})
     t = timed_together(fns, reps)
     sets = [(a, w.T, torch.empty(m, n, device="cuda", dtype=dtype))]
+    calls = {kern: (lambda x, y, o, kern=kern: gemm.matmul(x, y, o, kernel=kern, **prec))
+             for kern in KERNELS}
+    t.update({kern + " graph": us / 1e3
+              for kern, us in graphs_together(calls, sets, reps).items()})
     err = {}
-    for kern in KERNELS:
-        call = (lambda x, y, o, kern=kern: gemm.matmul(x, y, o, kernel=kern, **prec))
-        t[kern + " graph"] = graph_us(call, sets, reps) / 1e3
+    for kern, call in calls.items():
         o = sets[0][2].fill_(float("nan"))
         call(*sets[0])
         rows = torch.randperm(m, device="cuda")[:64]

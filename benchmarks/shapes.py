@@ -133,26 +133,36 @@ def graph_us(fn, sets, reps, calls=10):
     """Median microseconds per call of ``fn`` replayed from a CUDA graph of ``calls`` calls
     (the sets in turn): the GPU's time alone, without the host's work per call. Warmed up
     on the capture's stream first (a first call allocates and binds there)."""
+    return graphs_together({"fn": fn}, sets, reps, calls)["fn"]
+
+
+def graphs_together(fns, sets, reps, calls=10):
+    """``{name: us}``: :func:`graph_us` of each of ``fns`` (name -> function), every rep
+    replaying each one's graph in turn, so that the GPU's clock and temperature drift alike
+    over all of them."""
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for s in sets:
-            fn(*s)
-    stream.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for j in range(calls):
-            fn(*sets[j % len(sets)])
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    graphs = {}
+    for name, fn in fns.items():
+        with torch.cuda.stream(stream):
+            for s in sets:
+                fn(*s)
+        stream.synchronize()
+        graphs[name] = graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for j in range(calls):
+                fn(*sets[j % len(sets)])
         graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3 / calls)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, graph in graphs.items():
+            start.record()
+            graph.replay()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop) * 1e3 / calls)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def host_us(fn, args, calls=200):

@@ -128,6 +128,43 @@ def run_tiled_copy(seed):
     return float(np.nan_to_num(np.abs(got - src.reshape(GM, GK)), nan=np.inf).max())
 
 
+# --- dynamic_range: its loops against Python's range -------------------------------------
+
+from gemm.cute import dynamic_range  # noqa: E402
+
+RANGES = [(0, 10, 1), (5, 5, 1), (7, 3, 1), (3, 100, 7), (0, 1, 5),
+          (2 ** 32 - 5, 2 ** 32 - 1, 1), (2 ** 32 - 10, 2 ** 32 - 1, 4),
+          (0, 2 ** 32 - 1, 2 ** 31), (2, 2 ** 32 - 1, 2 ** 32 - 2)]
+
+
+def ranges(args, out):
+    """Thread t: ``dynamic_range`` of ``args[t]`` (start, stop, step; a stop alone where
+    start and step are 0 and 1 would give the same: the one-argument form for t == 0),
+    into ``out[t]``: the count of values, their sum and their last."""
+    t = cuda.threadIdx.x
+    if t >= args.shape[0]:
+        return
+    count, total, last = np.uint64(0), np.uint64(0), np.uint64(0)
+    if t == 0:
+        for i in dynamic_range(args[t, 1]):
+            count, total, last = count + np.uint64(1), total + np.uint64(i), np.uint64(i)
+    else:
+        for i in dynamic_range(args[t, 0], args[t, 1], args[t, 2]):
+            count, total, last = count + np.uint64(1), total + np.uint64(i), np.uint64(i)
+    out[t, 0], out[t, 1], out[t, 2] = count, total, last
+
+
+def run_ranges():
+    """(got, want) for :data:`RANGES`: each range's count, sum and last value (0 when
+    empty), from the kernel and from Python's range."""
+    args = np.array(RANGES, np.uint32)
+    out = cuda.to_device(np.full((len(RANGES), 3), 7, np.uint64))
+    cuda.jit(ranges)[1, 32](cuda.to_device(args), out)
+    want = np.array([(len(r), sum(r), r[-1] if len(r) else 0)
+                     for r in (range(*a) for a in RANGES)], np.uint64)
+    return out.copy_to_host(), want
+
+
 # --- MoYe's first pipeline (the seed's "prefetch" kernel), line for line -------------------
 # A static problem: MoYe's column-major A (M, K), B (N, K), C (M, N); the seed's tiles
 # 128 x 128 x 8, copies over 32 x 8 threads, UniversalFMA over 16 x 16 threads.

@@ -504,12 +504,41 @@ def test_a_rank_1_layout_of_an_int_shape_works_in_a_kernel(numba_cute):
     assert "+24]" in ptx and (str(bits) in ptx or "0f41180000" in ptx), ptx   # out[6] = 9.5
 
 
+def test_dynamic_range_counts_in_32_bits(numba_cute):
+    """Nested loops over dynamic_range keep one uint32 counter each: no 64-bit compare,
+    select or division in the kernel (numba's range, the same loops, has all three)."""
+    import re
+    from numba import uint32
+    c = numba_cute
+
+    def loops(rng):
+        def kernel(out, n, m):
+            s = uint32(0)
+            for i in rng(n):
+                for j in rng(i, m, n):
+                    s = uint32(s ^ uint32(i * j))
+            out[0] = s
+        return kernel
+    wide = re.compile(r"(setp|selp)\.\w+64|div\.")
+    assert not wide.search(_ptx(loops(c.dynamic_range), "void(uint32[::1], uint32, uint32)"))
+    assert wide.search(_ptx(loops(range), "void(uint32[::1], uint32, uint32)"))
+
+
+def test_dynamic_range_in_python_is_range_of_checked_bounds():
+    from gemm.cute import dynamic_range
+    assert list(dynamic_range(4)) == [0, 1, 2, 3]
+    assert list(dynamic_range(3, 11, 4)) == [3, 7]
+    for bad in ((-1,), (0, 2 ** 32), (0, 4, 0), (1.5,), (True,)):
+        with pytest.raises(ValueError, match="dynamic_range"):
+            dynamic_range(*bad)
+
+
 def test_universal_pairs_store_as_vectors(numba_cute):
     """copy(make_tiled_copy_C(UniversalCopy(2 values), mma), fragment, partition_D(T)): one
-    vector store per pair where the layouts make each pair's elements consecutive: 16-bit
-    pairs into a 128-byte-swizzled shared tile (the swizzle moves no bit below a pair's) and
-    float pairs into a global matrix of a run-time leading dimension, predicated by
-    copy_if."""
+    store per pair where the layouts make each pair's elements consecutive: 16-bit pairs
+    into a 128-byte-swizzled shared tile (the swizzle moves no bit below a pair's) as one
+    32-bit word each, and float pairs into a global matrix of a run-time leading dimension
+    as vectors, predicated by copy_if."""
     import numpy as np
     from numba import cuda, float32, uint8, uint16
     from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
@@ -542,7 +571,7 @@ def test_universal_pairs_store_as_vectors(numba_cute):
         out[0] = raw[t]
 
     ptx = _ptx(kernel, "void(float32[::1], uint32, uint32)")
-    assert ptx.count("st.shared.v2.u16") == 16 and "st.shared.u16" not in ptx
+    assert ptx.count("st.shared.u32") == 16 and "st.shared.u16" not in ptx
     assert ptx.count("st.global.v2.f32") == 16
     assert ptx.count("st.global.f32") == 1           # out[0]
 

@@ -65,3 +65,10 @@ def test_sm80_gemm_written_with_cute(kind, shape):
 
 def test_sm80_gemm_in_groups_of_tile_rows():
     assert cute_kernels.run_sm80_gemm(SEED, 700, 300, 64, "bf16", group_m=4) < 1e-4, SEED
+
+
+def test_dynamic_range_loops_as_python_ranges():
+    """Its uint32 counter: empty ranges, steps past the stop, sums that would wrap past
+    2**32 (the loop ends there), against Python's range."""
+    got, want = cute_kernels.run_ranges()
+    assert (got == want).all(), (got, want)

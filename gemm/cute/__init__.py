@@ -42,7 +42,8 @@ into a ``retile_D``'d fragment for an ldmatrix atom), ``gemm(C, A, B)`` (Univers
 fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`),
 ``axpby`` and ``transform(T, fn)`` (a device function on each element, compiled once), all
 unrolled at compile time, and loops written out at compile time by
-:func:`unrolled` (``for k in unroll(static_range(n))``).
+:func:`unrolled` (``for k in unroll(static_range(n))``); a loop over run-time counts is
+``for k in dynamic_range(k_tiles)`` (one uint32 counter).
 
 **Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
 as run-time values (their symbols ``d0, d1, ..`` are in the layout's numba type, their values
@@ -87,8 +88,8 @@ from layoutalg import Layout  # noqa: F401 - re-exported (kernels name it from h
 # The vocabulary's objects are defined in gemm.cute._python, below the numba side that
 # registers them (gemm.cute._numba, imported at the end): this module is their public face.
 from gemm.cute._python import (MMA_OPS, Static, StaticInt, Tensor, axpby, copy,
-                               copy_if, copy_instructions, cosize, elem_less, fill,
-                               gemm, get_slice, ldmatrix_shape, local_partition,
+                               copy_if, copy_instructions, cosize, dynamic_range,
+                               elem_less, fill, gemm, get_slice, ldmatrix_shape, local_partition,
                                local_tile, make_fragment_like, make_identity_tensor,
                                make_layout, make_shared_tensor, make_tensor, mma_crd,
                                mma_shapes, partition_A, partition_B, partition_C,
@@ -103,7 +104,7 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "partition_S", "partition_D", "partition_A", "partition_B", "partition_C", "retile_S",
            "retile_D", "make_fragment_like", "fill", "copy", "copy_if", "axpby", "transform",
            "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape", "static_range",
-           "unroll", "unrolled", "LayoutType", "TensorType", "warpgroup_arrive",
+           "dynamic_range", "unroll", "unrolled", "LayoutType", "TensorType", "warpgroup_arrive",
            "warpgroup_commit_batch", "warpgroup_wait", "fence_view_async_shared",
            "tma_store_arrive", "tma_store_wait", "named_barrier_sync", "warpgroup_reg_alloc",
            "warpgroup_reg_dealloc", "syncwarp"]
@@ -267,6 +268,6 @@ else:
     from numba.cuda import literal_unroll as unroll  # noqa: F401 - the pass knows this object
     # importing it registers the types, their typing and lowering with numba
     from gemm.cute._numba import LayoutType, TensorType  # noqa: E402
-    from gemm.cute import _numba_derive, _numba_ops  # noqa: E402,F401
+    from gemm.cute import _numba_derive, _numba_ops, _numba_range  # noqa: E402,F401
     from gemm.cute._inline import install as _install_inline  # noqa: E402
     _install_inline()       # inlined bodies copied once per scope (compile time)

@@ -348,13 +348,39 @@ def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, d
                 for i, value in enumerate(values):
                     builder.store(value, _at(context, builder, dst, dst_value, r * per + i))
                 continue
-            vec = ir.Constant(ir.VectorType(values[0].type, per), ir.Undefined)
-            for i, value in enumerate(values):
-                vec = builder.insert_element(vec, value, ir.Constant(I32, i))
+            vec = _vector(builder, _words(builder, values))
             first = _at(context, builder, dst, dst_value, r * per)
             ptr = builder.bitcast(first, vec.type.as_pointer(first.type.addrspace))
             builder.store(vec, ptr, align=nbytes)
     return context.get_dummy_value()
+
+
+def _words(builder, values):
+    """Integers narrower than 32 bits packed into 32-bit words where they fill them (the
+    first in the low bits, at the lower address), so that values split from one word (two
+    16-bit halves of a packed conversion) are stored as that word; others as they are."""
+    bits = values[0].type.width if isinstance(values[0].type, ir.IntType) else 32
+    if bits >= 32 or len(values) * bits % 32:
+        return values
+    k = 32 // bits
+    words = []
+    for w in range(len(values) // k):
+        word = ir.Constant(I32, 0)
+        for i in range(k):
+            part = builder.zext(values[w * k + i], I32)
+            word = builder.or_(word, builder.shl(part, ir.Constant(I32, i * bits)))
+        words.append(word)
+    return words
+
+
+def _vector(builder, values):
+    """One value of ``values``: itself alone, else a vector of them."""
+    if len(values) == 1:
+        return values[0]
+    vec = ir.Constant(ir.VectorType(values[0].type, len(values)), ir.Undefined)
+    for i, value in enumerate(values):
+        vec = builder.insert_element(vec, value, ir.Constant(I32, i))
+    return vec
 
 
 @contextmanager

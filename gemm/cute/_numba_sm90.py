@@ -16,7 +16,7 @@ from gemm.cute._numba import (I32, StaticType, TensorType, _fields, _in_space, _
 from layoutalg.atom.tma import TmaCopy
 from gemm.arch import sm90
 from gemm.arch.tile_plan import WGMMA_BITS
-from gemm.arch._lowering import (I64, SHARED, check_array, check_int, shared_address,
+from gemm.arch._lowering import (I64, SHARED, check_array, check_int, shared_base,
                                   to_int)
 
 __all__ = ["is_wgmma_call", "type_wgmma", "lower_wgmma", "is_tma", "check_tma_copy",
@@ -64,12 +64,19 @@ def type_wgmma(tiled, C, A, B, accumulate=None):
 
 
 def _start(context, builder, ty, value):
-    """i64: a descriptor's start field (shared address >> 4) of the tensor's own offset."""
+    """i64: a descriptor's start field, (shared address >> 4) & START_MASK, of the tensor's
+    own offset. The address is the array's base plus the offset's bytes, and the shift is
+    taken of each alone, the carry of their low 4 bits added: where the base's alignment is
+    known (an array declared ``alignment=`` 16 or more), the carry folds away and the base's
+    part is computed once for all the tensor's slots, as CuTe's descriptor iterators add the
+    offset's part to a descriptor made once."""
     fields = _fields(context, builder, ty, value)
-    at = shared_address(context, builder, ty.array, fields["array"], types.uint32,
-                        builder.trunc(fields["offset"], I32))
-    field = builder.and_(builder.lshr(at, ir.Constant(I32, 4)), ir.Constant(I32, START_MASK))
-    return builder.zext(field, I64)
+    base, step = shared_base(context, builder, ty.array, fields["array"])
+    off = builder.mul(builder.trunc(fields["offset"], I32), step)
+    four, low = ir.Constant(I32, 4), ir.Constant(I32, 15)
+    carry = builder.lshr(builder.add(builder.and_(base, low), builder.and_(off, low)), four)
+    field = builder.add(builder.add(builder.lshr(base, four), builder.lshr(off, four)), carry)
+    return builder.zext(builder.and_(field, ir.Constant(I32, START_MASK)), I64)
 
 
 @lower_builtin(cute.gemm, StaticType, TensorType, TensorType, TensorType, types.Any)

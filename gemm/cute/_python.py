@@ -105,6 +105,23 @@ def static(value: Any) -> Any:
     return Static(value)
 
 
+def dynamic_range(start: Any, stop: Any = None, step: Any = 1) -> range:
+    """A loop kept a loop, over run-time counts (CuTe DSL's ``cutlass.range``; its compile-time
+    twin is ``static_range``): ``range(start, stop, step)`` of ints ``0 <= start, stop <
+    2**32`` and ``0 < step < 2**32``. In a kernel the loop variable is a uint32 and the loop
+    one counter compared with ``stop`` (numba's ``range`` keeps 64-bit signed counters: a
+    remaining count and the value, and selects between them each step). Called from Python
+    (the simulator), the ``range`` itself, its arguments checked (a ValueError names the one
+    out of bounds)."""
+    if stop is None:
+        start, stop = 0, start
+    for name, v, low in (("start", start, 0), ("stop", stop, 0), ("step", step, 1)):
+        if not is_int(v) or isinstance(v, bool) or not low <= v < 2 ** 32:
+            raise ValueError(f"dynamic_range: {name} must be an int in [{low}, 2**32), got "
+                             f"{v!r}")
+    return range(int(start), int(stop), int(step))
+
+
 def make_layout(shape: Any, stride: Any = None) -> Layout:
     """A layout in a kernel (CuTe's ``make_layout(make_shape(M, K), make_stride(_1{}, M))``):
     run-time integers in ``shape`` and ``stride`` stay run-time values (the layout holds them

@@ -6,7 +6,7 @@ fits in 32 bits and ``n * m >> (31 + l)`` is ``n // d`` for every ``n < 2**31``.
 
 from numba import cuda, uint32 as U, uint64
 
-__all__ = ["divisor", "divmod_by"]
+__all__ = ["divisor", "divmod_by", "ceil_div"]
 
 
 @cuda.jit(device=True, inline="always")
@@ -26,3 +26,11 @@ def divmod_by(n, dv):
     d, mul, shift = dv
     q = U((uint64(n) * uint64(mul)) >> uint64(shift))
     return q, U(n) - q * d
+
+
+@cuda.jit(device=True, inline="always")
+def ceil_div(a, b):
+    """``-(-a // b)`` for uint32 ``a`` and ``b >= 1`` (CuTe's ``ceil_div``), as a uint32:
+    tile counts in unsigned arithmetic (numba's ints are signed: a literal in the sum makes
+    the division a signed one, with its fix-ups)."""
+    return U((uint64(a) + uint64(b) - uint64(1)) // uint64(b))

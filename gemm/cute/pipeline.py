@@ -5,10 +5,11 @@ pipeline, :mod:`gemm.hopper.pipeline`, writes the same protocol as source text).
 A ring of ``stages`` slots has two mbarriers per slot in one shared ``uint64`` array ``bars``
 of ``2 * stages``: ``full[s] = bars[s]`` (the producers' arrivals, and with TMA the bytes
 they expect) and ``empty[s] = bars[stages + s]`` (the consumers' arrivals). A *state* is a
-value, the pair ``(index, phase)``: the slot a step uses and the parity of that slot's lap.
-Step ``i`` of a sequence uses slot ``i % stages`` in lap ``i // stages``. Producers start at
-:func:`producer_start`, ``(0, 1)``, because a fresh ``empty`` barrier passes parity 1 and the
-first lap does not wait. Consumers start at :func:`consumer_start`, ``(0, 0)``. Each role
+value, the pair ``(index, phase)`` of uint32s: the slot a step uses and the parity of that
+slot's lap. Step ``i`` of a sequence uses slot ``i % stages`` in lap ``i // stages``.
+Producers start at :func:`producer_start`, ``(0, 1)``, because a fresh ``empty`` barrier
+passes parity 1 and the first lap does not wait. Consumers start at :func:`consumer_start`,
+``(0, 0)``. Each role
 moves on with :func:`advance`::
 
     if t == 0:
@@ -41,6 +42,7 @@ compiles to PTX on a machine without a GPU); ``f.py_func`` is each as plain Pyth
 numba's CUDA simulator they run on the instructions' twins (``gemm.arch.sim_sm90``).
 """
 
+import numpy as np
 from numba import cuda
 
 from gemm import arch
@@ -48,6 +50,8 @@ from gemm import arch
 __all__ = ["pipeline_init", "producer_start", "consumer_start", "advance", "advance_by",
            "producer_acquire", "producer_commit", "producer_expect_tx", "consumer_wait",
            "consumer_release"]
+
+_U = np.uint32          # states in 32 bits (numba widens a uint32 sum to 64: each cast back)
 
 
 @cuda.jit(device=True, inline="always")
@@ -64,23 +68,23 @@ def pipeline_init(bars, stages, producers, consumers):
 @cuda.jit(device=True, inline="always")
 def producer_start():
     """The producers' first state: slot 0, parity 1 (a fresh slot counts as free)."""
-    return 0, 1
+    return _U(0), _U(1)
 
 
 @cuda.jit(device=True, inline="always")
 def consumer_start():
     """The consumers' first state: slot 0, parity 0 (the slot's first fill)."""
-    return 0, 0
+    return _U(0), _U(0)
 
 
 @cuda.jit(device=True, inline="always")
 def advance(state, stages):
     """The state of the next step: the next slot, the parity flipped past the last slot."""
     index, phase = state
-    index += 1
+    index = _U(index + _U(1))
     if index == stages:
-        return 0, phase ^ 1
-    return index, phase
+        return _U(0), _U(phase ^ _U(1))
+    return index, _U(phase)
 
 
 @cuda.jit(device=True, inline="always")
@@ -88,9 +92,9 @@ def advance_by(state, steps, stages):
     """The state ``steps`` steps later (a consumer skipping the steps other consumers read,
     as pingpong consumers skip each other's tiles)."""
     index, phase = state
-    index += steps
-    laps = index // stages
-    return index - laps * stages, phase ^ (laps & 1)
+    index = _U(index + _U(steps))
+    laps = _U(index // _U(stages))
+    return _U(index - laps * _U(stages)), _U(phase ^ (laps & _U(1)))
 
 
 @cuda.jit(device=True, inline="always")

@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import splitk
+from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..dtypes import DTYPES, FP8_DTYPES, STORAGE, check_variant
 from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS"]
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "shared_alignment"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
 FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))
@@ -33,6 +34,14 @@ MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, or 16-bit bits
+
+
+def shared_alignment():
+    """The alignment the kernel written with gemm.cute declares for its dynamic shared
+    arrays: 1024 bytes (the 128-byte swizzle's period), so that its pads to that alignment
+    fold away and its shared addresses are computed once for every slot and piece; None in
+    numba's simulator, which takes no alignment (there the pads are computed)."""
+    return None if simulator_active() else 1024
 
 
 def _is_int(x):

@@ -32,7 +32,7 @@ from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_sl
                        unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
-from gemm.hopper.config import STAGING_BYTES
+from gemm.hopper.config import STAGING_BYTES, shared_alignment
 from gemm.hopper.gen import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]
@@ -40,6 +40,7 @@ __all__ = ["epilogue_functions"]
 ONE = static(1)
 _OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
 _PAIR = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.uint16}
+_TO_PAIR = {"bfloat16": arch.cvt_rn_bf16x2_f32, "float16": arch.cvt_rn_f16x2_f32}
 
 
 def pairs_of(mma, dtype):
@@ -60,6 +61,8 @@ def epilogue_functions(v, plan, mma):
     tma_store = v.tma_store
     block_c = static((bm, bn))
     to_out, from_out = conversions(v.out_dtype)
+    to_pair = _TO_PAIR.get(v.out_dtype)     # 16-bit outs: two values by one packed cvt
+    packs = to_pair is not None
     from_bias = conversions(v.bias_dtype)[1]
     # (bools: numba prunes their branches); a 16-bit out rounds away tanh.approx's error
     has_bias, bias_rows, has_act = v.bias != "none", v.bias == "rows", v.activation != "none"
@@ -96,17 +99,22 @@ def epilogue_functions(v, plan, mma):
     staging = ring * 8 // out_bits                  # past the ring, in out elements
     piece = static((64, chunk))
     col_pieces = static_range(per_atom)
+    even_pieces = len(row_atoms) * per_atom % 2 == 0
+    align = shared_alignment()
 
     @cuda.jit(device=True, inline="always")
-    def piece_buffer(c, sq):
-        """The shared buffer of the next piece (``sq`` staged before it), once the TMA
-        store two pieces back has read it and every thread of the consumer is past it."""
+    def piece_buffer(c, q):
+        """The shared buffer of the next piece, the one of ``q``'s parity (``q``: the pieces
+        staged before it; where a tile has an even number of pieces, its place in the tile,
+        a constant once the loops are unrolled, so that the buffers' addresses are the same
+        for every tile), once the TMA store two pieces back has read it and every thread of
+        the consumer is past it."""
         if cuda.threadIdx.x % 128 == 0:
             tma_store_wait(1)
         named_barrier_sync(1 + c, 128)
-        raw_c = cuda.shared.array(0, out)
+        raw_c = cuda.shared.array(0, out, alignment=align)
         stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
-        return make_tensor(raw_c, sc, stage + (sq & 1) * piece_elems)
+        return make_tensor(raw_c, sc, stage + (q & 1) * piece_elems)
 
     @cuda.jit(device=True, inline="always")
     def store_piece(c, sC, CM, row0, col0, bz):
@@ -142,7 +150,7 @@ def epilogue_functions(v, plan, mma):
         """``h`` into consumer ``c``'s vectors in shared memory (its readers of the last
         tile are past the last piece's barrier; this tile's wait at the first piece's);
         returns their first float."""
-        vec = cuda.shared.array(0, float32)
+        vec = cuda.shared.array(0, float32, alignment=align)
         at = arch.shared_offset_of(vec, 1024) + vec_at + c * vec_floats
         i = cuda.threadIdx.x % 128
         for q in unroll(loads_m):
@@ -170,11 +178,16 @@ def epilogue_functions(v, plan, mma):
         # loops (written out by unroll(), they took seconds more to compile)
         for a in unroll(row_atoms):
             for p in range(per_atom):
-                sC = piece_buffer(c, sq)
+                sC = piece_buffer(c, a * per_atom + p if even_pieces else sq)
                 tRSsC = partition_D(thr_s, sC)
                 y = make_fragment_like(tRSsC, out)
-                for j in range(chunk // 2):
-                    y[j] = to_out(alpha * acc[a * (bn // 2) + p * (chunk // 2) + j])
+                for j in range(0, chunk // 2, 2):
+                    i = a * (bn // 2) + p * (chunk // 2) + j
+                    lo, hi = alpha * acc[i], alpha * acc[i + 1]
+                    if packs:
+                        y[j], y[j + 1] = arch.unpack_b16x2(to_pair(lo, hi))
+                    else:
+                        y[j], y[j + 1] = lo, hi
                 copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, at[0] * bm + a * 64, at[1] * bn + p * chunk, bz)
                 sq += 1
@@ -195,10 +208,10 @@ def epilogue_functions(v, plan, mma):
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
         thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
         tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
-        vec = cuda.shared.array(0, float32)
+        vec = cuda.shared.array(0, float32, alignment=align)
         for a in unroll(row_atoms):
             for p in unroll(col_pieces):
-                sC = piece_buffer(c, sq)
+                sC = piece_buffer(c, a * per_atom + p if even_pieces else sq)
                 tRSsC = partition_D(thr_s, sC)
                 row0, col0 = at[0] * bm + a * 64, at[1] * bn + p * chunk
                 x = make_fragment_like(tCcP, float32)
@@ -214,8 +227,11 @@ def epilogue_functions(v, plan, mma):
                 if has_act:
                     transform(x, act)
                 y = make_fragment_like(tRSsC, out)
-                for j in range(chunk // 2):
-                    y[j] = to_out(x[j])
+                for j in range(0, chunk // 2, 2):
+                    if packs:
+                        y[j], y[j + 1] = arch.unpack_b16x2(to_pair(x[j], x[j + 1]))
+                    else:
+                        y[j], y[j + 1] = x[j], x[j + 1]
                 copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, row0, col0, bz)
                 sq += 1

@@ -46,13 +46,15 @@ from numba import cuda, float32, uint8, uint16, uint64
 
 from layoutalg import Layout, make_tiled_mma
 from gemm import arch
-from gemm.cute import (copy, gemm, get_slice, local_tile, make_fragment_like,
+from gemm.cute import (copy, dynamic_range, gemm, get_slice, local_tile, make_fragment_like,
                        make_identity_tensor, make_tensor, partition_A, partition_B, partition_C,
                        static, tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
                        warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
+from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
+from gemm.hopper.config import shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions
@@ -92,7 +94,7 @@ def kernel_function(v):
     parts = 1 if pingpong else wgs      # consumers splitting a tile's rows
     order = 2 * stages                  # pingpong: consumer c's turn, bars[order + c]
     step_bytes, n_bars = tma_a.bytes + tma_b.bytes, cfg.mbarriers
-    a_elems, slot_elems = rows * bk, (rows + bn) * bk
+    a_elems, slot_elems = np.uint32(rows * bk), np.uint32((rows + bn) * bk)
     flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
     mma = make_tiled_mma(atom_of(v, bn))
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
@@ -106,13 +108,14 @@ def kernel_function(v):
     scales_at = v.scales_at // 4                    # (floats past the ring's aligned start)
     releasing = 32 if staged else 128               # consumer threads a release stands for
     split = v.split_k                   # K in ranges (SK of them), each range a work unit
+    align = shared_alignment()          # (the descriptors' starts: a base computed once)
 
     @cuda.jit(device=True, inline="always")
     def tile_coords(tile, tiles_m, tiles_n, NB):
         """(row, column, matrix, K range) of work unit ``tile``: the K ranges outermost, then
         the matrices, each in grouped order."""
         tiles_mn = tiles_m * tiles_n
-        ks = tile // (tiles_mn * NB) if split else 0
+        ks = tile // (tiles_mn * NB) if split else np.uint32(0)
         tile -= ks * (tiles_mn * NB)
         bz = tile // tiles_mn
         tp = tile - bz * tiles_mn
@@ -156,7 +159,7 @@ def kernel_function(v):
         late with ``delay_release``); pingpong: the next consumer's turn (``nxt``) given as
         the last group is issued. Returns the state past the tile."""
         prev = st
-        for k in range(k_tiles):
+        for k in dynamic_range(k_tiles):
             issue(acc, raw, bars, st, part, thr, base, k > 0)
             if delay:
                 warpgroup_wait(1)       # the group before ran: release its slot
@@ -193,19 +196,19 @@ def kernel_function(v):
 
     def kernel(XM, YM, CM, C, W, BIAS, SA, SB, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
                beta):
-        raw = cuda.shared.array(0, elem)
+        raw = cuda.shared.array(0, elem, alignment=align)
         bars = cuda.shared.array(n_bars, uint64)
         base = arch.shared_offset_of(raw, 1024)
-        SS = cuda.shared.array(0, float32)              # the staged block scales
-        raw8 = cuda.shared.array(0, uint8)              # (3xTF32's split, by bytes)
+        SS = cuda.shared.array(0, float32, alignment=align)     # the staged block scales
+        raw8 = cuda.shared.array(0, uint8, alignment=align)     # (3xTF32's split, by bytes)
         base8 = arch.shared_offset_of(raw8, 1024)
         s_base = arch.shared_offset_of(SS, 1024) + scales_at
         t = cuda.threadIdx.x
         wg = t // 128
-        tiles_m, tiles_n = (M + (rows - 1)) // rows, (N + (bn - 1)) // bn
-        tiles, k_tiles = tiles_m * tiles_n * NB, (K + (bk - 1)) // bk
+        tiles_m, tiles_n = ceil_div(M, rows), ceil_div(N, bn)
+        tiles, k_tiles = tiles_m * tiles_n * NB, ceil_div(K, bk)
         if split:       # a unit's k-tiles: one of SK ranges (the last may pass K: TMA reads 0)
-            tiles, k_tiles = tiles * SK, (k_tiles + SK - 1) // SK
+            tiles, k_tiles = tiles * SK, ceil_div(k_tiles, SK)
         if t == 0:
             pipeline_init(bars, stages, 1, parts * 128 // releasing)   # a slot's releases
             if pingpong:
@@ -218,11 +221,11 @@ def kernel_function(v):
                 warpgroup_reg_dealloc(low)
             if t == 0:
                 st = producer_start()
-                for tile in range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
+                for tile in dynamic_range(cuda.blockIdx.x, tiles, cuda.gridDim.x):
                     tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
                     if staged:
                         sb_next = SB[tn * bn // 128 * k_tiles]
-                    for k in range(k_tiles):
+                    for k in dynamic_range(k_tiles):
                         producer_acquire(bars, st, stages)
                         if staged:      # the k-tile's block scales into the slot's own
                             at = s_base + st[0] * slot_floats
@@ -254,7 +257,8 @@ def kernel_function(v):
             alpha *= SA[0] * SB[0]
         j = 0                                           # this consumer's tiles so far
         gx = cuda.gridDim.x
-        for tile in range(cuda.blockIdx.x + (c * gx if pingpong else 0), tiles, turns * gx):
+        for tile in dynamic_range(cuda.blockIdx.x + (c * gx if pingpong else 0), tiles,
+                                  turns * gx):
             tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
             at = (tm * parts + part, tn)                # the consumer's (bM x bN) block of C
             acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from numba import cuda
 
 from gemm import arch
-from gemm.cute import (axpby, fill, gemm, named_barrier_sync, warpgroup_arrive,
+from gemm.cute import (axpby, dynamic_range, fill, gemm, named_barrier_sync, warpgroup_arrive,
                        warpgroup_commit_batch, warpgroup_wait)
 from gemm.cute.pipeline import advance, consumer_wait
 
@@ -73,7 +73,7 @@ def tf32x3_functions(v, mma, operands, release, pass_turn):
         own = stages + (c if pingpong else 0)               # this reader's buffer
         bar = 3 + (c if pingpong else 0)
         fill(tot, 0.0)
-        for k in range(k_tiles):
+        for k in dynamic_range(k_tiles):
             consumer_wait(bars, st)
             bad = split(raw8, base8 + st[0] * slot_bytes, base8 + own * slot_bytes, tt, bar)
             if k > 0:

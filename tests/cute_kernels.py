@@ -138,9 +138,9 @@ RANGES = [(0, 10, 1), (5, 5, 1), (7, 3, 1), (3, 100, 7), (0, 1, 5),
 
 
 def ranges(args, out):
-    """Thread t: ``dynamic_range`` of ``args[t]`` (start, stop, step; a stop alone where
-    start and step are 0 and 1 would give the same: the one-argument form for t == 0),
-    into ``out[t]``: the count of values, their sum and their last."""
+    """Thread t: ``dynamic_range`` of ``args[t]`` (start, stop, step; thread 0, whose range
+    starts at 0 by steps of 1, through the one-argument form) into ``out[t]``: the count of
+    values, their sum and their last."""
     t = cuda.threadIdx.x
     if t >= args.shape[0]:
         return

@@ -4,7 +4,7 @@ in :mod:`gemm.cute._numba_sm90`), copy_if, fill, axpby, gemm (FMAs, mma.sync; wg
 :mod:`gemm.cute._numba_sm90`) and elem_less, unrolled at compile time. The types are in
 :mod:`gemm.cute._numba`."""
 
-from contextlib import contextmanager
+from contextlib import nullcontext
 
 from llvmlite import ir
 from numba.cuda import cgutils, nvvm, types
@@ -340,7 +340,7 @@ def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, d
         inside = (None if pred is None else context.cast(
             builder, builder.load(_at(context, builder, pred, pred_value, r)), pred.dtype,
             types.boolean))
-        with cgutils.if_likely(builder, inside) if inside is not None else _nothing():
+        with cgutils.if_likely(builder, inside) if inside is not None else nullcontext():
             values = [context.cast(builder, builder.load(_at(context, builder, src, src_value,
                                                                r * per + i)),
                                    src.dtype, dst.dtype) for i in range(per)]
@@ -381,11 +381,6 @@ def _vector(builder, values):
     for i, value in enumerate(values):
         vec = builder.insert_element(vec, value, ir.Constant(I32, i))
     return vec
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 @type_callable(cute.gemm)

@@ -66,10 +66,10 @@ def type_wgmma(tiled, C, A, B, accumulate=None):
 def _start(context, builder, ty, value):
     """i64: a descriptor's start field, (shared address >> 4) & START_MASK, of the tensor's
     own offset. The address is the array's base plus the offset's bytes, and the shift is
-    taken of each alone, the carry of their low 4 bits added: where the base's alignment is
-    known (an array declared ``alignment=`` 16 or more), the carry folds away and the base's
-    part is computed once for all the tensor's slots, as CuTe's descriptor iterators add the
-    offset's part to a descriptor made once."""
+    taken of each alone, the carry of their low 4 bits added (exact for any base): where the
+    base's alignment is known (an array declared ``alignment=`` 16 or more), the carry and
+    the pads to that alignment fold away, as CuTe's descriptor iterators add a stage's
+    offset to one descriptor."""
     fields = _fields(context, builder, ty, value)
     base, step = shared_base(context, builder, ty.array, fields["array"])
     off = builder.mul(builder.trunc(fields["offset"], I32), step)

@@ -2,7 +2,8 @@
 CUTLASS's ``FastDivmod``): ``dv = divisor(d)`` once, then ``q, r = divmod_by(n, dv)`` for
 any uint32 ``n < 2**31`` costs a multiply and a shift instead of a division (tens of
 dependent instructions). For ``d`` with ``2**(l-1) < d <= 2**l``, ``m = ceil(2**(31+l) / d)``
-fits in 32 bits and ``n * m >> (31 + l)`` is ``n // d`` for every ``n < 2**31``."""
+fits in 32 bits and ``n * m >> (31 + l)`` is ``n // d`` for every ``n < 2**31``. And
+``ceil_div(a, b)``, CuTe's, in unsigned 32-bit arithmetic (tile counts)."""
 
 from numba import cuda, uint32 as U, uint64
 

@@ -15,7 +15,8 @@ from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "shared_alignment"]
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "RING_ALIGN",
+           "shared_alignment"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
 FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))
@@ -33,15 +34,15 @@ STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-b
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
+RING_ALIGN = 1024           # the ring's start: the 128-byte swizzle's period (8 rows of 128 B)
 _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, or 16-bit bits
 
 
 def shared_alignment():
     """The alignment the kernel written with gemm.cute declares for its dynamic shared
-    arrays: 1024 bytes (the 128-byte swizzle's period), so that its pads to that alignment
-    fold away and its shared addresses are computed once for every slot and piece; None in
-    numba's simulator, which takes no alignment (there the pads are computed)."""
-    return None if simulator_active() else 1024
+    arrays: RING_ALIGN, so that its pads to the ring's start fold away; None in numba's
+    simulator, which takes no alignment (there the pads are computed)."""
+    return None if simulator_active() else RING_ALIGN
 
 
 def _is_int(x):
@@ -212,7 +213,7 @@ class HopperConfig:
     def shared_bytes(self):
         """Dynamic shared memory: the ring, tf32x3's buffers, and 1 KiB to align them for
         the swizzle."""
-        return (self.stages + self.split_buffers) * self.slot_bytes + 1024
+        return (self.stages + self.split_buffers) * self.slot_bytes + RING_ALIGN
 
 
 @dataclass(frozen=True)
@@ -321,7 +322,7 @@ class HopperVariant:
         """Where the staged block scales start, in bytes past the ring's aligned start: past
         the ring and the TMA epilogue's staging and vectors."""
         cfg = self.config
-        return self.shared_bytes - 1024 - 4 * cfg.stages * self.scale_floats
+        return self.shared_bytes - RING_ALIGN - 4 * cfg.stages * self.scale_floats
 
     @property
     def shared_bytes(self):

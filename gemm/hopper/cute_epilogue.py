@@ -32,7 +32,7 @@ from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_sl
                        unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
-from gemm.hopper.config import STAGING_BYTES, shared_alignment
+from gemm.hopper.config import RING_ALIGN, STAGING_BYTES, shared_alignment
 from gemm.hopper.gen import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]
@@ -103,6 +103,14 @@ def epilogue_functions(v, plan, mma):
     align = shared_alignment()
 
     @cuda.jit(device=True, inline="always")
+    def out_pair(lo, hi):
+        """Two float32 values as the out's elements (16-bit ones by one packed cvt, whose
+        word the staging copy stores as it is)."""
+        if packs:
+            return arch.unpack_b16x2(to_pair(lo, hi))
+        return lo, hi
+
+    @cuda.jit(device=True, inline="always")
     def piece_buffer(c, q):
         """The shared buffer of the next piece, the one of ``q``'s parity (``q``: the pieces
         staged before it; where a tile has an even number of pieces, its place in the tile,
@@ -113,7 +121,7 @@ def epilogue_functions(v, plan, mma):
             tma_store_wait(1)
         named_barrier_sync(1 + c, 128)
         raw_c = cuda.shared.array(0, out, alignment=align)
-        stage = arch.shared_offset_of(raw_c, 1024) + staging + c * 2 * piece_elems
+        stage = arch.shared_offset_of(raw_c, RING_ALIGN) + staging + c * 2 * piece_elems
         return make_tensor(raw_c, sc, stage + (q & 1) * piece_elems)
 
     @cuda.jit(device=True, inline="always")
@@ -151,7 +159,7 @@ def epilogue_functions(v, plan, mma):
         tile are past the last piece's barrier; this tile's wait at the first piece's);
         returns their first float."""
         vec = cuda.shared.array(0, float32, alignment=align)
-        at = arch.shared_offset_of(vec, 1024) + vec_at + c * vec_floats
+        at = arch.shared_offset_of(vec, RING_ALIGN) + vec_at + c * vec_floats
         i = cuda.threadIdx.x % 128
         for q in unroll(loads_m):
             if q * 128 + i < bm:
@@ -183,11 +191,7 @@ def epilogue_functions(v, plan, mma):
                 y = make_fragment_like(tRSsC, out)
                 for j in range(0, chunk // 2, 2):
                     i = a * (bn // 2) + p * (chunk // 2) + j
-                    lo, hi = alpha * acc[i], alpha * acc[i + 1]
-                    if packs:
-                        y[j], y[j + 1] = arch.unpack_b16x2(to_pair(lo, hi))
-                    else:
-                        y[j], y[j + 1] = lo, hi
+                    y[j], y[j + 1] = out_pair(alpha * acc[i], alpha * acc[i + 1])
                 copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, at[0] * bm + a * 64, at[1] * bn + p * chunk, bz)
                 sq += 1
@@ -228,10 +232,7 @@ def epilogue_functions(v, plan, mma):
                     transform(x, act)
                 y = make_fragment_like(tRSsC, out)
                 for j in range(0, chunk // 2, 2):
-                    if packs:
-                        y[j], y[j + 1] = arch.unpack_b16x2(to_pair(x[j], x[j + 1]))
-                    else:
-                        y[j], y[j + 1] = x[j], x[j + 1]
+                    y[j], y[j + 1] = out_pair(x[j], x[j + 1])
                 copy(r2s, y, tRSsC)
                 store_piece(c, sC, CM, row0, col0, bz)
                 sq += 1

@@ -54,7 +54,7 @@ from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
-from gemm.hopper.config import shared_alignment
+from gemm.hopper.config import RING_ALIGN, shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions
@@ -95,7 +95,7 @@ def kernel_function(v):
     order = 2 * stages                  # pingpong: consumer c's turn, bars[order + c]
     step_bytes, n_bars = tma_a.bytes + tma_b.bytes, cfg.mbarriers
     a_elems, slot_elems = np.uint32(rows * bk), np.uint32((rows + bn) * bk)
-    flat_a, flat_b = Layout(a_elems), Layout(bn * bk)
+    flat_a, flat_b = Layout(rows * bk), Layout(bn * bk)
     mma = make_tiled_mma(atom_of(v, bn))
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
     block_a, block_c = static((bm, bk)), static((bm, bn))
@@ -198,11 +198,11 @@ def kernel_function(v):
                beta):
         raw = cuda.shared.array(0, elem, alignment=align)
         bars = cuda.shared.array(n_bars, uint64)
-        base = arch.shared_offset_of(raw, 1024)
+        base = arch.shared_offset_of(raw, RING_ALIGN)
         SS = cuda.shared.array(0, float32, alignment=align)     # the staged block scales
         raw8 = cuda.shared.array(0, uint8, alignment=align)     # (3xTF32's split, by bytes)
-        base8 = arch.shared_offset_of(raw8, 1024)
-        s_base = arch.shared_offset_of(SS, 1024) + scales_at
+        base8 = arch.shared_offset_of(raw8, RING_ALIGN)
+        s_base = arch.shared_offset_of(SS, RING_ALIGN) + scales_at
         t = cuda.threadIdx.x
         wg = t // 128
         tiles_m, tiles_n = ceil_div(M, rows), ceil_div(N, bn)

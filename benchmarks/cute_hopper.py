@@ -2,6 +2,7 @@
 (issue 34: each family >= 0.98x its generated kernel, no shape below 0.95x).
 
     python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick] [--first-calls]
+                                      [--plain]
 
 Both kernels with the same rules (``gemm.hopper.default_config`` and its split-K, swapped
 operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper")`` (the
@@ -16,7 +17,9 @@ time alone, where the host's work per call would hide the kernels' difference; t
 kernels' graphs replayed in turn in every rep). Prints a table and the geometric means last.
 ``--quick``: the LLM shapes with M = 2048 and the squares, bf16. ``--first-calls``: each
 kernel's first call in a fresh process with an empty kernel cache ($LAYOUTALG_CACHE):
-numba's compile, the CUDA context and imports (the same for both).
+numba's compile, the CUDA context and imports (the same for both). ``--plain``: the bf16
+shapes on one config of the plain schedule (no producer warpgroup; :data:`PLAIN`), called
+through ``gemm.hopper.hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels.
 """
 
 import argparse
@@ -34,12 +37,14 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
+from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from benchmarks.shapes import graphs_together, suite  # noqa: E402
 from benchmarks.timing import timed_together  # noqa: E402
 
 KERNELS = ("hopper", "cute_hopper")
 FP32 = [("fp32", m, 4096, 4096) for m in (16, 128, 2048, 8192)] + [
     ("fp32", 4096, 4096, 4096), ("fp32", 128, 4096, 14336)]
+PLAIN = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain", delay_release=1)
 FIRST_CALL = """
 import time, torch, gemm
 a = torch.randn(256, 512, device="cuda").to(torch.bfloat16)
@@ -52,20 +57,23 @@ print(time.perf_counter() - t0)
 """
 
 
-def row(dtype, m, n, k, reps):
+def row(dtype, m, n, k, reps, plain=False):
     """A shape's timings (ms): eager calls of cuBLAS and both kernels, and each kernel's
     CUDA-graph replay; and the largest error of each kernel against float64 on 64 rows
-    (relative to |A| @ |B|)."""
+    (relative to |A| @ |B|). ``plain``: both kernels on the PLAIN config."""
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
     prec = dict(precision="tf32x3") if dtype == torch.float32 else {}
+
+    def run(kern, x, y, o=None):
+        if plain:
+            return hopper_matmul(x, y, o, config=PLAIN, cute=kern == "cute_hopper")
+        return gemm.matmul(x, y, o, kernel=kern, **prec)
     fns = {"cuBLAS": lambda: torch.mm(a, w.T)}
-    fns.update({kern: lambda kern=kern: gemm.matmul(a, w.T, kernel=kern, **prec)
-                for kern in KERNELS})
+    fns.update({kern: lambda kern=kern: run(kern, a, w.T) for kern in KERNELS})
     t = timed_together(fns, reps)
     sets = [(a, w.T, torch.empty(m, n, device="cuda", dtype=dtype))]
-    calls = {kern: (lambda x, y, o, kern=kern: gemm.matmul(x, y, o, kernel=kern, **prec))
-             for kern in KERNELS}
+    calls = {kern: (lambda x, y, o, kern=kern: run(kern, x, y, o)) for kern in KERNELS}
     t.update({kern + " graph": us / 1e3
               for kern, us in graphs_together(calls, sets, reps).items()})
     err = {}
@@ -94,19 +102,22 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--first-calls", action="store_true")
+    ap.add_argument("--plain", action="store_true")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    shapes = [("bf16",) + s[1:] for s in suite()] + FP32
+    shapes = [("bf16",) + s[1:] for s in suite()] + ([] if args.plain else FP32)
     if args.quick:
         shapes = [s for s in shapes if s[0] == "bf16" and (s[1] == 2048 or s[1] == s[2] == s[3])]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
-          f"median of {args.reps}; graph: CUDA-graph replay with an out")
+          f"median of {args.reps}; graph: CUDA-graph replay with an out"
+          + (f"; both kernels on {PLAIN}" if args.plain else ""))
     print(f"{'dtype':5} {'M x N x K':>20} {'cuBLAS us':>10} {'gen us':>9} {'cute us':>9} "
           f"{'cute/gen':>9} {'graph gen':>10} {'graph cute':>11} {'graph c/g':>10} "
           f"{'err gen':>8} {'err cute':>8}")
     rows = []
     for dt, m, n, k in shapes:
-        t, err = row(torch.bfloat16 if dt == "bf16" else torch.float32, m, n, k, args.reps)
+        t, err = row(torch.bfloat16 if dt == "bf16" else torch.float32, m, n, k, args.reps,
+                     args.plain)
         r = dict(dtype=dt, shape=(m, n, k), ms=t, error=err,
                  vs_generated=t["hopper"] / t["cute_hopper"],
                  graph_vs_generated=t["hopper graph"] / t["cute_hopper graph"],

@@ -324,8 +324,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     every matrix of a batch; ``activation`` one of ``gemm.epilogue.ACTIVATIONS`` ("relu",
     "gelu", "gelu_tanh", "silu"). Fused, applied in float32 before out's rounding, where the
     Hopper kernel written with ``gemm.cute`` takes the call (``kernel`` None, "tensorcore",
-    "hopper", "cute_hopper" (cooperative) or a HopperConfig (its tiles and schedule, not
-    "plain"), no split-K or swap;
+    "hopper", "cute_hopper" (cooperative) or a HopperConfig (its tiles and schedule), no
+    split-K or swap;
     a GPU of compute capability 9.x, 16-bit operands or float32 ones with ``allow_tf32``,
     rows TMA can read, M, N and K of at least 1); elsewhere the product runs on the kernel
     the call names or routes to and the epilogue follows as a second kernel on the stored

@@ -671,3 +671,61 @@ def run_sm80_gemm(seed, m, n, k, kind="bf16", **config):
                                           dC, m, n, k, lda, ldb, ldc, 1.0, 0.0)
     got = dC.copy_to_host().reshape(n, ldc).T[:m]
     return _relative_error(got, a64[:, :k], bt64[:, :k])
+
+
+# --- a swizzled tensor's elements: one swizzle XOR a constant, or each swizzled --------
+
+from numba import uint16  # noqa: E402
+from layoutalg import UniversalCopy, make_tiled_copy_C, make_tiled_mma  # noqa: E402
+from gemm.cute import copy, get_slice, make_fragment_like, partition_D  # noqa: E402
+from layoutalg.atom.mma import SM90_64xNx16_F32BF16BF16_SS  # noqa: E402
+from layoutalg.swizzle import ComposedLayout, Swizzle  # noqa: E402
+from gemm.cute import _python as python_cute  # noqa: E402
+
+SW_TILE = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1)))   # 128-byte, 16-bit
+SW_TWO = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((128, 64), (64, 1)))   # two such tiles
+SW_BLOCK = static((64, 64))
+SW_PAIRS = make_tiled_copy_C(UniversalCopy(32, np.uint16),
+                             make_tiled_mma(SM90_64xNx16_F32BF16BF16_SS(64)))
+
+
+def swizzled_stores(out, row_tile):
+    """Thread t's values ``t * 32 + j`` stored by pairs (SW_PAIRS) through its share of a
+    swizzled 64 x 64 tile twice: the tile at the shared array's start (the share's offset
+    bits known: each element its one swizzle XOR a constant) and tile ``row_tile`` of a
+    128 x 64 view of the array from its element 4096 (a run-time tile: each element's own
+    swizzle); the shared array into ``out``."""
+    t = cuda.threadIdx.x
+    raw = cuda.shared.array(3 * 4096, uint16)
+    thr = get_slice(SW_PAIRS, t)
+    known = partition_D(thr, make_tensor(raw, SW_TILE))
+    run_time = partition_D(thr, local_tile(make_tensor(raw, SW_TWO, 4096), SW_BLOCK,
+                                           (row_tile, 0)))
+    y = make_fragment_like(known, uint16)
+    for j in range(32):
+        y[j] = t * 32 + j
+    copy(SW_PAIRS, y, known)
+    copy(SW_PAIRS, y, run_time)
+    cuda.syncthreads()
+    for i in range(t, 3 * 4096, 128):
+        out[i] = raw[i]
+
+
+def run_swizzled_stores(row_tile):
+    """(got, want) of swizzled_stores: the kernel's shared array, and the Python twin's
+    (gemm.cute's functions on numpy arrays) where it wrote; elsewhere the kernel's array
+    is not compared."""
+    out = cuda.to_device(np.full(3 * 4096, 0xFFFF, np.uint16))
+    cuda.jit(swizzled_stores)[1, 128](out, np.uint32(row_tile))
+    want = np.zeros(3 * 4096, np.uint16)
+    written = np.zeros(3 * 4096, bool)
+    c = python_cute
+    for t in range(128):
+        thr = c.get_slice(SW_PAIRS, t)
+        y = c.make_tensor(np.arange(t * 32, t * 32 + 32, dtype=np.uint16), Layout(32))
+        for dst in (c.make_tensor(want, SW_TILE),
+                    c.local_tile(c.make_tensor(want, SW_TWO, 4096), (64, 64), (row_tile, 0))):
+            c.copy(SW_PAIRS, y, c.partition_D(thr, dst))
+    written[:4096] = True
+    written[4096 + row_tile * 4096:4096 + (row_tile + 1) * 4096] = True
+    return out.copy_to_host()[written], want[written]

@@ -576,6 +576,20 @@ def test_universal_pairs_store_as_vectors(numba_cute):
     assert ptx.count("st.global.f32") == 1           # out[0]
 
 
+def test_swizzled_share_of_known_bits_is_one_swizzle(numba_cute):
+    """cute_kernels.swizzled_stores: a thread's share of a swizzled tile at a constant place
+    (its offset's bits known, none shared with its elements' places in the period) costs one
+    swizzle, its elements that swizzle XOR 7 constants (the pairs' 8 column places; its
+    second row of pairs a whole period on); the share of a tile at a run-time place
+    swizzles each of the 8 places."""
+    import re
+    import cute_kernels
+    ptx = _ptx(cute_kernels.swizzled_stores, "void(uint16[::1], uint32)")
+    assert ptx.count("st.shared.u32") == 32
+    assert ptx.count("shr.u32") == 1 + 8
+    assert len(re.findall(r"xor\.b(?:32|64)\s+%\w+, %\w+, \d+;", ptx)) == 7
+
+
 def test_universal_pairs_refuse_a_misaligned_vector_in_python():
     """In Python (the simulator's copy): pairs of floats from an odd element are refused
     (partition_D: a vector store needs them aligned); from an even one the copy writes each

@@ -67,6 +67,15 @@ def test_sm80_gemm_in_groups_of_tile_rows():
     assert cute_kernels.run_sm80_gemm(SEED, 700, 300, 64, "bf16", group_m=4) < 1e-4, SEED
 
 
+@pytest.mark.parametrize("row_tile", [0, 1])
+def test_swizzled_stores_land_as_in_python(row_tile):
+    """A thread's pairs through its share of a swizzled shared tile: the known-offset form
+    (the offset's one swizzle XOR each element's) and the run-time one agree with the
+    Python twin."""
+    got, want = cute_kernels.run_swizzled_stores(row_tile)
+    assert (got == want).all()
+
+
 def test_dynamic_range_loops_as_python_ranges():
     """Its uint32 counter: empty ranges, steps past the stop, sums that would wrap past
     2**32 (the loop ends there), against Python's range."""

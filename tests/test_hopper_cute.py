@@ -54,6 +54,12 @@ CASES = [
     # staging past the buffers
     (dict(SMALL, dtype="tfloat32", tf32x3=True, consumers=2, schedule="pingpong"), 130, 40, 72,
      dict(out_dtype="bfloat16")),
+    # the plain schedule: 4 tiles on 3 blocks of 3 k-tiles, 2 slots (refills past a tile's
+    # end), a bias per row and relu, the tile inside the matrix stored by pairs; one group
+    # in flight over split-K's 2 ranges of 2 k-tiles
+    (dict(SMALL, schedule="plain"), 70, 70, 136, dict(alpha=0.5, out_dtype="bfloat16",
+                                                       bias="rows", activation="relu")),
+    (dict(SMALL, schedule="plain", delay_release=1, split_k=2), 70, 64, 200, {}),
 ]
 # 3xTF32 with an inf and a NaN in A and a -inf in B (sim_hopper_cases.specials_case): two
 # consumers splitting each slot (a partial last round), the slot's infs and NaNs cleared
@@ -93,7 +99,9 @@ def test_cute_hopper_matches_float64_in_the_simulator(half):
     ("bfloat16", ("K", "K"), "bfloat16", False, dict(split_k=True)),
     ("bfloat16", ("K", "K"), "bfloat16", True, dict(schedule="pingpong", delay_release=1,
                                                     bM=128, bN=128, stages=4)),
-    ("tfloat32", ("K", "K"), "float32", True, dict(tf32x3=True, bN=128, consumers=2))])
+    ("tfloat32", ("K", "K"), "float32", True, dict(tf32x3=True, bN=128, consumers=2)),
+    ("float16", ("K", "MN"), "bfloat16", False, dict(schedule="plain", consumers=1, bM=128,
+                                                     bN=128, stages=4, delay_release=1))])
 def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fields):
     from numba import cuda
     from gemm.hopper import hopper_function
@@ -112,7 +120,9 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
 
 
 @pytest.mark.parametrize("variant, text", [
-    (dict(config=kernel_config(HopperConfig(schedule="plain", consumers=1))), "plain"),
+    (dict(config=kernel_config(HopperConfig(schedule="plain", consumers=1, tf32x3=True,
+                                            dtype="tfloat32", bN=128))),
+     "plain schedule with 3xTF32"),
     (dict(split_k=True, bias="columns"), "split-K with a fused epilogue"),
 ])
 def test_cute_hopper_refuses_what_it_does_not_run(variant, text):
@@ -146,6 +156,11 @@ def test_matmul_routes_cute_hopper_with_3xtf32():
      dict(bN=16, stages=8, swap_ab=True, split_k=4)),
     ((2056, 2000, 1032), "float16", True, False, 1.0, 0.0, "float16", 0,
      dict(bM=128, bN=128, stages=4, schedule="pingpong", delay_release=1)),
+    # the plain schedule, one group in flight and none, over a batch with beta
+    ((1030, 704, 1000), "bfloat16", False, True, 1.0, 0.0, "bfloat16", 0,
+     dict(bM=128, bN=128, stages=4, consumers=1, schedule="plain", delay_release=1)),
+    ((304, 260, 520), "float16", True, False, 0.5, 0.5, None, 2,
+     dict(bM=64, bN=128, stages=3, consumers=1, schedule="plain")),
     # float32 by 3xTF32, and a pingpong 3xTF32 config with beta
     ((1000, 500, 3000), "float32", False, False, 1.0, 0.0, None, 0, None),
     ((300, 200, 520), "float32", False, False, 1.0, 0.5, None, 0,

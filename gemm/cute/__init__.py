@@ -64,6 +64,9 @@ on an mbarrier. A swizzled layout (``ComposedLayout(Swizzle, offset, layout)``, 
 layout atoms tiled by ``tile_to_shape``, a kernel constant) makes a swizzled tensor: the
 swizzle applies to the offset from the array's start, which ``make_shared_tensor`` aligns to
 the swizzle's period, so the kernel's loads and stores, TMA and wgmma see the same places.
+A thread's partition of a swizzled tensor at a constant offset swizzles its offset once and
+each element is that XOR a constant (a swizzle is XOR-linear; this takes ``get_slice``'s
+index in ``[0, size)``, its contract).
 ``gemm(tiled_mma, acc, tCsA, tCsB[, accumulate])`` with a tiled MMA of layoutalg's SM90 GMMA
 atoms issues one wgmma per (k, m, n) block, its descriptors derived from the shared tensors'
 layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragment of

@@ -339,18 +339,21 @@ class TensorType(types.Type):
     ``space`` "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived
     from it (its loads and stores address shared memory explicitly), else None; ``swizzle``
     a layoutalg Swizzle applied to the offset of every element from the array's first, or
-    None. An identity
+    None, and ``bits`` (a swizzled tensor's) the bits its offset can have where they are
+    known (see :func:`_swizzled_index`), else None. An identity
     tensor (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32
     coordinates and its elements are coordinates."""
 
-    def __init__(self, array, layout, space=None, coords=0, swizzle=None):
+    def __init__(self, array, layout, space=None, coords=0, swizzle=None, bits=None):
         self.array, self.layout, self.space, self.coords = array, layout, space, coords
         self.swizzle = swizzle if swizzle is not None and swizzle.bits else None
+        self.bits = bits if self.swizzle is not None else None
         self.dyn = _dyn_names(_kernel_layout(layout))
         what = f"Coords{coords}" if coords else f"{array}"
         where = f", {space}" if space else ""
         sw = f"{self.swizzle} o " if self.swizzle else ""
-        super().__init__(name=f"Tensor[{what}, {sw}{layout}{where}]")
+        known = f", bits {self.bits:#x}" if self.bits is not None else ""
+        super().__init__(name=f"Tensor[{what}, {sw}{layout}{where}{known}]")
 
     @property
     def dtype(self):
@@ -401,11 +404,11 @@ def _type_make_tensor(context):
         if isinstance(layout, LayoutType):
             return TensorType(array, layout.layout)
         if _is_composed(layout):
-            sw, _, inner = swizzled_layout(layout, "make_tensor")
+            sw, offset, inner = swizzled_layout(layout, "make_tensor")
             if array.layout not in "CF":
                 raise TypingError(f"make_tensor: a swizzled tensor needs a contiguous array, "
                                   f"got {array}")
-            return TensorType(array, inner, swizzle=sw)
+            return TensorType(array, inner, swizzle=sw, bits=offset)
     return typer
 
 
@@ -430,16 +433,23 @@ def swizzle_ir(builder, sw, x):
     return builder.xor(x, moved)
 
 
-def _swizzled_index(builder, sw, offset, at):
-    """uint32 IR of ``sw(offset + at)``. A constant ``at``'s whole periods (the swizzle
-    reads and moves only the bits below its period) are added after the swizzle, so that
-    the elements of one run-time offset share the swizzles of their place in the period
-    and their periods fold into the addresses."""
+def _swizzled_index(builder, sw, offset, at, bits):
+    """uint32 IR of ``sw(offset + at)``, ``bits`` the bits ``offset`` can have (None: any).
+    A constant ``at``'s whole periods (the swizzle reads and moves only the bits below its
+    period) are added after the swizzle, so that they fold into the addresses; where the
+    rest shares no bit with ``offset``, the sum is their XOR, and a swizzle, bits XORed
+    into bits, is linear: ``sw(offset ^ rest) = sw(offset) ^ sw(rest)``, so that each
+    element is the offset's one swizzle XOR a constant."""
     if not isinstance(at, ir.Constant):
         return swizzle_ir(builder, sw, builder.add(offset, at, flags=NUW))
     period = 1 << (sw.yyy_mask | sw.zzz_mask).bit_length()
     whole, rest = divmod(at.constant, period)
-    index = swizzle_ir(builder, sw, builder.add(offset, ir.Constant(I32, rest), flags=NUW))
+    if bits is not None and bits & rest == 0:
+        index = swizzle_ir(builder, sw, offset)
+        if rest:
+            index = builder.xor(index, ir.Constant(I32, sw(rest)))
+    else:
+        index = swizzle_ir(builder, sw, builder.add(offset, ir.Constant(I32, rest), flags=NUW))
     return builder.add(index, ir.Constant(I32, whole * period), flags=NUW) if whole else index
 
 
@@ -480,7 +490,8 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     array = builder.extract_value(tensor, fields.get_field_position("array"))
     offset = builder.extract_value(tensor, fields.get_field_position("offset"))
     if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset
-        index = _swizzled_index(builder, tensor_ty.swizzle, builder.trunc(offset, I32), at)
+        index = _swizzled_index(builder, tensor_ty.swizzle, builder.trunc(offset, I32), at,
+                                tensor_ty.bits)
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's

@@ -13,6 +13,7 @@ from numba.cuda.typing import signature
 
 from layoutalg.errors import LayoutError
 from layoutalg.index_expr import index_symbol
+from layoutalg.int_tuple import is_int
 from layoutalg.tensor import ArithTuple
 from gemm.arch._lowering import I64
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
@@ -134,9 +135,54 @@ def _derive(op, tensor_ty, arg_types):
     except TypingError as e:
         raise TypingError(f"{name}: the result's layout depends on values other than the "
                           f"tensor's run-time extents and strides: {e}") from None
+    bits = None
+    if tensor_ty.bits is not None:
+        bits = _offset_bits(result.engine - offsets[0], leaves, tensor_ty.bits)
     result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords,
-                           tensor_ty.swizzle)
+                           tensor_ty.swizzle, bits)
     return result_ty, result.engine, leaves, offsets
+
+
+def _offset_bits(own, leaves, parent):
+    """The bits a view's offset can have (a swizzled tensor's: see
+    ``_numba._swizzled_index``): the parent's (``parent``) and the view's own offset
+    (``own``) where that is known and shares none of them (the sum is then their OR), else
+    None. ``own`` is known where it is a constant or depends on one thread index alone, a
+    TiledCopy's or TiledMMA's slice, whose index is in ``[0, size)`` (get_slice's
+    contract): the bits of its values for every thread."""
+    if is_int(own):
+        mask = int(own)
+    else:
+        threads = [(sym, ty) for sym, _, ty in leaves if isinstance(ty, ThrSliceType)]
+        if len(threads) != 1 or own.free_symbols != {threads[0][0]}:
+            return None
+        sym, ty = threads[0]
+        mask = 0
+        for t in range(ty.tiled.size):
+            value = _evaluate(own, {sym: t})
+            if value < 0:
+                return None
+            mask |= value
+    return parent | mask if mask >= 0 and parent & mask == 0 else None
+
+
+def _evaluate(x, values):
+    """The int value of an IndexExpr or int, its symbols bound to the ints of ``values``."""
+    if is_int(x):
+        return int(x)
+    if x.op == "symbol":
+        return values[x]
+    if x.op != "sum":
+        arg, c = _evaluate(x.args[0], values), x.args[1]
+        return arg // c if x.op == "floordiv" else arg % c
+    terms, const = x.args
+    total = _evaluate(const, values)
+    for monomial, k in terms:
+        part = _evaluate(k, values)
+        for atom in monomial:
+            part *= _evaluate(atom, values)
+        total += part
+    return total
 
 
 def _lower_derived(op, context, builder, sig, args):

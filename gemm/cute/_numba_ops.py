@@ -136,8 +136,8 @@ def _type_shared_tensor(context):
                                   "a shared tensor needs a static layout")
             return TensorType(array, layout.layout, "shared")
         if _is_composed(layout):
-            sw, _, inner = swizzled_layout(layout, "make_shared_tensor")
-            return TensorType(array, inner, "shared", swizzle=sw)
+            sw, offset, inner = swizzled_layout(layout, "make_shared_tensor")
+            return TensorType(array, inner, "shared", swizzle=sw, bits=offset)
     return typer
 
 

@@ -244,7 +244,8 @@ class _Call:
             raise TmaUnfit(f"{caller}: float32 (tf32) operands must be K-major for wgmma: "
                              "A row-major and B column-major (for a row-major out)")
         pair = 1 if out_dtype == "float32" else 2       # 8- or 4-byte stores need even ldc
-        vec = c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
+        vec = (c.ptr % (8 // pair) == 0 and (ldc % 2 == 0 or mm == 1) and not cols
+               and c.bstride % 2 == 0)          # (each matrix of a batch aligned too)
         if tf32x3 and dtype != "tfloat32":
             raise TypeError(f"{caller}: tf32x3 takes float32 operands, not {dtype}")
         if config is None:
@@ -313,10 +314,17 @@ class _Call:
         epilogue = dict(bias="none" if bias is None else "rows" if bias_of_rows else "columns",
                         bias_dtype=self.bias.dtype if bias is not None else "float32",
                         activation=activation or "none")
-        self.variant = v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec,
-                                         split > 1, cols, tma, cute, **epilogue, **fp8)
+        v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec, split > 1, cols, tma,
+                          cute, **epilogue, **fp8)
+        while (config is None and v.tma_store and cfg.stages > 4
+               and v.block_shared_bytes > DYNAMIC_SHARED_LIMIT):
+            # a slot fewer leaves room for the TMA epilogue's staging (from registers the
+            # epilogue ran 10-25% slower: benchmarks/RESULTS.md, "FP8 products with scales")
+            cfg = replace(cfg, stages=cfg.stages - 1)
+            v = replace(v, config=kernel_config(cfg))
         if v.block_shared_bytes > DYNAMIC_SHARED_LIMIT:  # no room for the staging
-            self.variant = v = replace(v, tma_store=False)
+            v = replace(v, tma_store=False)
+        self.variant = v
         plan = hopper_plan(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32",
               "float8_e4m3fn": "u8", "float8_e5m2": "u8"}

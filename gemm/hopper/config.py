@@ -339,8 +339,14 @@ class HopperVariant:
     def block_shared_bytes(self):
         """Shared memory of a block: the dynamic bytes and the static mbarriers (8 bytes
         each, :attr:`HopperConfig.mbarriers`), which together must fit
-        DYNAMIC_SHARED_LIMIT."""
-        return self.shared_bytes + 8 * self.config.mbarriers
+        DYNAMIC_SHARED_LIMIT. The kernel written with gemm.cute declares its dynamic arrays
+        RING_ALIGN-aligned (:func:`shared_alignment`), so its static bytes are padded to a
+        multiple of RING_ALIGN before them (the same count in the simulator, whose calls
+        then take the GPU's variants)."""
+        static = 8 * self.config.mbarriers
+        if self.cute:
+            static = -(-static // RING_ALIGN) * RING_ALIGN
+        return self.shared_bytes + static
 
     @property
     def signature(self):

@@ -51,9 +51,10 @@ def pairs_of(mma, dtype):
 
 def epilogue_functions(v, plan, mma):
     """Variant ``v``'s epilogues as device functions, for the kernel's tiled MMA ``mma`` and
-    the copies of ``plan`` (:func:`gemm.hopper.gen.hopper_plan`): ``store_tma(acc, c, at,
-    bz, CM, vat, alpha, sq)`` (the TMA epilogue, fused where the variant has a bias, an
-    activation or row scales), ``registers_epilogue``, ``partial_epilogue`` (split-K),
+    the copies of ``plan`` (:func:`gemm.hopper.gen.hopper_plan`): ``store_tma(acc, c,
+    bufs, at, bz, CM, vat, alpha, sq)`` (the TMA epilogue, fused where the variant has a
+    bias, an activation or row scales; ``bufs``: consumer ``c``'s ``staging_buffers(c)``),
+    ``registers_epilogue``, ``partial_epilogue`` (split-K),
     ``fetch_vectors`` and ``stage_vectors``, with ``held`` (the layout of a thread's share
     of the vectors) and ``vectors`` (whether it has any)."""
     cfg = v.config
@@ -70,6 +71,7 @@ def epilogue_functions(v, plan, mma):
     c_columns = v.c_columns                 # swapped operands: C stored column by column
     act = activation_function(v.activation, fast=v.out_dtype != "float32")
     values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
+    n_values = len(values)
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
     out = _OUT[v.out_dtype]
     out_bits = out.bitwidth
@@ -79,6 +81,8 @@ def epilogue_functions(v, plan, mma):
     mma_c = make_tiled_mma(atom_of(v, chunk))       # a piece's share of each thread
     r2s = pairs_of(mma_c, _PAIR[v.out_dtype])       # staged by pairs
     r2g = pairs_of(mma, np.float32)                 # split-K's partial tiles by pairs
+    r2c = pairs_of(mma, _PAIR[v.out_dtype])         # a whole tile of C by pairs
+    paired = v.vec_c and not c_columns              # (C's pairs aligned: the host checked)
     pairs = static_range(bm * bn // 256)            # a thread's pairs of a tile
     one_per_pair = Layout(len(pairs))
     # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
@@ -101,6 +105,7 @@ def epilogue_functions(v, plan, mma):
     col_pieces = static_range(per_atom)
     even_pieces = len(row_atoms) * per_atom % 2 == 0
     align = shared_alignment()
+    held_shares = not (v.promote or scale_rows)  # (else ptxas spilled them)
 
     @cuda.jit(device=True, inline="always")
     def out_pair(lo, hi):
@@ -111,18 +116,33 @@ def epilogue_functions(v, plan, mma):
         return lo, hi
 
     @cuda.jit(device=True, inline="always")
-    def piece_buffer(c, q):
-        """The shared buffer of the next piece, the one of ``q``'s parity (``q``: the pieces
-        staged before it; where a tile has an even number of pieces, its place in the tile,
-        a constant once the loops are unrolled, so that the buffers' addresses are the same
-        for every tile), once the TMA store two pieces back has read it and every thread of
-        the consumer is past it."""
+    def staging_buffers(c):
+        """Consumer ``c``'s two staging buffers, each with this thread's share of it (its
+        pairs' swizzled addresses: made once, before the consumer's tiles, they stay in
+        registers): (buffer 0, buffer 1, share of 0, share of 1)."""
+        raw_c = cuda.shared.array(0, out, alignment=align)
+        stage = arch.shared_offset_of(raw_c, RING_ALIGN) + staging + c * 2 * piece_elems
+        s0 = make_tensor(raw_c, sc, stage)
+        s1 = make_tensor(raw_c, sc, stage + piece_elems)
+        thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
+        return s0, s1, partition_D(thr_s, s0), partition_D(thr_s, s1)
+
+    @cuda.jit(device=True, inline="always")
+    def piece_buffer(c, bufs, q):
+        """The shared buffer of the next piece and this thread's share of it, of ``bufs``
+        (:func:`staging_buffers`) the one of ``q``'s parity (``q``: the pieces staged before
+        it; where a tile has an even number of pieces, its place in the tile, a constant once
+        the loops are unrolled), once the TMA store two pieces back has read it and every
+        thread of the consumer is past it."""
         if cuda.threadIdx.x % 128 == 0:
             tma_store_wait(1)
         named_barrier_sync(1 + c, 128)
-        raw_c = cuda.shared.array(0, out, alignment=align)
-        stage = arch.shared_offset_of(raw_c, RING_ALIGN) + staging + c * 2 * piece_elems
-        return make_tensor(raw_c, sc, stage + (q & 1) * piece_elems)
+        if held_shares:
+            if q & 1:
+                return bufs[1], bufs[3]
+            return bufs[0], bufs[2]
+        sC = bufs[1] if q & 1 else bufs[0]
+        return sC, partition_D(get_slice(r2s, cuda.threadIdx.x % 128), sC)
 
     @cuda.jit(device=True, inline="always")
     def store_piece(c, sC, CM, row0, col0, bz):
@@ -177,17 +197,16 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
-        """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in two swizzled
-        shared buffers past the ring, one staged while the one before is stored; returns
-        the count of pieces staged (``sq``, this one's included)."""
-        thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
+    def tma_epilogue(acc, c, bufs, at, bz, CM, vat, alpha, sq):
+        """``alpha * acc`` stored by TMA: 64-row x 128-byte pieces staged in the two
+        swizzled shared buffers ``bufs`` (:func:`staging_buffers`), one staged while the one
+        before is stored; returns the count of pieces staged (``sq``, this one's
+        included)."""
         # each wgmma atom's 64 rows, chunk columns at a time; NVVM unrolls the two inner
         # loops (written out by unroll(), they took seconds more to compile)
         for a in unroll(row_atoms):
             for p in range(per_atom):
-                sC = piece_buffer(c, a * per_atom + p if even_pieces else sq)
-                tRSsC = partition_D(thr_s, sC)
+                sC, tRSsC = piece_buffer(c, bufs, a * per_atom + p if even_pieces else sq)
                 y = make_fragment_like(tRSsC, out)
                 for j in range(0, chunk // 2, 2):
                     i = a * (bn // 2) + p * (chunk // 2) + j
@@ -199,7 +218,7 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def fused_tma_epilogue(acc, c, at, bz, CM, vat, alpha, sq):
+    def fused_tma_epilogue(acc, c, bufs, at, bz, CM, vat, alpha, sq):
         """:func:`tma_epilogue` of ``act(alpha * acc * sa * sb + bias)`` (``sa``, ``sb``:
         FP8's scales of the row and column, where they are per row): a piece's values in a
         register fragment, scaled and the bias added (the vectors staged from ``vat``, their
@@ -210,13 +229,11 @@ def epilogue_functions(v, plan, mma):
         activation in it NVVM left that loop rolled, and the accumulators went to local
         memory."""
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
-        thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
         tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
         vec = cuda.shared.array(0, float32, alignment=align)
         for a in unroll(row_atoms):
             for p in unroll(col_pieces):
-                sC = piece_buffer(c, a * per_atom + p if even_pieces else sq)
-                tRSsC = partition_D(thr_s, sC)
+                sC, tRSsC = piece_buffer(c, bufs, a * per_atom + p if even_pieces else sq)
                 row0, col0 = at[0] * bm + a * 64, at[1] * bn + p * chunk
                 x = make_fragment_like(tCcP, float32)
                 for j in range(chunk // 2):
@@ -242,9 +259,9 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, reads_c):
-        """The registers epilogue's values, C read where ``reads_c`` (a constant at each
-        call: one unrolled loop without C's loads, one with them)."""
+    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, reads_c, to_acc):
+        """The registers epilogue's values, C read where ``reads_c``, each stored into C, or
+        where ``to_acc`` into ``acc`` (constants at each call: one unrolled loop each)."""
         for j in unroll(values):
             if elem_less(tCcC[j], (M, N)):
                 x = alpha * acc[j]
@@ -256,23 +273,37 @@ def epilogue_functions(v, plan, mma):
                     x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
                 if has_act:
                     x = act(x)
-                tCgC[j] = to_out(x)
+                if to_acc:
+                    acc[j] = x
+                else:
+                    tCgC[j] = to_out(x)
 
     @cuda.jit(device=True, inline="always")
     def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
-        predicated at the edges (C not read where beta is 0)."""
-        thr = get_slice(mma, cuda.threadIdx.x % 128)
+        predicated at the edges (C not read where beta is 0); where beta is 0, a tile inside
+        the matrix is stored by pairs of columns where they are aligned (the variant's
+        ``vec_c``): one 4- or 8-byte store a pair (``r2c``)."""
+        tid = cuda.threadIdx.x % 128
+        thr = get_slice(mma, tid)
         if c_columns:           # swapped operands: the kernel's C^T, stored by columns
             gC = make_tensor(C, make_layout((M, N), (ONE, ldc)), bz * sCb)
         else:
             gC = make_tensor(C, make_layout((M, N), (ldc, ONE)), bz * sCb)
-        tCgC = partition_C(thr, local_tile(gC, block_c, at))
+        tile = local_tile(gC, block_c, at)
+        tCgC = partition_C(thr, tile)
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
         if beta != 0:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True)
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True, False)
+        elif paired and (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N:
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, True)
+            tRgC = partition_D(get_slice(r2c, tid), tile)
+            y = make_fragment_like(tRgC, out)
+            for j in range(0, n_values, 2):
+                y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
+            copy(r2c, y, tRgC)
         else:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False)
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, False)
 
     @cuda.jit(device=True, inline="always")
     @unrolled
@@ -290,6 +321,7 @@ def epilogue_functions(v, plan, mma):
             inside[j] = elem_less(tCcW[2 * j], (M, N))
         copy_if(r2g, inside, acc, tCgW)
 
-    return SimpleNamespace(store_tma=store_tma, registers_epilogue=registers_epilogue,
+    return SimpleNamespace(store_tma=store_tma, staging_buffers=staging_buffers,
+                           registers_epilogue=registers_epilogue,
                            partial_epilogue=partial_epilogue, fetch_vectors=fetch_vectors,
                            stage_vectors=stage_vectors, held=held, vectors=vectors)

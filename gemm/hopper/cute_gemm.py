@@ -26,7 +26,9 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
   consumer taking whole ``bM x bN`` tiles in turn (the block's tiles ``c, c + consumers,
   ...``), skipping the others' steps of the ring (``advance_by``), its products issued
   after the tile before has issued its own (an ``order`` mbarrier per consumer), so that one
-  consumer's epilogue runs while the other multiplies;
+  consumer's epilogue runs while the other multiplies; "plain", no producer: one warpgroup
+  loads and multiplies, its thread 0 keeping the ring ``stages`` k-steps ahead along the
+  block's steps (``plain_tiles``; the registers epilogue);
 - split-K (``v.split_k``): the work units are the tiles of each of ``SK`` ranges of K, the K
   ranges outermost; each unit writes its float32 partial tile to the workspace ``W`` and
   :mod:`gemm.splitk`'s reduction adds them (with alpha, beta and the out's type);
@@ -35,9 +37,9 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
 
 It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
-scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms with
-a producer warpgroup: split-K for products without a fused epilogue, swapped operands (C
-stored by columns from registers) for all but FP8, 3xTF32 (:func:`supports`), so
+scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms:
+split-K for products without a fused epilogue, swapped operands (C stored by columns from
+registers) for all but FP8, 3xTF32 with a producer warpgroup (:func:`supports`), so
 :mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
@@ -66,8 +68,8 @@ __all__ = ["kernel_function", "supports"]
 def supports(v):
     """Why variant ``v`` has no kernel written with gemm.cute (None: it has one)."""
     cfg = v.config
-    if cfg.schedule == "plain":
-        return "the plain schedule"
+    if cfg.schedule == "plain" and (cfg.tf32x3 or v.promote):
+        return "the plain schedule with 3xTF32 or FP8's promotion (their slots' readers)"
     if v.promote and cfg.delay_release:
         return "promotion with delay_release 1 (promotion keeps one group in flight itself)"
     if v.split_k and (v.bias != "none" or v.activation != "none" or v.scale != "none"):
@@ -90,6 +92,7 @@ def kernel_function(v):
     sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
     tma_a, tma_b = plan.copy_x, plan.copy_y
     pingpong, delay = cfg.schedule == "pingpong", cfg.delay_release
+    plain = cfg.schedule == "plain"     # no producer: one warpgroup loads and multiplies
     turns = wgs if pingpong else 1      # consumers taking a block's tiles in turn
     parts = 1 if pingpong else wgs      # consumers splitting a tile's rows
     order = 2 * stages                  # pingpong: consumer c's turn, bars[order + c]
@@ -101,7 +104,8 @@ def kernel_function(v):
     block_a, block_c = static((bm, bk)), static((bm, bn))
     pipe = pipeline_of(v)               # the generated kernel's register split, to match it
     tma_store = v.tma_store
-    group, low, high = cfg.group_m, pipe.memory_registers, pipe.compute_registers
+    group = cfg.group_m
+    low, high = (None, None) if plain else (pipe.memory_registers, pipe.compute_registers)
     split_registers = low is not None               # (a bool: numba prunes its branches)
     scale_tensor, promote = v.scale == "tensor", v.promote     # FP8's scales, promotion
     staged, slot_floats = v.stage_scales, v.scale_floats        # block scales in the slots
@@ -184,7 +188,8 @@ def kernel_function(v):
             arch.mbarrier_arrive(bars, order + nxt)
 
     ep = epilogue_functions(v, plan, mma)
-    store_tma, registers_epilogue = ep.store_tma, ep.registers_epilogue
+    store_tma, staging_buffers = ep.store_tma, ep.staging_buffers
+    registers_epilogue = ep.registers_epilogue
     partial_epilogue = ep.partial_epilogue
     fetch_vectors, stage_vectors, held, vectors = (ep.fetch_vectors, ep.stage_vectors,
                                                    ep.held, ep.vectors)
@@ -193,6 +198,68 @@ def kernel_function(v):
     x3 = cfg.tf32x3
     x3_k_tiles = tf32x3_functions(v, mma, operands, release, pass_turn).x3_k_tiles if x3 \
         else None
+
+    @cuda.jit(device=True, inline="always")
+    def load(XM, YM, raw, bars, slot, base, at, k, k_tiles, zX, zY):
+        """The k-tile ``k`` of the work unit at ``at`` (:func:`tile_coords`) into ring slot
+        ``slot`` by TMA: the slot's full barrier expects its bytes (one thread)."""
+        tm, tn, bz, ks = at
+        arch.mbarrier_arrive_expect_tx(bars, slot, step_bytes)
+        first = base + slot * slot_elems
+        kk = (ks * k_tiles + k) * bk
+        copy(tma_a, XM, (tm * rows, kk, bz * zX), make_tensor(raw, flat_a, first), bars, slot)
+        copy(tma_b, YM, (tn * bn, kk, bz * zY), make_tensor(raw, flat_b, first + a_elems),
+             bars, slot)
+
+    @cuda.jit(device=True, inline="always")
+    def next_step(unit, k, at, k_tiles, tiles_m, tiles_n, NB):
+        """The block's step after k-tile ``k`` of work unit ``unit`` (at ``at``): (unit,
+        k-tile, the unit's coordinates, computed only when the unit changes)."""
+        k = np.uint32(k + 1)
+        if k == k_tiles:
+            unit, k = np.uint32(unit + cuda.gridDim.x), np.uint32(0)
+            at = tile_coords(unit, tiles_m, tiles_n, NB)
+        return unit, k, at
+
+    @cuda.jit(device=True, inline="always")
+    def plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, bars, base, tiles, tiles_m, tiles_n,
+                    k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha, beta):
+        """The plain schedule (Pallas' ``emit_pipeline``): one warpgroup loads and
+        multiplies. Thread 0 keeps the ring ``stages`` k-steps ahead along the block's
+        sequence of steps (its units' k-tiles in turn): the first ``stages`` before the
+        loop, then, once the warpgroup is past a step's wgmma (``delay_release`` 1: the
+        step before's), that step's slot with the step ``stages`` later. No empty barriers:
+        the block's barrier orders the warpgroup's reads before the refill."""
+        t = cuda.threadIdx.x
+        first = np.uint32(cuda.blockIdx.x)
+        thr = get_slice(mma, t)
+        unit, kn = first, np.uint32(0)              # the next step to load
+        at = tile_coords(unit, tiles_m, tiles_n, NB)
+        if t == 0:
+            for i in range(stages):
+                if unit < tiles and k_tiles > 0:
+                    load(XM, YM, raw, bars, np.uint32(i), base, at, kn, k_tiles, zX, zY)
+                    unit, kn, at = next_step(unit, kn, at, k_tiles, tiles_m, tiles_n, NB)
+        st = consumer_start()
+        prev = st
+        for tile in dynamic_range(first, tiles, cuda.gridDim.x):
+            tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
+            acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
+            for k in dynamic_range(k_tiles):
+                issue(acc, raw, bars, st, 0, thr, base, k > 0)
+                warpgroup_wait(delay)
+                freed = prev if delay else st
+                cuda.syncthreads()              # every warp's reads of the freed slot done
+                if t == 0 and unit < tiles and (k > 0 or tile != first or not delay):
+                    load(XM, YM, raw, bars, freed[0], base, at, kn, k_tiles, zX, zY)
+                    unit, kn, at = next_step(unit, kn, at, k_tiles, tiles_m, tiles_n, NB)
+                prev, st = st, advance(st, stages)
+            warpgroup_wait(0)                   # the tile's last group, before its epilogue
+            if split:
+                partial_epilogue(acc, (tm, tn), W, M, N, ldw, (ks * NB + bz) * M * ldw)
+            else:
+                registers_epilogue(acc, (tm, tn), bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha,
+                                   beta)
 
     def kernel(XM, YM, CM, C, W, BIAS, SA, SB, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, alpha,
                beta):
@@ -216,6 +283,10 @@ def kernel_function(v):
                     arch.mbarrier_init(bars, order + i, 4)
                 arch.fence_mbarrier_init()
         cuda.syncthreads()
+        if plain:
+            plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, bars, base, tiles, tiles_m, tiles_n,
+                        k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha, beta)
+            return
         if wg == 0:                                     # the producer warpgroup
             if split_registers:
                 warpgroup_reg_dealloc(low)
@@ -251,6 +322,8 @@ def kernel_function(v):
         c = wg - 1
         part = 0 if pingpong else c                     # this consumer's rows of a tile
         st, sq = consumer_start(), 0                    # sq: the pieces staged so far
+        if tma_store:
+            bufs = staging_buffers(c)
         if pingpong:
             st = advance_by(st, c * k_tiles, stages)
         if scale_tensor:
@@ -297,7 +370,7 @@ def kernel_function(v):
                 partial_epilogue(acc, at, W, M, N, ldw, (ks * NB + bz) * M * ldw)
             elif tma_store:
                 vat = stage_vectors(h, c) if vectors else 0
-                sq = store_tma(acc, c, at, bz, CM, vat, alpha, sq)
+                sq = store_tma(acc, c, bufs, at, bz, CM, vat, alpha, sq)
             else:
                 registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta)
         if tma_store and t % 128 == 0:

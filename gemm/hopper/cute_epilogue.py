@@ -260,8 +260,10 @@ def epilogue_functions(v, plan, mma):
     @cuda.jit(device=True, inline="always")
     @unrolled
     def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, reads_c, to_acc):
-        """The registers epilogue's values, C read where ``reads_c``, each stored into C, or
-        where ``to_acc`` into ``acc`` (constants at each call: one unrolled loop each)."""
+        """The registers epilogue's values, C read where ``reads_c`` (a constant at each
+        call: one unrolled loop without C's loads, one with them), each stored into C, or
+        where ``to_acc`` (a run-time bool: a third unrolled loop took numba a minute more
+        to compile) into ``acc``."""
         for j in unroll(values):
             if elem_less(tCcC[j], (M, N)):
                 x = alpha * acc[j]
@@ -295,15 +297,15 @@ def epilogue_functions(v, plan, mma):
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
         if beta != 0:
             store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True, False)
-        elif paired and (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, True)
-            tRgC = partition_D(get_slice(r2c, tid), tile)
-            y = make_fragment_like(tRgC, out)
-            for j in range(0, n_values, 2):
-                y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
-            copy(r2c, y, tRgC)
         else:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, False)
+            whole = paired and (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, whole)
+            if whole:
+                tRgC = partition_D(get_slice(r2c, tid), tile)
+                y = make_fragment_like(tRgC, out)
+                for j in range(0, n_values, 2):
+                    y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
+                copy(r2c, y, tRgC)
 
     @cuda.jit(device=True, inline="always")
     @unrolled

@@ -82,7 +82,11 @@ def epilogue_functions(v, plan, mma):
     r2s = pairs_of(mma_c, _PAIR[v.out_dtype])       # staged by pairs
     r2g = pairs_of(mma, np.float32)                 # split-K's partial tiles by pairs
     r2c = pairs_of(mma, _PAIR[v.out_dtype])         # a whole tile of C by pairs
-    paired = v.vec_c and not c_columns              # (C's pairs aligned: the host checked)
+    # whole tiles by pairs (C's pairs aligned: the host checked) for the plain schedule's
+    # products without a fused epilogue (others: their epilogue's unrolled loops took numba
+    # 10-30 s more to compile with the pairs' flag)
+    paired = (v.vec_c and not c_columns and cfg.schedule == "plain" and not has_bias
+              and not has_act and not scale_rows)
     pairs = static_range(bm * bn // 256)            # a thread's pairs of a tile
     one_per_pair = Layout(len(pairs))
     # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
@@ -283,9 +287,9 @@ def epilogue_functions(v, plan, mma):
     @cuda.jit(device=True, inline="always")
     def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
-        predicated at the edges (C not read where beta is 0); where beta is 0, a tile inside
-        the matrix is stored by pairs of columns where they are aligned (the variant's
-        ``vec_c``): one 4- or 8-byte store a pair (``r2c``)."""
+        predicated at the edges (C not read where beta is 0); where beta is 0 and
+        ``paired``, a tile inside the matrix is stored by pairs of columns: one 4- or 8-byte
+        store a pair (``r2c``)."""
         tid = cuda.threadIdx.x % 128
         thr = get_slice(mma, tid)
         if c_columns:           # swapped operands: the kernel's C^T, stored by columns
@@ -297,8 +301,10 @@ def epilogue_functions(v, plan, mma):
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
         if beta != 0:
             store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True, False)
+        elif not paired:
+            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, False)
         else:
-            whole = paired and (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
+            whole = (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
             store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, whole)
             if whole:
                 tRgC = partition_D(get_slice(r2c, tid), tile)

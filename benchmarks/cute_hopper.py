@@ -2,7 +2,7 @@
 (issue 34: each family >= 0.98x its generated kernel, no shape below 0.95x).
 
     python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick] [--first-calls]
-                                      [--plain]
+                                      [--plain] [--beta B]
 
 Both kernels with the same rules (``gemm.hopper.default_config`` and its split-K, swapped
 operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper")`` (the
@@ -20,6 +20,9 @@ kernel's first call in a fresh process with an empty kernel cache ($LAYOUTALG_CA
 numba's compile, the CUDA context and imports (the same for both). ``--plain``: the bf16
 shapes on one config of the plain schedule (no producer warpgroup; :data:`PLAIN`), called
 through ``gemm.hopper.hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels.
+``--beta B``: the bf16 shapes as ``out = A @ W.T + B * out`` (the eager calls with an out,
+as a residual's users write them; cuBLAS as ``torch.addmm(c, a, w.T, beta=B)``), which the
+registers epilogue stores (the TMA epilogue does not read C).
 """
 
 import argparse
@@ -57,20 +60,28 @@ print(time.perf_counter() - t0)
 """
 
 
-def row(dtype, m, n, k, reps, plain=False):
+def row(dtype, m, n, k, reps, plain=False, beta=0.0):
     """A shape's timings (ms): eager calls of cuBLAS and both kernels, and each kernel's
     CUDA-graph replay; and the largest error of each kernel against float64 on 64 rows
-    (relative to |A| @ |B|). ``plain``: both kernels on the PLAIN config."""
+    (relative to |A| @ |B| + |beta C|). ``plain``: both kernels on the PLAIN config;
+    ``beta``: ``out = A @ W.T + beta * out``, every call with an out."""
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
+    c0 = torch.randn(m, n, device="cuda").to(dtype)
     prec = dict(precision="tf32x3") if dtype == torch.float32 else {}
 
     def run(kern, x, y, o=None):
         if plain:
             return hopper_matmul(x, y, o, config=PLAIN, cute=kern == "cute_hopper")
-        return gemm.matmul(x, y, o, kernel=kern, **prec)
-    fns = {"cuBLAS": lambda: torch.mm(a, w.T)}
-    fns.update({kern: lambda kern=kern: run(kern, a, w.T) for kern in KERNELS})
+        return gemm.matmul(x, y, o, kernel=kern, beta=beta, **prec)
+    if beta:
+        outs = {kern: c0.clone() for kern in ("cuBLAS",) + KERNELS}
+        fns = {"cuBLAS": lambda: torch.addmm(outs["cuBLAS"], a, w.T, beta=beta,
+                                             out=outs["cuBLAS"])}
+        fns.update({kern: lambda kern=kern: run(kern, a, w.T, outs[kern]) for kern in KERNELS})
+    else:
+        fns = {"cuBLAS": lambda: torch.mm(a, w.T)}
+        fns.update({kern: lambda kern=kern: run(kern, a, w.T) for kern in KERNELS})
     t = timed_together(fns, reps)
     sets = [(a, w.T, torch.empty(m, n, device="cuda", dtype=dtype))]
     calls = {kern: (lambda x, y, o, kern=kern: run(kern, x, y, o)) for kern in KERNELS}
@@ -78,11 +89,11 @@ def row(dtype, m, n, k, reps, plain=False):
               for kern, us in graphs_together(calls, sets, reps).items()})
     err = {}
     for kern, call in calls.items():
-        o = sets[0][2].fill_(float("nan"))
+        o = sets[0][2].copy_(c0) if beta else sets[0][2].fill_(float("nan"))
         call(*sets[0])
         rows = torch.randperm(m, device="cuda")[:64]
-        ref = a[rows].double() @ w.double().T
-        bound = a[rows].double().abs() @ w.double().abs().T
+        ref = a[rows].double() @ w.double().T + beta * c0[rows].double()
+        bound = a[rows].double().abs() @ w.double().abs().T + abs(beta * c0[rows].double())
         err[kern] = ((o[rows].double() - ref).abs() / bound).max().item()
     return t, err
 
@@ -103,21 +114,24 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--first-calls", action="store_true")
     ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--beta", type=float, default=0.0)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    shapes = [("bf16",) + s[1:] for s in suite()] + ([] if args.plain else FP32)
+    bf16_only = args.plain or args.beta
+    shapes = [("bf16",) + s[1:] for s in suite()] + ([] if bf16_only else FP32)
     if args.quick:
         shapes = [s for s in shapes if s[0] == "bf16" and (s[1] == 2048 or s[1] == s[2] == s[3])]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
           f"median of {args.reps}; graph: CUDA-graph replay with an out"
-          + (f"; both kernels on {PLAIN}" if args.plain else ""))
+          + (f"; both kernels on {PLAIN}" if args.plain else "")
+          + (f"; out = A @ W.T + {args.beta} * out (cuBLAS: torch.addmm)" if args.beta else ""))
     print(f"{'dtype':5} {'M x N x K':>20} {'cuBLAS us':>10} {'gen us':>9} {'cute us':>9} "
           f"{'cute/gen':>9} {'graph gen':>10} {'graph cute':>11} {'graph c/g':>10} "
           f"{'err gen':>8} {'err cute':>8}")
     rows = []
     for dt, m, n, k in shapes:
         t, err = row(torch.bfloat16 if dt == "bf16" else torch.float32, m, n, k, args.reps,
-                     args.plain)
+                     args.plain, args.beta)
         r = dict(dtype=dt, shape=(m, n, k), ms=t, error=err,
                  vs_generated=t["hopper"] / t["cute_hopper"],
                  graph_vs_generated=t["hopper graph"] / t["cute_hopper graph"],

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import numbers
+from functools import lru_cache
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from .errors import LayoutError, LayoutIndexError
@@ -517,6 +518,38 @@ def slice_and_offset(crd: Coord, L: Layout) -> Tuple[Layout, Int]:
         L = _as_layout(L, "slice_and_offset", shapes=False)
     if crd is None:
         return L, 0
+    plain = _plain_coordinate(crd)
+    if plain is not _NOT_PLAIN:
+        return _slice_and_offset_of_ints(plain, L)
+    return _slice_and_offset(crd, L)
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_coordinate(crd):
+    """``crd`` with its integers as Python ints (numpy's too), or ``_NOT_PLAIN`` where a leaf
+    is neither an integer nor None (a symbol, a bool)."""
+    if crd is None or type(crd) is int:
+        return crd
+    if type(crd) is tuple:
+        if all(c is None or type(c) is int for c in crd):
+            return crd
+        out = tuple(_plain_coordinate(c) for c in crd)
+        return _NOT_PLAIN if any(c is _NOT_PLAIN for c in out) else out
+    if isinstance(crd, numbers.Integral) and not isinstance(crd, bool):
+        return int(crd)
+    return _NOT_PLAIN
+
+
+@lru_cache(maxsize=8192)
+def _slice_and_offset_of_ints(crd, L):
+    """:func:`slice_and_offset` of a coordinate of Python ints and None, remembered (a
+    kernel's Python twin slices the same partitions at every step of its loops)."""
+    return _slice_and_offset(crd, L)
+
+
+def _slice_and_offset(crd, L):
     _check_coordinate(crd, L, "slice_and_offset")
     if not _weakly_congruent(crd, L.shape):
         raise LayoutError(f"slice_and_offset: coordinate {fmt(crd)} does not fit shape "

@@ -380,6 +380,7 @@ def _basis_offsets(L):
 
 
 # --- the tensor ---------------------------------------------------------------------------
+_TABLE_MAX = 4096       # elements: an identity tensor's coordinates from a cached table
 class Tensor:
     """An engine composed with a layout. See the module docstring.
 
@@ -436,10 +437,29 @@ class Tensor:
 
     # --- access --------------------------------------------------------------------------
     def __getitem__(self, crd):
-        if has_none(crd):
+        if type(crd) is int:
+            if type(self.engine) is ArithTuple and 0 <= crd < self.layout.size <= _TABLE_MAX:
+                return self._coordinate(crd)
+        elif has_none(crd):
             sub, off = slice_and_offset(crd, self.layout)
             return Tensor(self.engine + off, sub)
         return _element(self.engine, self.layout(crd))
+
+    def _coordinate(self, i):
+        """Element ``i`` of a small identity tensor (a thread's partition), from its layout's
+        cached table of coordinates (evaluated per call, a coordinate built of basis vectors
+        took most of the simulator's time in an epilogue's predicates)."""
+        try:
+            row = layout_offsets(self.layout)[i]
+        except LayoutError:             # basis strides with symbolic coefficients
+            return _element(self.engine, self.layout(i))
+        vals = list(self.engine)
+        if len(row) > len(vals):
+            raise LayoutError(f"basis vector E({len(row) - 1}) added to the rank-{len(vals)} "
+                              f"coordinate {tuple(self.engine)}")
+        for m, c in enumerate(row.tolist()):
+            vals[m] = vals[m] + c
+        return ArithTuple(vals)
 
     def __call__(self, *crd):
         if not crd:
@@ -451,17 +471,18 @@ class Tensor:
                         "t[crd] and t.mode(i)")
 
     def __setitem__(self, crd, value):
-        if has_none(crd):
+        if type(crd) is not int and has_none(crd):
             self[crd].assign(value)
             return
         k = self.layout(crd)
         if not is_int(k):
             raise TypeError(f"a numpy tensor needs integer offsets, not {k!r}")
-        arr, idx = _flat_index(self.engine, np.asarray([k], dtype=np.int64))
-        if not 0 <= idx[0] < arr.size:
-            raise LayoutIndexError(f"tensor element at offset {idx[0]} is outside its array "
-                                   f"of {arr.size} elements")
-        arr[idx[0]] = value
+        engine = self.engine
+        while isinstance(engine, SwizzledEngine) and is_int(engine.offset):
+            k, engine = _apply_outer(engine.outer, engine.offset + k), engine.base
+        if not isinstance(engine, ArrayEngine):
+            raise TypeError(f"the engine {self.engine!r} holds no numpy data")
+        engine.array[_array_index(engine, k)] = value
 
     def offsets(self):
         """The numpy storage array and the flat indices of all elements, colexicographic."""

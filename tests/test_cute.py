@@ -609,3 +609,50 @@ def test_universal_pairs_refuse_a_misaligned_vector_in_python():
     c.copy(r2g, src, c.partition_D(thr, c.make_tensor(out, Layout((64, 64), (64, 1)))))
     crd = c.partition_D(thr, c.make_identity_tensor((64, 64)))
     assert [out[r * 64 + k] for r, k in (crd[j] for j in range(32))] == list(range(32))
+
+
+def test_universal_copies_in_python_keep_predicates_and_bounds():
+    """The Python copy of a universal tiled copy (all of a thread's values at once): groups
+    whose predicate is false keep dst's values, the others take src's (into a swizzled
+    tensor, at its swizzled places), and a destination element outside its array is refused
+    (LayoutIndexError, as element by element)."""
+    import numpy as np
+    from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
+    from layoutalg.atom.mma import SM90_64xNx16_F32BF16BF16_SS
+    from layoutalg.errors import LayoutIndexError
+    from layoutalg.swizzle import ComposedLayout, Swizzle
+    from gemm.cute import _python as c
+    mma = make_tiled_mma(SM90_64xNx16_F32BF16BF16_SS(64))
+    pairs = make_tiled_copy_C(UniversalCopy(32, np.uint16), mma)
+    sw = ComposedLayout(Swizzle(3, 3, 3), 0, Layout((64, 64), (64, 1)))
+    rng = np.random.default_rng()
+    t = int(rng.integers(128))
+    thr = c.get_slice(pairs, t)
+    src = c.make_tensor(rng.integers(1, 1000, 32).astype(np.uint16), Layout(32))
+    keep = rng.integers(0, 2, 16).astype(np.uint8)
+    out = np.zeros(4096, np.uint16)
+    c.copy_if(pairs, c.make_tensor(keep, Layout(16)), src, c.partition_D(thr, c.make_tensor(
+        out, sw)))
+    crd = c.partition_D(thr, c.make_identity_tensor((64, 64)))
+    want = np.zeros(4096, np.uint16)
+    for j in range(32):
+        if keep[j // 2]:
+            r, k = crd[j]
+            want[sw(r, k)] = src[j]
+    assert (out == want).all() and keep.any() == out.any()
+    short = np.zeros(64 * 64 - 64, np.uint16)       # the tile's last row is past the array
+    dst = c.partition_D(c.get_slice(pairs, 127),
+                        c.make_tensor(short, Layout((64, 64), (64, 1))))
+    with pytest.raises(LayoutIndexError, match="outside its array"):
+        c.copy(pairs, src, dst)
+
+
+def test_static_groups_cover_a_range_in_groups_dividing_it():
+    from gemm.cute import static_groups
+    assert static_groups(128) == (tuple(range(0, 128, 16)), 16)
+    assert static_groups(12) == ((0, 4, 8), 4)
+    assert static_groups(6, 4) == ((0, 2, 4), 2)
+    assert static_groups(0) == ((), 16)
+    for bad in ((-1,), (8, 0), (1.5,), (8, 2.0)):
+        with pytest.raises(TypeError, match="static_groups"):
+            static_groups(*bad)

@@ -195,16 +195,16 @@ def test_a_block_past_the_shared_limit_with_its_mbarriers_is_refused_its_tma_epi
 def test_promoted_row_scales_fit_in_five_slots_past_the_padded_mbarriers(out):
     """Promoted row scales on 2 x 64 x 128 tiles: 6 slots, the TMA epilogue's staging and
     vectors are 231936 dynamic bytes, under the limit, but the kernel's dynamic arrays are
-    RING_ALIGN-aligned, so its static mbarriers take RING_ALIGN bytes before them and the
+    SWIZZLE_ALIGN-aligned, so its static mbarriers take SWIZZLE_ALIGN bytes before them and the
     block passes the limit (the driver refused the launch); in 5 slots it fits, which the
     default takes (gemm.hopper._Call: a slot fewer before the TMA epilogue is dropped)."""
     from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
-    from gemm.hopper.config import RING_ALIGN
+    from gemm.hopper.config import SWIZZLE_ALIGN
     for stages, fits in ((6, False), (5, True)):
         cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=stages)
         v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True, cute=True,
                           scale="rows", promote=True)
-        assert v.block_shared_bytes == v.shared_bytes + RING_ALIGN
+        assert v.block_shared_bytes == v.shared_bytes + SWIZZLE_ALIGN
         assert (v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT) == fits
         if stages == 6:
             assert v.shared_bytes == 231936 < DYNAMIC_SHARED_LIMIT

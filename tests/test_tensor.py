@@ -236,3 +236,18 @@ def test_scaled_basis_is_a_layout_stride():
     L = make_identity_layout((4, 6))
     assert isinstance(L.stride[1], ScaledBasis)
     assert layout_offsets(L)[7].tolist() == [3, 1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 9), st.integers(0, 9))
+def test_identity_elements_by_index_are_the_origin_plus_the_layout(m, n, r0):
+    """``t[i]`` of a small identity tensor (read from its layout's table of coordinates)
+    is its origin plus the layout's value at ``i``, for int and symbolic origins and a
+    tiled view; a basis mode past the origin's rank is refused."""
+    full = make_identity_tensor(((2, m), n))
+    tiled = local_tile(make_identity_tensor((2 * m + r0, n)), (2, n), (r0 % m, 0))
+    for t in (full, Tensor(ArithTuple((r0, BX)), full.layout), tiled):
+        assert [t[i] for i in range(t.layout.size)] == [
+            t.engine + t.layout(i) for i in range(t.layout.size)]
+    with pytest.raises(LayoutError, match="rank-1"):
+        Tensor(ArithTuple((r0,)), full.layout)[2 * m]

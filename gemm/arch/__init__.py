@@ -51,6 +51,9 @@ from gemm._env import simulator_active
 from gemm.arch import sim as _sim, sim_tile as _sim_tile     # pure Python: the names
 
 IMPLEMENTATION = "sim" if simulator_active() else "ptx"
+if IMPLEMENTATION == "sim":     # the simulator's blocks driven by events, not by polling
+    from gemm.arch.sim_threads import install as _install_sim_threads
+    _install_sim_threads()
 # gemm.arch.sm90's names (it imports numba: named here, imported on first use)
 SM90_NAMES = ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "smem_desc",
               "wgmma_tile", "WGMMA_TYPES", "fence_mbarrier_init", "mbarrier_init",

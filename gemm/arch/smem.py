@@ -26,10 +26,13 @@ from gemm._env import simulator_active
 # below in processes that load no numba.
 
 __all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "STATIC_SHARED_LIMIT",
-           "DYNAMIC_SHARED_LIMIT"]
+           "DYNAMIC_SHARED_LIMIT", "SWIZZLE_ALIGN"]
 
 STATIC_SHARED_LIMIT = 48 * 1024     # static + dynamic shared memory without opting in
 DYNAMIC_SHARED_LIMIT = 227 * 1024   # dynamic shared memory of one block (sm_90 opt-in)
+# where a 128-byte-swizzled buffer starts (for TMA and wgmma): the swizzle's period, 8 rows
+# of 128 bytes
+SWIZZLE_ALIGN = 1024
 _done = {}                  # (kernel handle as int, device id) -> bytes already allowed
 
 

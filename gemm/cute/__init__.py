@@ -42,7 +42,8 @@ into a ``retile_D``'d fragment for an ldmatrix atom), ``gemm(C, A, B)`` (Univers
 fragments), ``gemm(tiled_mma, C, A, B)`` (mma.sync for the SM80 atoms of :data:`MMA_OPS`),
 ``axpby`` and ``transform(T, fn)`` (a device function on each element, compiled once), all
 unrolled at compile time, and loops written out at compile time by
-:func:`unrolled` (``for k in unroll(static_range(n))``); a loop over run-time counts is
+:func:`unrolled` (``for k in unroll(static_range(n))``; many values by groups, each a
+loop NVVM unrolls: :func:`static_groups`); a loop over run-time counts is
 ``for k in dynamic_range(k_tiles)`` (one uint32 counter).
 
 **Run-time shapes.** ``make_layout(shape, stride)`` in a kernel keeps its run-time integers
@@ -84,6 +85,7 @@ from __future__ import annotations
 import ast
 import copy as _copy
 import inspect
+import math
 import textwrap
 from typing import Any
 
@@ -107,10 +109,10 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "partition_S", "partition_D", "partition_A", "partition_B", "partition_C", "retile_S",
            "retile_D", "make_fragment_like", "fill", "copy", "copy_if", "axpby", "transform",
            "elem_less", "gemm", "MMA_OPS", "mma_shapes", "ldmatrix_shape", "static_range",
-           "dynamic_range", "unroll", "unrolled", "LayoutType", "TensorType", "warpgroup_arrive",
-           "warpgroup_commit_batch", "warpgroup_wait", "fence_view_async_shared",
-           "tma_store_arrive", "tma_store_wait", "named_barrier_sync", "warpgroup_reg_alloc",
-           "warpgroup_reg_dealloc", "syncwarp"]
+           "static_groups", "dynamic_range", "unroll", "unrolled", "LayoutType", "TensorType",
+           "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait",
+           "fence_view_async_shared", "tma_store_arrive", "tma_store_wait", "named_barrier_sync",
+           "warpgroup_reg_alloc", "warpgroup_reg_dealloc", "syncwarp"]
 
 # wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
 # instructions: on a GPU the PTX, in the simulator the twins)
@@ -144,6 +146,26 @@ def static_range(n: int) -> tuple:
     if not is_int(n) or n < 0:
         raise TypeError(f"static_range: expected a non-negative int, got {n!r}")
     return tuple(range(n))
+
+
+def static_groups(n: int, size: int = 16) -> tuple:
+    """``static_range(n)`` by groups of ``g = gcd(n, size)``: ``(starts, g)``, for a loop
+    over many values that numba need not write out one by one::
+
+        STARTS, G = static_groups(128)              # outside the kernel
+        ...
+        for s in unroll(STARTS):                    # written out: s a constant in each
+            for i in range(G):                      # NVVM unrolls it: s + i a constant again
+                acc[s + i] *= alpha
+
+    A register fragment indexed by ``s + i`` stays in registers, and numba compiles
+    ``n / g`` bodies instead of ``n`` (its passes grow faster than the function's length;
+    LLVM unrolls a loop of few bodies, not of ``n``)."""
+    if not (is_int(n) and is_int(size)) or n < 0 or size < 1:
+        raise TypeError(f"static_groups: expected a count >= 0 and a group size >= 1, got "
+                        f"{n!r} and {size!r}")
+    g = math.gcd(n, size)
+    return tuple(range(0, n, g)), g
 
 
 def unrolled(fn: Any) -> Any:

@@ -312,8 +312,7 @@ def copy(*args: Any) -> None:
     if size(src) != size(dst):
         raise ValueError(f"copy: the tensors have {size(src)} and {size(dst)} elements")
     if tiled is None:
-        for i in range(size(src)):
-            dst[i] = src[i]
+        _copy_values(src, dst)
         return
     if kind == "universal":
         copy_if(tiled, None, src, dst)
@@ -367,10 +366,8 @@ def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
         raise ValueError(f"copy_if: the predicate has {size(pred)} elements, the source "
                          f"{groups} groups of {per} values")
     if tiled.atom.kind == "universal":
-        for r in range(groups):
-            if pred is None or pred[r]:
-                for i in range(r * per, (r + 1) * per):
-                    dst[i] = src[i]
+        keep = None if pred is None else np.repeat([bool(pred[r]) for r in range(groups)], per)
+        _copy_values(src, dst, keep)
         return
     issue = {"cp.async.ca": arch.cp_async_ca_zfill, "cp.async.cg": arch.cp_async_cg_zfill}[op]
     for r in range(groups):
@@ -378,6 +375,23 @@ def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
         issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)), src.engine.array,
               src.engine.offset + int(src.layout(r * per)) if ok else 0, nbytes,
               nbytes if ok else 0)
+
+
+def _copy_values(src: Any, dst: Any, keep: Any = None) -> None:
+    """``dst[i] = src[i]`` for every index ``i`` (where ``keep``, a bool array, holds): all
+    at once where both tensors hold numpy data and every element lies inside its array, else
+    one by one (which raises at an element outside)."""
+    if src.is_numeric and dst.is_numeric:
+        (sa, si), (da, di) = src.offsets(), dst.offsets()
+        if keep is not None:
+            si, di = si[keep], di[keep]
+        if all(len(i) == 0 or 0 <= i.min() and i.max() < len(a)
+               for a, i in ((sa, si), (da, di))):
+            da[di] = sa[si]
+            return
+    for i in range(size(src)):
+        if keep is None or keep[i]:
+            dst[i] = src[i]
 
 
 def ldmatrix_shape(tiled: Any, src: Any, dst: Any) -> tuple:
@@ -481,13 +495,28 @@ def _fma_arrays(C, A, B, m, n, k):
             return False
         got.append((arr, idx.reshape(cols, rows).T))      # colexicographic: (rows, cols)
     (ca, ci), (aa, ai), (ba, bi) = got
-    if np.unique(ci).size != ci.size:       # C's elements aliased: sums in order, one by one
+    if not _distinct(C):                    # C's elements aliased: sums in order, one by one
         return False
     a, b, c = aa[ai], ba[bi], ca[ci]
     for kk in range(k):
         c = c + np.multiply.outer(a[:, kk], b[:, kk])
     ca[ci] = c
     return True
+
+
+def _distinct(t):
+    """Whether the elements of numpy-backed tensor ``t`` are distinct (for a plain array
+    engine, a property of the layout: remembered)."""
+    if type(t.engine) is ArrayEngine:
+        return _distinct_offsets(t.layout)
+    idx = t.offsets()[1]
+    return np.unique(idx).size == idx.size
+
+
+@functools.lru_cache(maxsize=1024)
+def _distinct_offsets(layout):
+    offsets = _tensor.layout_offsets(layout)
+    return np.unique(offsets).size == offsets.size
 
 
 # The mma.sync atoms gemm(tiled_mma, ...) issues in kernels: atom name -> gemm.arch's op.

@@ -64,6 +64,7 @@ import numpy as np
 from numba import cuda, float32, uint16, uint32 as U, uint64
 
 from gemm import arch
+from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm._env import simulator_active
 from gemm.cute import (copy, make_tensor, syncwarp, warpgroup_reg_alloc,
                        warpgroup_reg_dealloc)
@@ -75,7 +76,6 @@ from layoutalg.swizzle import ComposedLayout
 
 __all__ = ["BlockSpec", "emit_pipeline", "emit_pipeline_warp_specialized"]
 
-SLOT_ALIGN = 1024           # bytes: a 128-byte swizzle repeats every 8 rows of 128 bytes
 REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
 MAX_ARITY = 8               # the most parameters of a body, index map or extent
 _ELEMENT = {16: uint16, 32: float32}
@@ -306,15 +306,15 @@ class _Ring:
         at, offsets = 0, []
         for s in in_specs:
             offsets.append(at)
-            at += -(-s.bytes // SLOT_ALIGN) * SLOT_ALIGN
+            at += -(-s.bytes // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         self.slot_bytes = at
         ring = stages * at
         for s in out_specs:                         # two buffers each, after the ring
             offsets.append(ring + at - self.slot_bytes)
-            at += 2 * -(-s.bytes // SLOT_ALIGN) * SLOT_ALIGN
+            at += 2 * -(-s.bytes // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         self.offsets = tuple(offsets)
         self.step_bytes = sum(s.bytes for s in in_specs)
-        self.shared_bytes = ring + at - self.slot_bytes + SLOT_ALIGN
+        self.shared_bytes = ring + at - self.slot_bytes + SWIZZLE_ALIGN
         self.loads = self._loads()
         self.views = self._views()
         self.stores = self._stores()
@@ -445,7 +445,7 @@ def _load_one(spec, k, offset):
 
 def _view_one(spec, offset, is_out):
     layout, elem = spec.layout, _ELEMENT[spec.bits]
-    scale, size = spec.bits // 8, -(-spec.bytes // SLOT_ALIGN) * SLOT_ALIGN
+    scale, size = spec.bits // 8, -(-spec.bytes // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
 
     @cuda.jit(device=True, inline="always")
     def view(slot, out_buffer):
@@ -459,7 +459,7 @@ def _view_one(spec, offset, is_out):
 def _store_one(spec, k, offset):
     origin, tma, flat = _origin(spec), spec.tma, Layout(spec.elements)
     elem, scale = _ELEMENT[spec.bits], spec.bits // 8
-    size = -(-spec.bytes // SLOT_ALIGN) * SLOT_ALIGN
+    size = -(-spec.bytes // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
 
     @cuda.jit(device=True, inline="always")
     def store(idx, refs, args, base, buffer):
@@ -494,7 +494,7 @@ def emit_pipeline(body: Any, *, grid: tuple, in_specs: Any = (), out_specs: Any 
         threads = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
         ext = extents(args)
         steps = count(ext)
-        base = arch.shared_offset_of(raw, SLOT_ALIGN) * 2       # bytes
+        base = arch.shared_offset_of(raw, SWIZZLE_ALIGN) * 2       # bytes
         if t == 0:
             pipeline_init(bars, S, 1, threads // 32)    # one release per warp
         cuda.syncthreads()
@@ -617,7 +617,7 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
             t, wg = cuda.threadIdx.x, cuda.threadIdx.y
         ext = extents(args)
         steps = count(ext)
-        base = arch.shared_offset_of(raw, SLOT_ALIGN) * 2       # bytes
+        base = arch.shared_offset_of(raw, SWIZZLE_ALIGN) * 2       # bytes
         if t == 0 and wg == 0:
             pipeline_init(bars, S, 1, consumer_warps)   # one release per warp
         cuda.syncthreads()

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from .. import splitk
 from .._env import simulator_active
-from ..arch.smem import DYNAMIC_SHARED_LIMIT
+from ..arch.smem import DYNAMIC_SHARED_LIMIT, SWIZZLE_ALIGN
 from ..dtypes import DTYPES, FP8_DTYPES, STORAGE, check_variant
 from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "RING_ALIGN",
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "SWIZZLE_ALIGN",
            "shared_alignment"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
@@ -34,15 +34,14 @@ STAGING_BYTES = 16384       # per consumer with the TMA epilogue: two 64 x 128-b
 MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
-RING_ALIGN = 1024           # the ring's start: the 128-byte swizzle's period (8 rows of 128 B)
 _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, or 16-bit bits
 
 
 def shared_alignment():
     """The alignment the kernel written with gemm.cute declares for its dynamic shared
-    arrays: RING_ALIGN, so that its pads to the ring's start fold away; None in numba's
+    arrays: SWIZZLE_ALIGN, so that its pads to the ring's start fold away; None in numba's
     simulator, which takes no alignment (there the pads are computed)."""
-    return None if simulator_active() else RING_ALIGN
+    return None if simulator_active() else SWIZZLE_ALIGN
 
 
 def _is_int(x):
@@ -213,7 +212,7 @@ class HopperConfig:
     def shared_bytes(self):
         """Dynamic shared memory: the ring, tf32x3's buffers, and 1 KiB to align them for
         the swizzle."""
-        return (self.stages + self.split_buffers) * self.slot_bytes + RING_ALIGN
+        return (self.stages + self.split_buffers) * self.slot_bytes + SWIZZLE_ALIGN
 
 
 @dataclass(frozen=True)
@@ -322,7 +321,7 @@ class HopperVariant:
         """Where the staged block scales start, in bytes past the ring's aligned start: past
         the ring and the TMA epilogue's staging and vectors."""
         cfg = self.config
-        return self.shared_bytes - RING_ALIGN - 4 * cfg.stages * self.scale_floats
+        return self.shared_bytes - SWIZZLE_ALIGN - 4 * cfg.stages * self.scale_floats
 
     @property
     def shared_bytes(self):
@@ -340,12 +339,12 @@ class HopperVariant:
         """Shared memory of a block: the dynamic bytes and the static mbarriers (8 bytes
         each, :attr:`HopperConfig.mbarriers`), which together must fit
         DYNAMIC_SHARED_LIMIT. The kernel written with gemm.cute declares its dynamic arrays
-        RING_ALIGN-aligned (:func:`shared_alignment`), so its static bytes are padded to a
-        multiple of RING_ALIGN before them (the same count in the simulator, whose calls
+        SWIZZLE_ALIGN-aligned (:func:`shared_alignment`), so its static bytes are padded to a
+        multiple of SWIZZLE_ALIGN before them (the same count in the simulator, whose calls
         then take the GPU's variants)."""
         static = 8 * self.config.mbarriers
         if self.cute:
-            static = -(-static // RING_ALIGN) * RING_ALIGN
+            static = -(-static // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         return self.shared_bytes + static
 
     @property

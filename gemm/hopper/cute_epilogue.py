@@ -30,11 +30,11 @@ from gemm import arch
 from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_slice,
                        local_tile, make_fragment_like, make_identity_tensor, make_layout,
                        make_tensor, named_barrier_sync, partition_C, partition_D, static,
-                       static_range, tma_store_arrive, tma_store_wait, transform, unroll,
-                       unrolled)
+                       static_groups, static_range, tma_store_arrive, tma_store_wait,
+                       transform, unroll, unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
-from gemm.hopper.config import RING_ALIGN, STAGING_BYTES, shared_alignment
+from gemm.hopper.config import SWIZZLE_ALIGN, STAGING_BYTES, shared_alignment
 from gemm.hopper.gen import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]
@@ -72,8 +72,8 @@ def epilogue_functions(v, plan, mma):
     scale_rows = v.scale == "rows"         # FP8's scales of X's rows and Y's columns
     c_columns = v.c_columns                 # swapped operands: C stored column by column
     act = activation_function(v.activation, fast=v.out_dtype != "float32")
-    values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
-    n_values = len(values)
+    n_values = bm // 64 * bn // 2                   # a consumer thread's accumulators
+    starts, group = static_groups(n_values)         # (written out one by one: 30 s more)
     # the TMA epilogue's pieces of 64 rows (a wgmma atom's) x 128 bytes of columns
     out = _OUT[v.out_dtype]
     out_bits = out.bitwidth
@@ -84,11 +84,7 @@ def epilogue_functions(v, plan, mma):
     r2s = pairs_of(mma_c, _PAIR[v.out_dtype])       # staged by pairs
     r2g = pairs_of(mma, np.float32)                 # split-K's partial tiles by pairs
     r2c = pairs_of(mma, _PAIR[v.out_dtype])         # a whole tile of C by pairs
-    # whole tiles by pairs (C's pairs aligned: the host checked) for the plain schedule's
-    # products without a fused epilogue (others: their epilogue's unrolled loops took numba
-    # 10-30 s more to compile with the pairs' flag)
-    paired = (v.vec_c and not c_columns and cfg.schedule == "plain" and not has_bias
-              and not has_act and not scale_rows)
+    paired = v.vec_c and not c_columns      # whole tiles by pairs (the host checked C's)
     pairs = static_range(bm * bn // 256)            # a thread's pairs of a tile
     one_per_pair = Layout(len(pairs))
     # the TMA epilogue's vectors (row scales, column scales, bias): a consumer's share of
@@ -127,7 +123,7 @@ def epilogue_functions(v, plan, mma):
         pairs' swizzled addresses: made once, before the consumer's tiles, they stay in
         registers): (buffer 0, buffer 1, share of 0, share of 1)."""
         raw_c = cuda.shared.array(0, out, alignment=align)
-        stage = arch.shared_offset_of(raw_c, RING_ALIGN) + staging + c * 2 * piece_elems
+        stage = arch.shared_offset_of(raw_c, SWIZZLE_ALIGN) + staging + c * 2 * piece_elems
         s0 = make_tensor(raw_c, sc, stage)
         s1 = make_tensor(raw_c, sc, stage + piece_elems)
         thr_s = get_slice(r2s, cuda.threadIdx.x % 128)
@@ -185,7 +181,7 @@ def epilogue_functions(v, plan, mma):
         tile are past the last piece's barrier; this tile's wait at the first piece's);
         returns their first float."""
         vec = cuda.shared.array(0, float32, alignment=align)
-        at = arch.shared_offset_of(vec, RING_ALIGN) + vec_at + c * vec_floats
+        at = arch.shared_offset_of(vec, SWIZZLE_ALIGN) + vec_at + c * vec_floats
         i = cuda.threadIdx.x % 128
         for q in unroll(loads_m):
             if q * 128 + i < bm:
@@ -265,33 +261,34 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, reads_c, to_acc):
-        """The registers epilogue's values, C read where ``reads_c`` (a constant at each
-        call: one unrolled loop without C's loads, one with them), each stored into C, or
-        where ``to_acc`` (a run-time bool: a third unrolled loop took numba a minute more
-        to compile) into ``acc``."""
-        for j in unroll(values):
-            if elem_less(tCcC[j], (M, N)):
-                x = alpha * acc[j]
-                if scale_rows:
-                    x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
-                if reads_c:
-                    x += beta * from_out(tCgC[j])
-                if has_bias:
-                    x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
-                if has_act:
-                    x = act(x)
-                if to_acc:
-                    acc[j] = x
-                else:
-                    tCgC[j] = to_out(x)
+    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, to_acc):
+        """The registers epilogue's values (C read where beta is not 0), each stored into C,
+        or where ``to_acc`` into ``acc``: one loop over the values, both choices made at run
+        time (two copies of the loop took numba tens of seconds more to compile)."""
+        for s in unroll(starts):
+            for i in range(group):
+                j = s + i
+                if elem_less(tCcC[j], (M, N)):
+                    x = alpha * acc[j]
+                    if scale_rows:
+                        x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
+                    if beta != 0:
+                        x += beta * from_out(tCgC[j])
+                    if has_bias:
+                        x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
+                    if has_act:
+                        x = act(x)
+                    if to_acc:
+                        acc[j] = x
+                    else:
+                        tCgC[j] = to_out(x)
 
     @cuda.jit(device=True, inline="always")
     def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
-        predicated at the edges (C not read where beta is 0); where beta is 0 and
-        ``paired``, a tile inside the matrix is stored by pairs of columns: one 4- or 8-byte
-        store a pair (``r2c``)."""
+        predicated at the edges (C not read where beta is 0); a tile inside the matrix with
+        beta 0 and C's pairs aligned is stored by pairs of columns: one 4- or 8-byte store a
+        pair (``r2c``)."""
         tid = cuda.threadIdx.x % 128
         thr = get_slice(mma, tid)
         if c_columns:           # swapped operands: the kernel's C^T, stored by columns
@@ -301,19 +298,14 @@ def epilogue_functions(v, plan, mma):
         tile = local_tile(gC, block_c, at)
         tCgC = partition_C(thr, tile)
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
-        if beta != 0:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, True, False)
-        elif not paired:
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, False)
-        else:
-            whole = (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
-            store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, False, whole)
-            if whole:
-                tRgC = partition_D(get_slice(r2c, tid), tile)
-                y = make_fragment_like(tRgC, out)
-                for j in range(0, n_values, 2):
-                    y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
-                copy(r2c, y, tRgC)
+        whole = paired and beta == 0 and (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
+        store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta, whole)
+        if whole:
+            tRgC = partition_D(get_slice(r2c, tid), tile)
+            y = make_fragment_like(tRgC, out)
+            for j in range(0, n_values, 2):
+                y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
+            copy(r2c, y, tRgC)
 
     @cuda.jit(device=True, inline="always")
     @unrolled

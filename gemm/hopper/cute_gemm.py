@@ -56,7 +56,7 @@ from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
-from gemm.hopper.config import RING_ALIGN, shared_alignment
+from gemm.hopper.config import SWIZZLE_ALIGN, shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions
@@ -202,9 +202,9 @@ def kernel_function(v):
     @cuda.jit(device=True, inline="always")
     def load(XM, YM, raw, bars, slot, base, at, k, k_tiles, zX, zY):
         """The k-tile ``k`` of the work unit at ``at`` (:func:`tile_coords`) into ring slot
-        ``slot`` by TMA: the slot's full barrier expects its bytes (one thread)."""
+        ``slot`` by TMA (one thread), its bytes completing the slot's full barrier (which
+        the caller has told to expect them)."""
         tm, tn, bz, ks = at
-        arch.mbarrier_arrive_expect_tx(bars, slot, step_bytes)
         first = base + slot * slot_elems
         kk = (ks * k_tiles + k) * bk
         copy(tma_a, XM, (tm * rows, kk, bz * zX), make_tensor(raw, flat_a, first), bars, slot)
@@ -238,6 +238,7 @@ def kernel_function(v):
         if t == 0:
             for i in range(stages):
                 if unit < tiles and k_tiles > 0:
+                    producer_expect_tx(bars, (np.uint32(i),), step_bytes)
                     load(XM, YM, raw, bars, np.uint32(i), base, at, kn, k_tiles, zX, zY)
                     unit, kn, at = next_step(unit, kn, at, k_tiles, tiles_m, tiles_n, NB)
         st = consumer_start()
@@ -251,6 +252,7 @@ def kernel_function(v):
                 freed = prev if delay else st
                 cuda.syncthreads()              # every warp's reads of the freed slot done
                 if t == 0 and unit < tiles and (k > 0 or tile != first or not delay):
+                    producer_expect_tx(bars, freed, step_bytes)
                     load(XM, YM, raw, bars, freed[0], base, at, kn, k_tiles, zX, zY)
                     unit, kn, at = next_step(unit, kn, at, k_tiles, tiles_m, tiles_n, NB)
                 prev, st = st, advance(st, stages)
@@ -265,11 +267,11 @@ def kernel_function(v):
                beta):
         raw = cuda.shared.array(0, elem, alignment=align)
         bars = cuda.shared.array(n_bars, uint64)
-        base = arch.shared_offset_of(raw, RING_ALIGN)
+        base = arch.shared_offset_of(raw, SWIZZLE_ALIGN)
         SS = cuda.shared.array(0, float32, alignment=align)     # the staged block scales
         raw8 = cuda.shared.array(0, uint8, alignment=align)     # (3xTF32's split, by bytes)
-        base8 = arch.shared_offset_of(raw8, RING_ALIGN)
-        s_base = arch.shared_offset_of(SS, RING_ALIGN) + scales_at
+        base8 = arch.shared_offset_of(raw8, SWIZZLE_ALIGN)
+        s_base = arch.shared_offset_of(SS, SWIZZLE_ALIGN) + scales_at
         t = cuda.threadIdx.x
         wg = t // 128
         tiles_m, tiles_n = ceil_div(M, rows), ceil_div(N, bn)
@@ -308,12 +310,8 @@ def kernel_function(v):
                             arch.bulk_load(SS, at, SA, k * M + tm * rows, a_bytes, bars, st[0])
                         else:
                             producer_expect_tx(bars, st, step_bytes)
-                        slot = base + st[0] * slot_elems
-                        kk = (ks * k_tiles + k) * bk
-                        copy(tma_a, XM, (tm * rows, kk, bz * zX),
-                             make_tensor(raw, flat_a, slot), bars, st[0])
-                        copy(tma_b, YM, (tn * bn, kk, bz * zY),
-                             make_tensor(raw, flat_b, slot + a_elems), bars, st[0])
+                        load(XM, YM, raw, bars, st[0], base, (tm, tn, bz, ks), k, k_tiles, zX,
+                             zY)
                         st = advance(st, stages)
             return
         if split_registers:

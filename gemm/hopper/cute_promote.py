@@ -16,7 +16,8 @@ from numba import cuda
 
 from layoutalg import Layout
 from layoutalg.tensor import make_identity_tensor as make_identity_tensor_host
-from gemm.cute import axpby, fill, static_range, unroll, unrolled, warpgroup_wait
+from gemm.cute import (axpby, fill, static_groups, static_range, unroll, unrolled,
+                       warpgroup_wait)
 from gemm.cute.pipeline import advance
 
 __all__ = ["promotion_functions"]
@@ -62,7 +63,7 @@ def promotion_functions(v, mma, issue, release):
     its accumulators, its first row, B's block of columns and A's rows."""
     cfg = v.config
     bm, bn, stages = cfg.bM, cfg.bN, cfg.stages
-    values = static_range(bm // 64 * bn // 2)      # a consumer thread's accumulators
+    starts, group = static_groups(bm // 64 * bn // 2)      # a consumer thread's accumulators
     # FP8 block scales, applied to each k-tile's products as they are promoted: a thread's
     # accumulators lie on few rows (two per 64-row atom), its row slots (_slot, _value)
     blocks, scale_a_mn, staged = v.scale == "blocks", v.scale_a_mn, v.stage_scales
@@ -94,8 +95,9 @@ def promotion_functions(v, mma, issue, release):
         """A k-tile's products added to the sum (with block scales, each scaled by its row
         slot's A scale times the B scale: one product a slot once LLVM has shared them)."""
         if blocks:
-            for j in unroll(values):
-                tot[j] += acc[j] * (sv[n_slots] * sv[_slot(j, bn)])
+            for s in unroll(starts):
+                for i in range(group):
+                    tot[s + i] += acc[s + i] * (sv[n_slots] * sv[_slot(s + i, bn)])
         else:
             axpby(1.0, acc, 1.0, tot)
 

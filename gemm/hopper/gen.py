@@ -51,10 +51,11 @@ from layoutalg.atom import (SM90_FP8_ATOMS, SM90_64xNx8_F32TF32TF32_SS,
 from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
 from layoutalg.atom.tma import make_tma_copy
 
+from ..arch.smem import SWIZZLE_ALIGN
 from ..codegen import Source, align_arg
 from .config import FP8_TYPES, STAGING_BYTES
-from .pipeline import (ARCH_IMPORTS_SM90, SLOT_ALIGN, ComputeContext, PersistentGrid,
-                       TmaSpec, emit_pipeline, emit_pipeline_warp_specialized)
+from .pipeline import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
+                       emit_pipeline, emit_pipeline_warp_specialized)
 
 __all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan", "pipeline_of",
            "ATOMS", "BITS", "atom_of"]
@@ -297,7 +298,8 @@ def hopper_source(v, simulator=False):
                 + (f" + {wg} * U({cfg.slot_bytes})" if pingpong else ""),
                 "bar_x = U(3)" + (f" + {wg}" if pingpong else ""))
         if v.tma_store:     # this consumer's two staging pieces, its barrier, its leader
-            src(f"stg = pad + U({cfg.shared_bytes - SLOT_ALIGN}) + {wg} * U({STAGING_BYTES})",
+            src(f"stg = pad + U({cfg.shared_bytes - SWIZZLE_ALIGN}) + {wg} * "
+                f"U({STAGING_BYTES})",
                 f"bar_c = U(1) + {wg}", "lead = t % U(128) == U(0)", "sq = U(0)")
 
     def staged(src, tm, tn, bz):
@@ -339,7 +341,7 @@ def hopper_source(v, simulator=False):
         f"({k_tiles} + SK - U(1)) // SK" if split else k_tiles,
         _coords(cfg.group_m, split)), ComputeContext(
             setup=setup, after_tile=after_tile, teardown=teardown if v.tma_store else None))
-    if (pipe.stages + cfg.split_buffers) * pipe.slot_bytes + SLOT_ALIGN != cfg.shared_bytes:
+    if (pipe.stages + cfg.split_buffers) * pipe.slot_bytes + SWIZZLE_ALIGN != cfg.shared_bytes:
         raise AssertionError("the ring's size differs from HopperConfig.shared_bytes")
     with src.block("def kernel(XM, YM, CM, C, W, M, N, K, ldc, ldw, NB, sCb, zX, zY, SK, "
                    "alpha, beta):"):

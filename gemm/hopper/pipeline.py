@@ -62,6 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from ..arch.smem import SWIZZLE_ALIGN
 from ..codegen import align_arg
 from .pipeline_model import check_schedule
 
@@ -74,7 +75,6 @@ ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
                      "mbarrier_arrive", "mbarrier_arrive_expect_tx", "tma_load_2d", "tma_load_3d",
                      "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
                      "setmaxnreg_dec", "elect_one", "shared_offset_of")
-SLOT_ALIGN = 1024           # bytes: a 128-byte swizzle repeats every 8 rows of 128 bytes
 REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
 
 
@@ -166,14 +166,14 @@ class _Ring:
         offsets, at = [], 0
         for spec in self.in_specs:
             offsets.append(at)
-            at += _round_up(spec.bytes, SLOT_ALIGN)
+            at += _round_up(spec.bytes, SWIZZLE_ALIGN)
         self.offsets, self.slot_bytes = tuple(offsets), at
         self.step_bytes = sum(s.bytes for s in self.in_specs)
 
     @property
     def shared_bytes(self):
         """Dynamic shared memory to launch with: the ring, plus room to align it."""
-        return self.stages * self.slot_bytes + SLOT_ALIGN
+        return self.stages * self.slot_bytes + SWIZZLE_ALIGN
 
     def _slot(self, src, it="it", s="s", ph="ph", slot="slot"):
         """``s``, ``ph`` and ``slot``: the slot, phase parity and slot offset of step ``it``
@@ -262,7 +262,7 @@ class WarpSpecializedPipeline(_Ring):
         S = self.stages
         src(f"{bars} = cuda.shared.array({self._barriers}, uint64{align_arg(8, simulator)})",
             "t = U(cuda.threadIdx.x)", "wg = t // U(128)", "lane = t % U(32)",
-            f"pad = shared_offset_of({smem}, U({SLOT_ALIGN}))")
+            f"pad = shared_offset_of({smem}, U({SWIZZLE_ALIGN}))")
         with src.block("if t == U(0):"):
             with src.block(f"for i in range({S}):"):
                 src(f"mbarrier_init({bars}, U(i), U(1))",
@@ -459,7 +459,7 @@ class WgmmaPipeline(_Ring):
         S, ctx = self.stages, self.context
         src(f"{bars} = cuda.shared.array({S}, uint64{align_arg(8, simulator)})",
             "t = U(cuda.threadIdx.x)", "wg = U(0)", "cw = U(0)", "lane = t % U(32)",
-            f"pad = shared_offset_of({smem}, U({SLOT_ALIGN}))")
+            f"pad = shared_offset_of({smem}, U({SWIZZLE_ALIGN}))")
         with src.block("if t == U(0):"):
             with src.block(f"for i in range({S}):"):
                 src(f"mbarrier_init({bars}, U(i), U(1))")

@@ -326,24 +326,32 @@ def _consecutive(tensor, first, per):
 
 def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, dst_value):
     """A universal atom's copy (``pred`` None: of every group): each group of the atom's
-    values, converted to the destination's type, one vector store where they are
-    consecutive in ``dst`` for every group (aligned as the atom's bits: partition_D checks
-    the offsets that are ints; run-time ones are the caller's promise), else one store
-    each."""
+    values, converted to the destination's type, one vector load where they are
+    consecutive in ``src`` for every group, one vector store where they are in ``dst``
+    (aligned as the atom's bits: partition_S/D check the offsets that are ints; run-time
+    ones are the caller's promise), else one load or store each."""
     per, nbytes, _ = _instructions(tiled, src)
     n = _static_size(src, "copy")
     if n != _static_size(dst, "copy"):
         raise TypingError(f"copy: the tensors have {n} and {_static_size(dst, 'copy')} "
                           "elements")
     vector = per > 1 and all(_consecutive(dst, r * per, per) for r in range(n // per))
+    loads = per > 1 and all(_consecutive(src, r * per, per) for r in range(n // per))
     for r in range(n // per):
         inside = (None if pred is None else context.cast(
             builder, builder.load(_at(context, builder, pred, pred_value, r)), pred.dtype,
             types.boolean))
         with cgutils.if_likely(builder, inside) if inside is not None else nullcontext():
-            values = [context.cast(builder, builder.load(_at(context, builder, src, src_value,
-                                                               r * per + i)),
-                                   src.dtype, dst.dtype) for i in range(per)]
+            first = _at(context, builder, src, src_value, r * per)
+            if loads:
+                vty = ir.VectorType(first.type.pointee, per)
+                got = builder.load(builder.bitcast(first, vty.as_pointer(
+                    first.type.addrspace)), align=nbytes)
+                raw = [builder.extract_element(got, ir.Constant(I32, i)) for i in range(per)]
+            else:
+                raw = [builder.load(_at(context, builder, src, src_value, r * per + i))
+                       for i in range(per)]
+            values = [context.cast(builder, x, src.dtype, dst.dtype) for x in raw]
             if not vector:
                 for i, value in enumerate(values):
                     builder.store(value, _at(context, builder, dst, dst_value, r * per + i))

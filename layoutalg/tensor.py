@@ -381,6 +381,8 @@ def _basis_offsets(L):
 
 # --- the tensor ---------------------------------------------------------------------------
 _TABLE_MAX = 4096       # elements: an identity tensor's coordinates from a cached table
+
+
 class Tensor:
     """An engine composed with a layout. See the module docstring.
 

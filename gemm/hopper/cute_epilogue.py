@@ -12,9 +12,8 @@ a consumer's ``alpha * acc`` written out once its tile's k-tiles are multiplied.
   memory past the pieces after its products (``stage_vectors``), so that no piece waits for
   a load.
 - The registers epilogue: ``act(alpha * acc * sa * sb + beta * C + bias)`` through
-  ``partition_C``, predicated at the matrix's edges by an identity tensor (the plain
-  schedule's tiles inside the matrix, beta 0 and no fused epilogue, by aligned pairs of
-  columns); split-K's
+  ``partition_C``, predicated at the matrix's edges by an identity tensor (a tile inside the
+  matrix, C's pairs aligned, read and stored by pairs of columns); split-K's
   partial tiles, float32, into the workspace by pairs of columns (its rows padded to an
   even length, so that every pair is aligned and a pair at the last column may write the
   padding).

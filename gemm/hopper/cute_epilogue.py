@@ -260,35 +260,46 @@ def epilogue_functions(v, plan, mma):
 
     @cuda.jit(device=True, inline="always")
     @unrolled
-    def store_values(acc, tCgC, tCcC, y, BIAS, SA, SB, M, N, alpha, beta, whole):
-        """The registers epilogue's values (C read where beta is not 0), each stored into C;
-        where ``whole``, C's values read from ``y`` (loaded by pairs) and each value kept in
-        ``acc`` (to be stored by pairs). One loop over the values, both choices made at run
-        time (two copies of the loop took numba tens of seconds more to compile)."""
+    def value_of(acc, j, cin, tCcC, BIAS, SA, SB, alpha, beta):
+        """``act(alpha * acc[j] * sa * sb + beta * C + bias)`` of value ``j``, C's value
+        ``cin[j]`` (read only where beta is not 0)."""
+        x = alpha * acc[j]
+        if scale_rows:
+            x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
+        if beta != 0:
+            x += beta * from_out(cin[j])
+        if has_bias:
+            x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
+        if has_act:
+            x = act(x)
+        return x
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta):
+        """The registers epilogue's values inside the matrix, each stored into C,
+        predicated by its coordinates."""
         for s in unroll(starts):
             for i in range(group):
                 j = s + i
                 if elem_less(tCcC[j], (M, N)):
-                    x = alpha * acc[j]
-                    if scale_rows:
-                        x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
-                    if beta != 0:
-                        x += beta * from_out(y[j] if whole else tCgC[j])
-                    if has_bias:
-                        x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
-                    if has_act:
-                        x = act(x)
-                    if whole:
-                        acc[j] = x
-                    else:
-                        tCgC[j] = to_out(x)
+                    tCgC[j] = to_out(value_of(acc, j, tCgC, tCcC, BIAS, SA, SB, alpha, beta))
+
+    @cuda.jit(device=True, inline="always")
+    @unrolled
+    def tile_values(acc, y, tCcC, BIAS, SA, SB, alpha, beta):
+        """A tile inside the matrix: its values into ``acc`` (C's from ``y``, loaded by
+        pairs), without predicates."""
+        for s in unroll(starts):
+            for i in range(group):
+                acc[s + i] = value_of(acc, s + i, y, tCcC, BIAS, SA, SB, alpha, beta)
 
     @cuda.jit(device=True, inline="always")
     def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
         predicated at the edges (C not read where beta is 0); a tile inside the matrix, C's
-        pairs aligned, is read (where beta is not 0) and stored by pairs of columns: one 4-
-        or 8-byte access a pair (``r2c``)."""
+        pairs aligned, is read (where beta is not 0) and stored by pairs of columns without
+        predicates: one 4- or 8-byte access a pair (``r2c``)."""
         tid = cuda.threadIdx.x % 128
         thr = get_slice(mma, tid)
         if c_columns:           # swapped operands: the kernel's C^T, stored by columns
@@ -298,19 +309,18 @@ def epilogue_functions(v, plan, mma):
         tile = local_tile(gC, block_c, at)
         tCgC = partition_C(thr, tile)
         tCcC = partition_C(thr, local_tile(make_identity_tensor((M, N)), block_c, at))
-        y = make_fragment_like(tCgC, out)              # a whole tile's C by pairs
-        if not paired:
-            store_values(acc, tCgC, tCcC, y, BIAS, SA, SB, M, N, alpha, beta, False)
-            return
-        tRgC = partition_D(get_slice(r2c, tid), tile)
-        whole = (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N
-        if whole and beta != 0:
-            copy(r2c, tRgC, y)
-        store_values(acc, tCgC, tCcC, y, BIAS, SA, SB, M, N, alpha, beta, whole)
-        if whole:
-            for j in range(0, n_values, 2):
-                y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
-            copy(r2c, y, tRgC)
+        if paired:
+            if (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N:
+                tRgC = partition_D(get_slice(r2c, tid), tile)
+                y = make_fragment_like(tRgC, out)
+                if beta != 0:
+                    copy(r2c, tRgC, y)
+                tile_values(acc, y, tCcC, BIAS, SA, SB, alpha, beta)
+                for j in range(0, n_values, 2):
+                    y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
+                copy(r2c, y, tRgC)
+                return
+        store_values(acc, tCgC, tCcC, BIAS, SA, SB, M, N, alpha, beta)
 
     @cuda.jit(device=True, inline="always")
     @unrolled

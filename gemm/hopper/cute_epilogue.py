@@ -259,7 +259,6 @@ def epilogue_functions(v, plan, mma):
     store_tma = fused_tma_epilogue if has_bias or has_act or scale_rows else tma_epilogue
 
     @cuda.jit(device=True, inline="always")
-    @unrolled
     def value_of(acc, j, cin, tCcC, BIAS, SA, SB, alpha, beta):
         """``act(alpha * acc[j] * sa * sb + beta * C + bias)`` of value ``j``, C's value
         ``cin[j]`` (read only where beta is not 0)."""

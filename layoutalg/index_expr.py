@@ -32,7 +32,7 @@ and ``bool`` raise TypeError: the value is not known until the kernel runs.
 import numbers
 from math import gcd
 
-__all__ = ["IndexExpr", "index_symbol"]
+__all__ = ["IndexExpr", "index_symbol", "evaluate"]
 
 
 def _int(x):
@@ -195,6 +195,30 @@ def index_symbol(name):
     if not isinstance(name, str) or not name:
         raise TypeError(f"index_symbol: a name is a non-empty string, not {name!r}")
     return IndexExpr("symbol", (name,), (0, name))
+
+
+def evaluate(x, values):
+    """The int value of an expression, its symbols bound to the ints of ``values``.
+
+    >>> t = index_symbol("t")
+    >>> evaluate((3 * t + 5) // 4 + t % 2, {t: 7})
+    7
+    """
+    if _int(x) is not None:
+        return _int(x)
+    if x.op == "symbol":
+        return values[x]
+    if x.op != "sum":
+        arg, c = evaluate(x.args[0], values), x.args[1]
+        return arg // c if x.op == "floordiv" else arg % c
+    terms, const = x.args
+    total = evaluate(const, values)
+    for monomial, k in terms:
+        part = evaluate(k, values)
+        for atom in monomial:
+            part *= evaluate(atom, values)
+        total += part
+    return total
 
 
 def _sort_key(atom):

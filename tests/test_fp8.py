@@ -199,7 +199,7 @@ def test_promoted_row_scales_fit_in_five_slots_past_the_padded_mbarriers(out):
     block passes the limit (the driver refused the launch); in 5 slots it fits, which the
     default takes (gemm.hopper._Call: a slot fewer before the TMA epilogue is dropped)."""
     from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
-    from gemm.hopper.config import SWIZZLE_ALIGN
+    from gemm.arch.smem import SWIZZLE_ALIGN
     for stages, fits in ((6, False), (5, True)):
         cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=stages)
         v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True, cute=True,

@@ -12,7 +12,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg.errors import LayoutError
-from layoutalg.index_expr import index_symbol
+from layoutalg.index_expr import evaluate, index_symbol
 from layoutalg.int_tuple import is_int
 from layoutalg.tensor import ArithTuple
 from gemm.arch._lowering import I64
@@ -159,30 +159,11 @@ def _offset_bits(own, leaves, parent):
         sym, ty = threads[0]
         mask = 0
         for t in range(ty.tiled.size):
-            value = _evaluate(own, {sym: t})
+            value = evaluate(own, {sym: t})
             if value < 0:
                 return None
             mask |= value
     return parent | mask if mask >= 0 and parent & mask == 0 else None
-
-
-def _evaluate(x, values):
-    """The int value of an IndexExpr or int, its symbols bound to the ints of ``values``."""
-    if is_int(x):
-        return int(x)
-    if x.op == "symbol":
-        return values[x]
-    if x.op != "sum":
-        arg, c = _evaluate(x.args[0], values), x.args[1]
-        return arg // c if x.op == "floordiv" else arg % c
-    terms, const = x.args
-    total = _evaluate(const, values)
-    for monomial, k in terms:
-        part = _evaluate(k, values)
-        for atom in monomial:
-            part *= _evaluate(atom, values)
-        total += part
-    return total
 
 
 def _lower_derived(op, context, builder, sig, args):

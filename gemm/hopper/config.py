@@ -15,8 +15,7 @@ from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "SWIZZLE_ALIGN",
-           "shared_alignment"]
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "shared_alignment"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
 FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))

@@ -26,6 +26,7 @@ from numba import cuda, float32, uint8, uint16
 
 from layoutalg import Layout, UniversalCopy, make_tiled_copy_C, make_tiled_mma
 from gemm import arch
+from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_slice,
                        local_tile, make_fragment_like, make_identity_tensor, make_layout,
                        make_tensor, named_barrier_sync, partition_C, partition_D, static,
@@ -33,7 +34,7 @@ from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_sl
                        transform, unroll, unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
-from gemm.hopper.config import SWIZZLE_ALIGN, STAGING_BYTES, shared_alignment
+from gemm.hopper.config import STAGING_BYTES, shared_alignment
 from gemm.hopper.gen import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]
@@ -287,8 +288,8 @@ def epilogue_functions(v, plan, mma):
     @cuda.jit(device=True, inline="always")
     @unrolled
     def tile_values(acc, y, tCcC, BIAS, SA, SB, alpha, beta):
-        """A tile inside the matrix: its values into ``acc`` (C's from ``y``, loaded by
-        pairs), without predicates."""
+        """A tile inside the matrix: its values into ``acc`` (C's from ``y``: a fragment
+        loaded by pairs, or C itself), without predicates."""
         for s in unroll(starts):
             for i in range(group):
                 acc[s + i] = value_of(acc, s + i, y, tCcC, BIAS, SA, SB, alpha, beta)
@@ -297,8 +298,8 @@ def epilogue_functions(v, plan, mma):
     def registers_epilogue(acc, at, bz, C, BIAS, SA, SB, M, N, ldc, sCb, alpha, beta):
         """``act(alpha * acc * sa * sb + beta * C + bias)`` through ``partition_C``,
         predicated at the edges (C not read where beta is 0); a tile inside the matrix, C's
-        pairs aligned, is read (where beta is not 0) and stored by pairs of columns without
-        predicates: one 4- or 8-byte access a pair (``r2c``)."""
+        pairs aligned, is stored (and a 16-bit C read, where beta is not 0) by pairs of
+        columns without predicates: one 4- or 8-byte access a pair (``r2c``)."""
         tid = cuda.threadIdx.x % 128
         thr = get_slice(mma, tid)
         if c_columns:           # swapped operands: the kernel's C^T, stored by columns
@@ -312,9 +313,12 @@ def epilogue_functions(v, plan, mma):
             if (at[0] + 1) * bm <= M and (at[1] + 1) * bn <= N:
                 tRgC = partition_D(get_slice(r2c, tid), tile)
                 y = make_fragment_like(tRgC, out)
-                if beta != 0:
-                    copy(r2c, tRgC, y)
-                tile_values(acc, y, tCcC, BIAS, SA, SB, alpha, beta)
+                if packs:               # 16-bit C: the tile's pairs loaded first
+                    if beta != 0:
+                        copy(r2c, tRgC, y)
+                    tile_values(acc, y, tCcC, BIAS, SA, SB, alpha, beta)
+                else:                   # float32: read as used (held, ptxas spilled them)
+                    tile_values(acc, tCgC, tCcC, BIAS, SA, SB, alpha, beta)
                 for j in range(0, n_values, 2):
                     y[j], y[j + 1] = out_pair(acc[j], acc[j + 1])
                 copy(r2c, y, tRgC)

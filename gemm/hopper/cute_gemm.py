@@ -48,6 +48,7 @@ from numba import cuda, float32, uint8, uint16, uint64
 
 from layoutalg import Layout, make_tiled_mma
 from gemm import arch
+from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm.cute import (copy, dynamic_range, gemm, get_slice, local_tile, make_fragment_like,
                        make_identity_tensor, make_tensor, partition_A, partition_B, partition_C,
                        static, tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
@@ -56,7 +57,7 @@ from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
-from gemm.hopper.config import SWIZZLE_ALIGN, shared_alignment
+from gemm.hopper.config import shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions

@@ -2,7 +2,7 @@
 (issue 34: each family >= 0.98x its generated kernel, no shape below 0.95x).
 
     python3 benchmarks/cute_hopper.py [--reps R] [--json PATH] [--quick] [--first-calls]
-                                      [--plain] [--beta B]
+                                      [--plain] [--plain-x3] [--table] [--beta B]
 
 Both kernels with the same rules (``gemm.hopper.default_config`` and its split-K, swapped
 operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper")`` (the
@@ -19,7 +19,10 @@ kernels' graphs replayed in turn in every rep). Prints a table and the geometric
 kernel's first call in a fresh process with an empty kernel cache ($LAYOUTALG_CACHE):
 numba's compile, the CUDA context and imports (the same for both). ``--plain``: the bf16
 shapes on one config of the plain schedule (no producer warpgroup; :data:`PLAIN`), called
-through ``gemm.hopper.hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels.
+through ``gemm.hopper.hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels;
+``--plain-x3`` the float32 shapes on the plain schedule's 3xTF32 (:data:`PLAIN_X3`) alike.
+``--table``: the bf16 shapes for which the shipped table (``gemm.tuning.shape_table``) has a
+config, which an unnamed ``gemm.matmul`` call takes, both kernels on that config.
 ``--beta B``: the bf16 shapes as ``out = A @ W.T + B * out`` (the eager calls with an out,
 as a residual's users write them; cuBLAS as ``torch.addmm(c, a, w.T, beta=B)``), which the
 registers epilogue stores (the TMA epilogue does not read C).
@@ -41,6 +44,8 @@ import torch  # noqa: E402
 
 import gemm  # noqa: E402
 from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
+from gemm.tuning import shape_table  # noqa: E402
+from gemm.tuning.autotune import config_label  # noqa: E402
 from benchmarks.shapes import graphs_together, suite  # noqa: E402
 from benchmarks.timing import timed_together  # noqa: E402
 
@@ -48,6 +53,8 @@ KERNELS = ("hopper", "cute_hopper")
 FP32 = [("fp32", m, 4096, 4096) for m in (16, 128, 2048, 8192)] + [
     ("fp32", 4096, 4096, 4096), ("fp32", 128, 4096, 14336)]
 PLAIN = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain", delay_release=1)
+PLAIN_X3 = HopperConfig(dtype="tfloat32", tf32x3=True, bM=64, bN=128, stages=3, consumers=1,
+                        schedule="plain")
 FIRST_CALL = """
 import time, torch, gemm
 a = torch.randn(256, 512, device="cuda").to(torch.bfloat16)
@@ -60,10 +67,10 @@ print(time.perf_counter() - t0)
 """
 
 
-def row(dtype, m, n, k, reps, plain=False, beta=0.0):
+def row(dtype, m, n, k, reps, config=None, beta=0.0):
     """A shape's timings (ms): eager calls of cuBLAS and both kernels, and each kernel's
     CUDA-graph replay; and the largest error of each kernel against float64 on 64 rows
-    (relative to |A| @ |B| + |beta C|). ``plain``: both kernels on the PLAIN config;
+    (relative to |A| @ |B| + |beta C|). ``config``: both kernels on that HopperConfig;
     ``beta``: ``out = A @ W.T + beta * out``, every call with an out."""
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
@@ -71,8 +78,8 @@ def row(dtype, m, n, k, reps, plain=False, beta=0.0):
     prec = dict(precision="tf32x3") if dtype == torch.float32 else {}
 
     def run(kern, x, y, o=None):
-        if plain:
-            return hopper_matmul(x, y, o, config=PLAIN, cute=kern == "cute_hopper")
+        if config is not None:
+            return hopper_matmul(x, y, o, config=config, cute=kern == "cute_hopper")
         return gemm.matmul(x, y, o, kernel=kern, beta=beta, **prec)
     if beta:
         outs = {kern: c0.clone() for kern in ("cuBLAS",) + KERNELS}
@@ -114,16 +121,26 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--first-calls", action="store_true")
     ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--plain-x3", action="store_true")
+    ap.add_argument("--table", action="store_true")
     ap.add_argument("--beta", type=float, default=0.0)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    bf16_only = args.plain or args.beta
-    shapes = [("bf16",) + s[1:] for s in suite()] + ([] if bf16_only else FP32)
+    bf16_only = args.plain or args.beta or args.table
+    shapes = ([] if args.plain_x3 else [("bf16",) + s[1:] for s in suite()]) + \
+        ([] if bf16_only else FP32)
     if args.quick:
         shapes = [s for s in shapes if s[0] == "bf16" and (s[1] == 2048 or s[1] == s[2] == s[3])]
+    configs = {s: PLAIN if args.plain else PLAIN_X3 if args.plain_x3 else None for s in shapes}
+    if args.table:      # the shipped table's config of each shape that has one
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        configs = {s: shape_table.lookup("bfloat16", *s[1:], sms, narrow=True) for s in shapes}
+        shapes = [s for s in shapes if configs[s] is not None]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
           f"median of {args.reps}; graph: CUDA-graph replay with an out"
           + (f"; both kernels on {PLAIN}" if args.plain else "")
+          + (f"; both kernels on {PLAIN_X3}" if args.plain_x3 else "")
+          + ("; both kernels on the shipped table's config" if args.table else "")
           + (f"; out = A @ W.T + {args.beta} * out (cuBLAS: torch.addmm)" if args.beta else ""))
     print(f"{'dtype':5} {'M x N x K':>20} {'cuBLAS us':>10} {'gen us':>9} {'cute us':>9} "
           f"{'cute/gen':>9} {'graph gen':>10} {'graph cute':>11} {'graph c/g':>10} "
@@ -131,7 +148,7 @@ def main():
     rows = []
     for dt, m, n, k in shapes:
         t, err = row(torch.bfloat16 if dt == "bf16" else torch.float32, m, n, k, args.reps,
-                     args.plain, args.beta)
+                     configs[(dt, m, n, k)], args.beta)
         r = dict(dtype=dt, shape=(m, n, k), ms=t, error=err,
                  vs_generated=t["hopper"] / t["cute_hopper"],
                  graph_vs_generated=t["hopper graph"] / t["cute_hopper graph"],
@@ -141,7 +158,8 @@ def main():
               f"{t['hopper'] * 1e3:9.1f} {t['cute_hopper'] * 1e3:9.1f} "
               f"{r['vs_generated']:9.3f} {t['hopper graph'] * 1e3:10.1f} "
               f"{t['cute_hopper graph'] * 1e3:11.1f} {r['graph_vs_generated']:10.3f} "
-              f"{err['hopper']:8.1e} {err['cute_hopper']:8.1e}", flush=True)
+              f"{err['hopper']:8.1e} {err['cute_hopper']:8.1e}"
+              + (f"  {config_label(configs[(dt, m, n, k)])}" if args.table else ""), flush=True)
     for dt in ("bf16", "fp32"):
         picked = [r for r in rows if r["dtype"] == dt]
         if not picked:

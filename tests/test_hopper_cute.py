@@ -61,8 +61,10 @@ CASES = [
     (dict(SMALL, schedule="plain", delay_release=1, split_k=2), 70, 64, 200, {}),
 ]
 # 3xTF32 with an inf and a NaN in A and a -inf in B (sim_hopper_cases.specials_case): two
-# consumers splitting each slot (a partial last round), the slot's infs and NaNs cleared
-SPECIALS = [(dict(SMALL, dtype="tfloat32", bN=16, consumers=2, tf32x3=True), 70, 20, 40)]
+# consumers splitting each slot (a partial last round), the slot's infs and NaNs cleared;
+# the plain schedule's one warpgroup doing the same between its refills
+SPECIALS = [(dict(SMALL, dtype="tfloat32", bN=16, consumers=2, tf32x3=True), 70, 20, 40),
+            (dict(SMALL, dtype="tfloat32", bN=16, tf32x3=True, schedule="plain"), 70, 20, 72)]
 
 
 def run_cases(seed, half):
@@ -98,7 +100,9 @@ def test_cute_hopper_matches_float64_in_the_simulator(half):
     ("bfloat16", ("K", "K"), "bfloat16", False, dict(split_k=True)),
     ("bfloat16", ("K", "K"), "bfloat16", True, dict(schedule="pingpong", delay_release=1,
                                                     bM=128, bN=128, stages=4)),
-    ("tfloat32", ("K", "K"), "float32", True, dict(tf32x3=True, bN=128, consumers=2))])
+    ("tfloat32", ("K", "K"), "float32", True, dict(tf32x3=True, bN=128, consumers=2)),
+    ("tfloat32", ("K", "K"), "float32", False, dict(tf32x3=True, bN=128, consumers=1,
+                                                    schedule="plain", stages=3))])
 def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fields):
     from numba import cuda
     from gemm.hopper import hopper_function
@@ -117,9 +121,10 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
 
 
 @pytest.mark.parametrize("variant, text", [
-    (dict(config=kernel_config(HopperConfig(schedule="plain", consumers=1, tf32x3=True,
-                                            dtype="tfloat32", bN=128))),
-     "plain schedule with 3xTF32"),
+    (dict(config=kernel_config(HopperConfig(schedule="plain", consumers=1, bN=64,
+                                            dtype="float8_e4m3fn")),
+          b_dtype="float8_e4m3fn", scale="tensor", promote=True),
+     "plain schedule with FP8's promotion"),
     (dict(split_k=True, bias="columns"), "split-K with a fused epilogue"),
 ])
 def test_cute_hopper_refuses_what_it_does_not_run(variant, text):
@@ -158,10 +163,12 @@ def test_matmul_routes_cute_hopper_with_3xtf32():
      dict(bM=128, bN=128, stages=4, consumers=1, schedule="plain", delay_release=1)),
     ((304, 260, 520), "float16", True, False, 0.5, 0.5, None, 2,
      dict(bM=64, bN=128, stages=3, consumers=1, schedule="plain")),
-    # float32 by 3xTF32, and a pingpong 3xTF32 config with beta
+    # float32 by 3xTF32, a pingpong 3xTF32 config with beta, and the plain schedule's
     ((1000, 500, 3000), "float32", False, False, 1.0, 0.0, None, 0, None),
     ((300, 200, 520), "float32", False, False, 1.0, 0.5, None, 0,
      dict(dtype="tfloat32", tf32x3=True, bN=128, consumers=2, schedule="pingpong")),
+    ((500, 300, 1000), "float32", False, False, 1.0, 0.5, None, 2,
+     dict(dtype="tfloat32", tf32x3=True, bN=128, stages=3, consumers=1, schedule="plain")),
 ])
 def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row, alpha, beta,
                                                      out_dtype, batch, config):

@@ -27,7 +27,10 @@ from gemm.hopper import hopper_supported  # noqa: E402
 if not hopper_supported(torch.cuda.current_device()):
     pytest.skip("needs a GPU of compute capability 9.x", allow_module_level=True)
 
-SEED = int(os.environ.get("HOPPER_SEED") or int.from_bytes(os.urandom(3), "little"))
+# one seed for every pytest-xdist worker of a run (each collects the cases itself)
+SEED = int(os.environ.get("HOPPER_SEED")
+           or int(os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:6] or "0", 16)
+           or int.from_bytes(os.urandom(3), "little"))
 CASES = hc.cases(SEED)
 
 

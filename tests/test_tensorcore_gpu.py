@@ -126,7 +126,9 @@ def test_repeated_matmul_calls_reuse_one_plan(out_major):
     def bf16(rows, cols):
         return torch.randn(rows, cols, device="cuda", generator=g).to(torch.bfloat16)
 
-    plans = len(api._plans)
+    # (the keys, not their count: a tuning test in another xdist worker that writes the
+    # autotune cache makes this process forget its plans, gemm.call.plan.watch)
+    before = set(api._plans)
     side = torch.cuda.Stream()
     for i, (alpha, beta) in enumerate(((1.0, 0.0), (2.0, 0.5), (-1.0, 1.0), (0.5, -0.25))):
         A, B = bf16(m, k), bf16(n, k).T
@@ -139,4 +141,4 @@ def test_repeated_matmul_calls_reuse_one_plan(out_major):
         err = tc.error_ratio(C.double(), A.double(), B.double(), "bfloat16", "float32",
                              alpha, beta, C0.double())
         assert err <= 1, (SEED_MSG, alpha, beta, err)
-    assert len(api._plans) == plans + 1
+    assert len(set(api._plans) - before) == 1

@@ -39,7 +39,7 @@ It takes the generated kernel's arguments, the bias and FP8's scales
 (:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
 scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms:
 split-K for products without a fused epilogue, swapped operands (C stored by columns from
-registers) for all but FP8, 3xTF32 with a producer warpgroup (:func:`supports`), so
+registers) for all but FP8, 3xTF32 in every schedule (:func:`supports`), so
 :mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
 """
 
@@ -49,10 +49,11 @@ from numba import cuda, float32, uint8, uint16, uint64
 from layoutalg import Layout, make_tiled_mma
 from gemm import arch
 from gemm.arch.smem import SWIZZLE_ALIGN
-from gemm.cute import (copy, dynamic_range, gemm, get_slice, local_tile, make_fragment_like,
-                       make_identity_tensor, make_tensor, partition_A, partition_B, partition_C,
-                       static, tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
-                       warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
+from gemm.cute import (axpby, copy, dynamic_range, fill, gemm, get_slice, local_tile,
+                       make_fragment_like, make_identity_tensor, make_tensor, partition_A,
+                       partition_B, partition_C, static, tma_store_wait, warpgroup_arrive,
+                       warpgroup_commit_batch, warpgroup_reg_alloc, warpgroup_reg_dealloc,
+                       warpgroup_wait)
 from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
@@ -69,8 +70,8 @@ __all__ = ["kernel_function", "supports"]
 def supports(v):
     """Why variant ``v`` has no kernel written with gemm.cute (None: it has one)."""
     cfg = v.config
-    if cfg.schedule == "plain" and (cfg.tf32x3 or v.promote):
-        return "the plain schedule with 3xTF32 or FP8's promotion (their slots' readers)"
+    if cfg.schedule == "plain" and v.promote:
+        return "the plain schedule with FP8's promotion (its slots' readers)"
     if v.promote and cfg.delay_release:
         return "promotion with delay_release 1 (promotion keeps one group in flight itself)"
     if v.split_k and (v.bias != "none" or v.activation != "none" or v.scale != "none"):
@@ -197,8 +198,9 @@ def kernel_function(v):
     pro = promotion_functions(v, mma, issue, release)
     promoted_k_tiles, slot_layout = pro.promoted_k_tiles, pro.slot_layout
     x3 = cfg.tf32x3
-    x3_k_tiles = tf32x3_functions(v, mma, operands, release, pass_turn).x3_k_tiles if x3 \
-        else None
+    if x3:
+        x3f = tf32x3_functions(v, mma, operands, release, pass_turn)
+        x3_k_tiles, x3_issue = x3f.x3_k_tiles, x3f.x3_issue
 
     @cuda.jit(device=True, inline="always")
     def load(XM, YM, raw, bars, slot, base, at, k, k_tiles, zX, zY):
@@ -223,14 +225,15 @@ def kernel_function(v):
         return unit, k, at
 
     @cuda.jit(device=True, inline="always")
-    def plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, bars, base, tiles, tiles_m, tiles_n,
-                    k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha, beta):
+    def plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, raw8, bars, base, base8, tiles, tiles_m,
+                    tiles_n, k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha, beta):
         """The plain schedule (Pallas' ``emit_pipeline``): one warpgroup loads and
         multiplies. Thread 0 keeps the ring ``stages`` k-steps ahead along the block's
         sequence of steps (its units' k-tiles in turn): the first ``stages`` before the
         loop, then, once the warpgroup is past a step's wgmma (``delay_release`` 1: the
         step before's), that step's slot with the step ``stages`` later. No empty barriers:
-        the block's barrier orders the warpgroup's reads before the refill."""
+        the block's barrier orders the warpgroup's reads before the refill. 3xTF32: each
+        k-tile's three products (:mod:`gemm.hopper.cute_tf32x3`), the sum in ``tot``."""
         t = cuda.threadIdx.x
         first = np.uint32(cuda.blockIdx.x)
         thr = get_slice(mma, t)
@@ -247,8 +250,14 @@ def kernel_function(v):
         for tile in dynamic_range(first, tiles, cuda.gridDim.x):
             tm, tn, bz, ks = tile_coords(tile, tiles_m, tiles_n, NB)
             acc = make_fragment_like(partition_C(thr, make_tensor(C, acc_shape)), float32)
+            if x3:
+                tot = make_fragment_like(acc, float32)
+                fill(tot, 0.0)
             for k in dynamic_range(k_tiles):
-                issue(acc, raw, bars, st, 0, thr, base, k > 0)
+                if x3:
+                    x3_issue(tot, acc, raw, raw8, bars, st, 0, thr, base, base8, 0, k)
+                else:
+                    issue(acc, raw, bars, st, 0, thr, base, k > 0)
                 warpgroup_wait(delay)
                 freed = prev if delay else st
                 cuda.syncthreads()              # every warp's reads of the freed slot done
@@ -258,6 +267,10 @@ def kernel_function(v):
                     unit, kn, at = next_step(unit, kn, at, k_tiles, tiles_m, tiles_n, NB)
                 prev, st = st, advance(st, stages)
             warpgroup_wait(0)                   # the tile's last group, before its epilogue
+            if x3:
+                if k_tiles > 0:
+                    axpby(1.0, acc, 1.0, tot)
+                acc = tot
             if split:
                 partial_epilogue(acc, (tm, tn), W, M, N, ldw, (ks * NB + bz) * M * ldw)
             else:
@@ -287,8 +300,9 @@ def kernel_function(v):
                 arch.fence_mbarrier_init()
         cuda.syncthreads()
         if plain:
-            plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, bars, base, tiles, tiles_m, tiles_n,
-                        k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha, beta)
+            plain_tiles(XM, YM, C, W, BIAS, SA, SB, raw, raw8, bars, base, base8, tiles,
+                        tiles_m, tiles_n, k_tiles, M, N, ldc, ldw, NB, sCb, zX, zY, alpha,
+                        beta)
             return
         if wg == 0:                                     # the producer warpgroup
             if split_registers:

@@ -29,8 +29,10 @@ __all__ = ["tf32x3_functions"]
 
 def tf32x3_functions(v, mma, operands, release, pass_turn):
     """Variant ``v``'s 3xTF32 k-loop, ``x3_k_tiles(tot, acc, raw, raw8, bars, st, part, thr,
-    base, base8, c, k_tiles, nxt)``, over the kernel's ``operands(raw, at, part, thr)`` (a
-    consumer's partitions of the blocks at element ``at``), ``release`` and ``pass_turn``."""
+    base, base8, c, k_tiles, nxt)``, and its step, ``x3_issue(tot, acc, raw, raw8, bars, st,
+    part, thr, base, base8, c, k)`` (for the plain schedule's loop), over the kernel's
+    ``operands(raw, at, part, thr)`` (a consumer's partitions of the blocks at element
+    ``at``), ``release`` and ``pass_turn``."""
     cfg = v.config
     stages, slot_bytes = cfg.stages, cfg.slot_bytes
     slot_elems = slot_bytes // 4
@@ -65,31 +67,37 @@ def tf32x3_functions(v, mma, operands, release, pass_turn):
         named_barrier_sync(bar, readers)
 
     @cuda.jit(device=True, inline="always")
+    def x3_issue(tot, acc, raw, raw8, bars, st, part, thr, base, base8, c, k):
+        """Wait until the state's slot is full, add k-tile ``k - 1``'s products (done) to
+        ``tot`` and issue k-tile ``k``'s three into ``acc``, one group."""
+        tt = cuda.threadIdx.x % 128 + (0 if pingpong else c * 128)
+        own = stages + (c if pingpong else 0)               # this reader's buffer
+        bar = 3 + (c if pingpong else 0)
+        consumer_wait(bars, st)
+        bad = split(raw8, base8 + st[0] * slot_bytes, base8 + own * slot_bytes, tt, bar)
+        if k > 0:
+            axpby(1.0, acc, 1.0, tot)           # the k-tile before, now done
+        big_a, big_b = operands(raw, base + st[0] * slot_elems, part, thr)
+        small_a, small_b = operands(raw, base + own * slot_elems, part, thr)
+        warpgroup_arrive()
+        gemm(mma, acc, big_a, big_b, False)
+        if bad:
+            warpgroup_commit_batch()
+            warpgroup_wait(0)
+            clear(raw8, base8 + st[0] * slot_bytes, tt, bar)
+            warpgroup_arrive()
+        gemm(mma, acc, small_a, big_b, True)
+        gemm(mma, acc, big_a, small_b, True)
+        warpgroup_commit_batch()
+
+    @cuda.jit(device=True, inline="always")
     def x3_k_tiles(tot, acc, raw, raw8, bars, st, part, thr, base, base8, c, k_tiles, nxt):
         """The tile's products by 3xTF32 into ``tot``, each k-tile's in ``acc`` first;
         returns the state past the tile (pingpong: the next consumer's turn given as the
         last k-tile's products are issued)."""
-        tt = cuda.threadIdx.x % 128 + (0 if pingpong else c * 128)
-        own = stages + (c if pingpong else 0)               # this reader's buffer
-        bar = 3 + (c if pingpong else 0)
         fill(tot, 0.0)
         for k in dynamic_range(k_tiles):
-            consumer_wait(bars, st)
-            bad = split(raw8, base8 + st[0] * slot_bytes, base8 + own * slot_bytes, tt, bar)
-            if k > 0:
-                axpby(1.0, acc, 1.0, tot)       # the k-tile before, now done
-            big_a, big_b = operands(raw, base + st[0] * slot_elems, part, thr)
-            small_a, small_b = operands(raw, base + own * slot_elems, part, thr)
-            warpgroup_arrive()
-            gemm(mma, acc, big_a, big_b, False)
-            if bad:
-                warpgroup_commit_batch()
-                warpgroup_wait(0)
-                clear(raw8, base8 + st[0] * slot_bytes, tt, bar)
-                warpgroup_arrive()
-            gemm(mma, acc, small_a, big_b, True)
-            gemm(mma, acc, big_a, small_b, True)
-            warpgroup_commit_batch()
+            x3_issue(tot, acc, raw, raw8, bars, st, part, thr, base, base8, c, k)
             if k + 1 == k_tiles:
                 pass_turn(bars, nxt)
             warpgroup_wait(0)
@@ -101,4 +109,4 @@ def tf32x3_functions(v, mma, operands, release, pass_turn):
             pass_turn(bars, nxt)
         return st
 
-    return SimpleNamespace(x3_k_tiles=x3_k_tiles)
+    return SimpleNamespace(x3_k_tiles=x3_k_tiles, x3_issue=x3_issue)

@@ -116,12 +116,18 @@ def k_convert(xs, out):
     out[t] = f + u + v + w + z + P.uint32_as_float(r)
 
 
+def k_shuffle(xs, out):
+    t = np.uint32(cuda.threadIdx.x)
+    out[t] = P.shfl_xor_f32(xs[t], 1) + np.float32(P.warp_uniform(t // np.uint32(128)))
+
+
 SIGS = {
     k_cp_async: (U16, U16),
     k_ldmatrix: (U16, U32),
     k_mma: (U32, F32, F32),
     k_vector: (U32, F32, U32, F32),
     k_convert: (F32, F32),
+    k_shuffle: (F32, F32),
 }
 
 
@@ -179,6 +185,13 @@ def test_mma(cc):
                     rf"{_regs(2)}, {_regs(4)}, {_regs(2)}, {_regs(2)};")
     assert_has(ptx, r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f16\.f16\.f16\.f16 "
                     rf"{_regs(2)}, {_regs(2)}, {_regs(1)}, {_regs(2)};")
+
+
+@pytest.mark.parametrize("cc", CCS)
+def test_warp_shuffles(cc):
+    ptx = ptx_of(k_shuffle, cc)
+    assert_has(ptx, r"shfl\.sync\.bfly\.b32 %f\d+, %f\d+, 1, 0x1f, 0xffffffff;", 1)
+    assert_has(ptx, r"shfl\.sync\.idx\.b32 %r\d+, %r\d+, 0, 0x1f, 0xffffffff;", 1)
 
 
 @pytest.mark.parametrize("cc", CCS)

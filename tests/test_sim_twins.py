@@ -272,6 +272,24 @@ def check_cp_async():
         assert np.array_equal(out, cp_async_expected(src, nbytes, zmax)), f"{op} {nbytes} bytes"
 
 
+def check_warp_shuffles():
+    """``warp_uniform``: lane 0's value in each lane of its warp; ``shfl_xor_f32``: lane
+    ``lane ^ mask``'s (two warps, so that each warp's own lane 0 is meant)."""
+    xs = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+
+    @cuda.jit
+    def kernel(xs, lane0, swapped):
+        t = cuda.threadIdx.x
+        lane0[t] = arch.warp_uniform(3 * t + 1)
+        swapped[t] = arch.shfl_xor_f32(xs[t], 5)
+
+    lane0, swapped = np.zeros(64, np.uint32), np.zeros(64, np.float32)
+    kernel[1, 64](xs, lane0, swapped)
+    t = np.arange(64)
+    assert np.array_equal(lane0, 3 * (t // 32 * 32) + 1), lane0
+    assert np.array_equal(swapped, xs[t ^ 5]), swapped
+
+
 def check_vector_access():
     xf = np.random.default_rng(3).standard_normal(128).astype(np.float32)
 
@@ -407,6 +425,7 @@ CHECKS = {
     **{name: (check_mma, (name,)) for name in MMA},
     "cp_async": (check_cp_async, ()),
     "vector_access": (check_vector_access, ()),
+    "warp_shuffles": (check_warp_shuffles, ()),
     "conversions": (check_conversions_in_kernel, ()),
     "errors": (check_errors, ()),
 }

@@ -15,7 +15,8 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - ``mma_m16n8k16_f32_bf16``, ``mma_m16n8k16_f32_f16``, ``mma_m16n8k16_f16_f16``,
   ``mma_m16n8k8_f16_f16``, ``mma_m16n8k8_f32_tf32`` -> tuple of accumulators;
 - 128/64-bit vector access: ``ld_v4_b32/f32``, ``st_v4_b32/f32``, ``ld_v2_*``, ``st_v2_*``;
-- ``shfl_xor_f32(x, lane_mask)``: a butterfly shuffle over the full warp; ``syncwarp()``;
+- ``shfl_xor_f32(x, lane_mask)``: a butterfly shuffle over the full warp; ``warp_uniform(x)``:
+  lane 0's integer in every lane (ptxas then treats it as warp-uniform); ``syncwarp()``;
   ``tanh_approx_f32(x)`` (``tanh.approx.f32``);
 - tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
   static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,

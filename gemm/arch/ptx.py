@@ -57,8 +57,8 @@ __all__ = [
     "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
-    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "syncwarp",
-    "tanh_approx_f32",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
+    "syncwarp", "tanh_approx_f32",
 ] + ptx_convert.__all__
 
 
@@ -382,6 +382,22 @@ def shfl_xor_f32(typingctx, x, lane_mask):
         return asm(builder, F32, f"shfl.sync.bfly.b32 $0, $1, {mask}, 0x1f, 0xffffffff;",
                    "=f,f", [x32], side_effect=True)
     return types.float32(x, lane_mask), codegen
+
+
+@intrinsic
+def warp_uniform(typingctx, x):
+    """``shfl.sync.idx.b32`` from lane 0 over the full warp: lane 0's ``x`` (an integer, as a
+    uint32) in every lane. For a value the warp's lanes share anyway (a warpgroup's index,
+    ``threadIdx.x // 128``): ptxas then knows it is uniform, keeps what derives from it in
+    uniform registers and the loops over it warp-converged (CUTLASS's
+    ``canonical_warp_group_idx``); every lane of the warp must call it."""
+    check_int("warp_uniform", "x", x)
+
+    def codegen(context, builder, sig, args):
+        x32 = context.cast(builder, args[0], sig.args[0], types.uint32)
+        return asm(builder, I32, "shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", "=r,r",
+                   [x32], side_effect=True)
+    return types.uint32(x), codegen
 
 
 @intrinsic

@@ -42,7 +42,8 @@ __all__ = [
     "mma_m16n8k16_f32_bf16", "mma_m16n8k16_f32_f16", "mma_m16n8k16_f16_f16",
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
-    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "syncwarp",
+    "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
+    "syncwarp",
     "tanh_approx_f32",
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
@@ -528,6 +529,13 @@ def shfl_xor_f32(x, lane_mask):
     def compute(lanes):
         return {lane: np.float32(lanes[lane ^ lane_mask]) for lane in lanes}
     return _warp_collective(f"shfl_xor_f32 {lane_mask}", np.float32(x), compute)
+
+
+def warp_uniform(x):
+    """Lane 0's integer ``x`` in every lane, as a uint32; the whole warp calls it."""
+    def compute(lanes):
+        return dict.fromkeys(lanes, lanes[0])
+    return _warp_collective("warp_uniform", np.uint32(x), compute)
 
 
 def tanh_approx_f32(x):

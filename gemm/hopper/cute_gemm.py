@@ -287,7 +287,7 @@ def kernel_function(v):
         base8 = arch.shared_offset_of(raw8, SWIZZLE_ALIGN)
         s_base = arch.shared_offset_of(SS, SWIZZLE_ALIGN) + scales_at
         t = cuda.threadIdx.x
-        wg = t // 128
+        wg = arch.warp_uniform(t // 128)    # (ptxas then keeps the k-loops uniform)
         tiles_m, tiles_n = ceil_div(M, rows), ceil_div(N, bn)
         tiles, k_tiles = tiles_m * tiles_n * NB, ceil_div(K, bk)
         if split:       # a unit's k-tiles: one of SK ranges (the last may pass K: TMA reads 0)

@@ -5,12 +5,15 @@
                                       [--plain] [--plain-x3] [--table] [--beta B]
 
 Both kernels with the same rules (``gemm.hopper.default_config`` and its split-K, swapped
-operands on narrow tiles, 3xTF32's tiles): ``gemm.matmul(a, w.T, kernel="hopper")`` (the
-generated kernel) and ``kernel="cute_hopper"`` (the one written with gemm.cute), beside
-``torch.mm(a, w.T)`` (cuBLAS; TF32 off for float32). Shapes: benchmarks/shapes.py's suite in
+operands on narrow tiles, 3xTF32's tiles): ``gemm.hopper.hopper_matmul(a, w.T, cute=False)``
+(the generated kernel) and ``cute=True`` (the one written with gemm.cute, which
+``gemm.matmul`` runs since 2026-11-29), beside ``torch.mm(a, w.T)`` (cuBLAS; TF32 off for
+float32). ``hopper_matmul`` plans every call (no kept plans): its eager calls carry ~100 us
+or more of host time a call, the same for both kernels, so the graph columns compare them
+(``benchmarks/shapes.py`` times the calls users write). Shapes: benchmarks/shapes.py's suite in
 bf16 (A (M, K) row-major, W (N, K) row-major), and float32 (3xTF32 on both kernels:
-``precision="tf32x3"``) at M in 16, 128, 2048, 8192 over 4096 x 4096, 4096^3 and 128 x 4096
-x 14336. Per shape: eager calls as users write them, without an out (``timed_together``: the
+``tf32x3=True``) at M in 16, 128, 2048, 8192 over 4096 x 4096, 4096^3 and 128 x 4096
+x 14336. Per shape: eager calls without an out (``timed_together``: the
 three interleaved in every rep, the median of R loops of calls between CUDA events), and, an
 extra column per kernel, the same calls with an out replayed from a CUDA graph (the GPU's
 time alone, where the host's work per call would hide the kernels' difference; the two
@@ -19,7 +22,7 @@ kernels' graphs replayed in turn in every rep). Prints a table and the geometric
 kernel's first call in a fresh process with an empty kernel cache ($LAYOUTALG_CACHE):
 numba's compile, the CUDA context and imports (the same for both). ``--plain``: the bf16
 shapes on one config of the plain schedule (no producer warpgroup; :data:`PLAIN`), called
-through ``gemm.hopper.hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels;
+through ``hopper_matmul(a, w.T, config=PLAIN, cute=...)`` for both kernels;
 ``--plain-x3`` the float32 shapes on the plain schedule's 3xTF32 (:data:`PLAIN_X3`) alike.
 ``--table``: the bf16 shapes for which the shipped table (``gemm.tuning.shape_table``) has a
 config, which an unnamed ``gemm.matmul`` call takes, both kernels on that config.
@@ -42,7 +45,6 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-import gemm  # noqa: E402
 from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from gemm.tuning import shape_table  # noqa: E402
 from gemm.tuning.autotune import config_label  # noqa: E402
@@ -56,12 +58,13 @@ PLAIN = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain", de
 PLAIN_X3 = HopperConfig(dtype="tfloat32", tf32x3=True, bM=64, bN=128, stages=3, consumers=1,
                         schedule="plain")
 FIRST_CALL = """
-import time, torch, gemm
+import time, torch
+from gemm.hopper import hopper_matmul
 a = torch.randn(256, 512, device="cuda").to(torch.bfloat16)
 w = torch.randn(384, 512, device="cuda").to(torch.bfloat16)
 torch.cuda.synchronize()
 t0 = time.perf_counter()
-gemm.matmul(a, w.T, kernel={kernel!r})
+hopper_matmul(a, w.T, cute={cute})
 torch.cuda.synchronize()
 print(time.perf_counter() - t0)
 """
@@ -75,12 +78,11 @@ def row(dtype, m, n, k, reps, config=None, beta=0.0):
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = torch.randn(n, k, device="cuda").to(dtype)
     c0 = torch.randn(m, n, device="cuda").to(dtype)
-    prec = dict(precision="tf32x3") if dtype == torch.float32 else {}
+    x3 = dtype == torch.float32
 
     def run(kern, x, y, o=None):
-        if config is not None:
-            return hopper_matmul(x, y, o, config=config, cute=kern == "cute_hopper")
-        return gemm.matmul(x, y, o, kernel=kern, beta=beta, **prec)
+        return hopper_matmul(x, y, o, beta=beta, config=config, tf32x3=x3,
+                             cute=kern == "cute_hopper")
     if beta:
         outs = {kern: c0.clone() for kern in ("cuBLAS",) + KERNELS}
         fns = {"cuBLAS": lambda: torch.addmm(outs["cuBLAS"], a, w.T, beta=beta,
@@ -109,7 +111,7 @@ def first_call(kernel):
     """Seconds of a first call in a fresh process with an empty kernel cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, LAYOUTALG_CACHE=cache)
-        out = subprocess.run([sys.executable, "-c", FIRST_CALL.format(kernel=kernel)],
+        out = subprocess.run([sys.executable, "-c", FIRST_CALL.format(cute=kernel == "cute_hopper")],
                              env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 

@@ -203,9 +203,9 @@ def operands(case, seed=0):
     return a, b, flat, out, c0
 
 
-def check(case, seed=0, cute=False):
-    """Run one case (``cute``: with the kernel written with gemm.cute); (ok, error ratio,
-    guard intact)."""
+def check(case, seed=0, cute=True):
+    """Run one case (``cute`` False: with the generated kernel, not the one written with
+    gemm.cute); (ok, error ratio, guard intact)."""
     import torch
     from gemm.hopper import hopper_matmul
     a, b, flat, out, c0 = operands(case, seed)
@@ -236,7 +236,7 @@ def compile_all(variants, workers, log):
         f"({workers} processes)")
 
 
-def variants_of(case_list, specs=(), sections=(), seed=0, cute=False):
+def variants_of(case_list, specs=(), sections=(), seed=0, cute=True):
     from gemm.hopper import HopperVariant, plan_call
     out = set()
     for case in case_list:
@@ -246,7 +246,8 @@ def variants_of(case_list, specs=(), sections=(), seed=0, cute=False):
     for section in sections:
         dtype, b_major, out_dtype = SECTIONS[section]
         for spec in specs:
-            out.add(HopperVariant(parse_config(spec, dtype), "K", b_major, out_dtype))
+            out.add(HopperVariant(parse_config(spec, dtype), "K", b_major, out_dtype,
+                                  cute=cute))
     return sorted(out, key=str)
 
 

@@ -60,8 +60,8 @@ SMALL_M = 64
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
 # the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
 # SM80's otherwise); "autotune" tunes on a cache miss (gemm.tuning.autotune.tune); "hopper" and
-# "sm80" ask for one kernel with its default config; "cute_hopper" for the Hopper kernel written
-# with gemm.cute (gemm.hopper.cute_gemm), the default config's tiles in its one form.
+# "sm80" ask for one kernel with its default config; "cute_hopper" is "hopper" (the Hopper kernel,
+# written with gemm.cute: gemm.hopper.cute_gemm), the name it had beside the generated one.
 TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80", "cute_hopper")
 _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 # float32 products: "ieee" (fp32 FMAs on the CUDA cores), "tf32" (the tensor cores, 10-bit
@@ -312,8 +312,8 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
       K-major), its tiles and split-K chosen from the shape by
       ``gemm.hopper.default_config``, else the SM80 kernel's), "autotune"
       (tune now on a cache miss: minutes), "hopper" or "sm80" (that kernel, its default
-      config), "cute_hopper" (the Hopper kernel written with ``gemm.cute``, its config
-      chosen by the same rules), a ``gemm.hopper.HopperConfig`` or a
+      config; the Hopper kernel is written with ``gemm.cute``), "cute_hopper" (the same as
+      "hopper"), a ``gemm.hopper.HopperConfig`` or a
       ``gemm.tensorcore.TensorCoreConfig``. With
       a config, A and B may also be uint16/int16 arrays holding bfloat16 or float16 bits (the
       config's dtype says which).
@@ -371,8 +371,7 @@ def _device_guard(A):
 
 
 def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
-    """3xTF32 on the Hopper kernel (the one written with gemm.cute where ``choice`` names it):
-    the config named, else the default's tiles. Returns (out, plan), or None where an
+    """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns (out, plan), or None where an
     unnamed call cannot run there (not a 9.x GPU, or operands TMA cannot read; a row-major B
     may run on a copy, :func:`_tf32x3_on_a_copy`)."""
     named = choice in ("hopper", "cute_hopper") or isinstance(choice, hopper.HopperConfig)
@@ -381,7 +380,7 @@ def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
     cfg = choice if isinstance(choice, hopper.HopperConfig) else None
     try:
         return hopper.launch_matmul(A, B, out, alpha, beta, cfg, out_dtype, "matmul", stream,
-                                    tf32x3=True, cute=choice == "cute_hopper")
+                                    tf32x3=True)
     except hopper.TmaUnfit:
         if named:
             raise
@@ -430,10 +429,8 @@ def _tensorcore(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
     a TensorCoreConfig or HopperConfig, or one of TENSORCORE_KERNELS. Returns (out, plan) as
     the kernels' launch_matmul. A batch runs with the config tuned for one of its products."""
     args = (A, B, out, alpha, beta)
-    if choice == "cute_hopper":
-        return hopper.launch_matmul(*args, None, out_dtype, "matmul", stream, cute=True)
-    if choice == "hopper" or isinstance(choice, hopper.HopperConfig):
-        cfg = None if choice == "hopper" else choice
+    if choice in ("hopper", "cute_hopper") or isinstance(choice, hopper.HopperConfig):
+        cfg = choice if isinstance(choice, hopper.HopperConfig) else None
         return hopper.launch_matmul(*args, cfg, out_dtype, "matmul", stream)
     cfg = choice if isinstance(choice, tensorcore.TensorCoreConfig) else None
     if choice in ("tensorcore", "autotune"):
@@ -541,7 +538,7 @@ def _fused(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream, precis
         od = _result_dtype(family, a.dtype, out, out_dtype, sim)
         try:
             return hopper.launch_matmul(A, B, out, alpha, beta, cfg, od, "matmul", stream,
-                                        cute=True, bias=bias, activation=activation)
+                                        bias=bias, activation=activation)
         except hopper.TmaUnfit:         # rows TMA cannot read: the epilogue after
             pass
     result, launch = _matmul(A, B, out, alpha, beta, kernel, allow_tf32, out_dtype, stream,

@@ -218,7 +218,7 @@ class HopperConfig:
 class HopperVariant:
     """Everything one compiled Hopper kernel depends on: the config, the majors of X (MM, K)
     and Y (NN, K), the output type and whether C takes paired stores; ``cute``: the kernel
-    written with gemm.cute instead of the generated one."""
+    written with gemm.cute (False: the generated one, until it is retired)."""
 
     config: HopperConfig = HopperConfig()
     a_major: str = "K"
@@ -228,7 +228,7 @@ class HopperVariant:
     split_k: bool = False           # K ranges (their number a run-time argument)
     c_columns: bool = False         # C stored column by column: a row-major out of C^T
     tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
-    cute: bool = False              # the kernel written with gemm.cute (gemm.hopper.cute_gemm)
+    cute: bool = True               # the kernel written with gemm.cute (False: the generated one)
     bias: str = "none"              # cute: a vector added, one value per C "rows" or "columns"
     bias_dtype: str = "float32"     # its elements' type (bfloat16, float16 or float32)
     activation: str = "none"        # cute: applied last (gemm.epilogue.ACTIVATIONS)

@@ -1,4 +1,4 @@
-"""The SM90 GEMM written with :mod:`gemm.cute`: ``gemm.matmul(..., kernel="cute_hopper")``.
+"""The SM90 GEMM written with :mod:`gemm.cute`, the one ``gemm.matmul`` runs on Hopper.
 
 The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in CuTe's words:
 

@@ -36,12 +36,20 @@ CASES = hc.cases(SEED)
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
-    # Each pytest-xdist worker that runs these cases compiles them in its own pool, and every
-    # compiling process holds a CUDA context: share the CPUs among the workers (16 processes
-    # in each of 12 workers ran the GPU out of memory for contexts).
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    procs = max(1, min(16, (os.cpu_count() or 1) // workers))
-    hc.compile_all(hc.variants_of(CASES, seed=SEED), procs, print)
+    # One process compiles the cases' variants into the kernel cache on disk, in a pool of
+    # up to 16 processes (each holds a CUDA context); pytest-xdist's other workers wait for
+    # it under a file lock and then load the cubins. (Each worker compiling them all, one
+    # process each, took minutes under 12 workers.)
+    import fcntl
+    import tempfile
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())     # this run's
+    stem = os.path.join(tempfile.gettempdir(), f"test_hopper_gpu_{run}")
+    with open(stem + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(stem + ".done"):
+            hc.compile_all(hc.variants_of(CASES, seed=SEED), min(16, os.cpu_count() or 1),
+                           print)
+            open(stem + ".done", "w").close()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()))

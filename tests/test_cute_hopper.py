@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:   # run as a script by the simulator test
 
 from gemm import arch  # noqa: E402
 from gemm.cute import copy, make_tensor, pipeline as pl  # noqa: E402
-from gemm.hopper.gen import stage_layout, tma_copy as stage_copy  # noqa: E402
+from gemm.hopper.plan import stage_layout, tma_copy as stage_copy  # noqa: E402
 from layoutalg import Layout  # noqa: E402
 from layoutalg.atom.tma import make_tma_copy  # noqa: E402
 

@@ -148,7 +148,7 @@ def test_tma_twin_fills_the_stage_the_generator_reads(major, rows, bk):
     from) says: element (mn, k) of the tile at ``layout(mn, k)``; zeros outside the matrix;
     the mbarrier's phase completes with the copy's bytes."""
     from dataclasses import replace
-    from gemm.hopper.gen import stage_layout, tma_copy
+    from gemm.hopper.plan import stage_layout, tma_copy
     rng = np.random.default_rng(rows + bk)
     layout, copy = stage_layout(major, rows, bk, 16), tma_copy(major, rows, bk, 16)
     m, k = 2 * rows - 5, 3 * bk - 7                     # the tile (1, 2) is cut at both edges
@@ -254,7 +254,7 @@ def check_wgmma(name):
     and descriptors encoded by layoutalg (address 0, the array's address added by
     smem_desc): A B^T exact for small integers, every thread's fragment at its place."""
     from layoutalg.atom.gmma import gmma_descriptor
-    from gemm.hopper.gen import stage_layout
+    from gemm.hopper.plan import stage_layout
     from layoutalg.tensor import layout_offsets
     from layoutalg.atom import encode
     from gemm.arch.tile_plan import WGMMA_BITS, wgmma_types

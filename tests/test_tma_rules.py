@@ -83,7 +83,7 @@ def test_the_simulators_tensor_map_refuses_what_the_driver_would():
     """sim_tensor_map refuses the (1, 1) bf16 map the router once sent (a 2-byte stride), and
     a misaligned base, and takes the same map with a 16-byte stride."""
     from gemm.arch import sim_sm90 as sm
-    from gemm.hopper.gen import tma_copy
+    from gemm.hopper.plan import tma_copy
     copy = tma_copy("K", 64, 64, 16)
     buf = np.zeros(64, np.uint8)
     skip = -buf.__array_interface__["data"][0] % 16
@@ -98,7 +98,7 @@ def test_the_simulators_tensor_map_refuses_what_the_driver_would():
 
 def test_tensor_map_refuses_before_calling_the_driver(monkeypatch):
     drv = pytest.importorskip("cuda.bindings.driver")
-    from gemm.hopper.gen import tma_copy
+    from gemm.hopper.plan import tma_copy
     from gemm.tma import tensor_map
 
     def driver(*args):

@@ -64,6 +64,7 @@ import numpy as np
 from numba import cuda, float32, uint16, uint32 as U, uint64
 
 from gemm import arch
+from gemm.arch.registers import consumer_registers
 from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm._env import simulator_active
 from gemm.cute import (copy, make_tensor, syncwarp, warpgroup_reg_alloc,
@@ -76,7 +77,6 @@ from layoutalg.swizzle import ComposedLayout
 
 __all__ = ["BlockSpec", "emit_pipeline", "emit_pipeline_warp_specialized"]
 
-REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
 MAX_ARITY = 8               # the most parameters of a body, index map or extent
 _ELEMENT = {16: uint16, 32: float32}
 
@@ -577,7 +577,7 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
                          f"24..256, got {memory_registers!r}")
     split = memory_registers is not None
     low = memory_registers or 24
-    high = min(240, (REGISTER_FILE // 128 - low) // num_compute_wgs // 8 * 8)
+    high = consumer_registers(low, num_compute_wgs)
     context = _device(compute_context if compute_context is not None else _default_context)
     if compute_context is not None and _arity(compute_context, "compute_context", fn) != 3:
         raise TypeError(f"{fn}: compute_context takes (run, ring, ctx)")

@@ -3,11 +3,11 @@
 The SM90 family in one package: this module (the kernel's calls: compile, launch, plans),
 :mod:`gemm.hopper.config` (``HopperConfig`` and its checks), :mod:`gemm.hopper.rules` (the
 config a shape gets), :mod:`gemm.hopper.cute_gemm` (the kernel, written with
-:mod:`gemm.cute`), :mod:`gemm.hopper.gen` (the TMA copies and wgmma atoms it plans with, and
-the generated kernel's source, which the kernel replaced), :mod:`gemm.hopper.pipeline` (the
-generated kernel's producer/consumer pipeline, with :mod:`gemm.hopper.pipeline_model`, a
-model that checks its schedules) and :mod:`gemm.hopper.tensor_maps` (the TMA tensor maps in
-device memory).
+:mod:`gemm.cute`), :mod:`gemm.hopper.plan` (the wgmma atoms, slot layouts and TMA copies it
+is planned with), :mod:`gemm.hopper.gen` (the generated kernel's source, which the kernel
+replaced), :mod:`gemm.hopper.pipeline` (the generated kernel's producer/consumer pipeline,
+with :mod:`gemm.hopper.pipeline_model`, a model that checks its schedules) and
+:mod:`gemm.hopper.tensor_maps` (the TMA tensor maps in device memory).
 
 ``out = alpha * A @ B + beta * out`` like :mod:`gemm.tensorcore` (bf16 / f16 / tf32 in, f32
 accumulate, f32 / bf16 / f16 out, the same operands X (MM, K), Y (NN, K) and row-major C), on
@@ -64,7 +64,8 @@ from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                      BLOCK, PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
-from .gen import hopper_plan, hopper_source
+from .gen import hopper_source
+from .plan import hopper_copies
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
                     default_config, default_split, fp8_fast_config, swapped_config,
                     swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
@@ -328,7 +329,7 @@ class _Call:
         if v.block_shared_bytes > DYNAMIC_SHARED_LIMIT:  # no room for the staging
             v = replace(v, tma_store=False)
         self.variant = v
-        plan = hopper_plan(v)
+        plan = hopper_copies(v)
         vt = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "f32", "float32": "f32",
               "float8_e4m3fn": "u8", "float8_e5m2": "u8"}
         # per operand: (copy, dims, byte strides, value type); the maps are made per address.

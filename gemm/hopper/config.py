@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .. import splitk
 from .._env import simulator_active
+from ..arch.registers import consumer_registers
 from ..arch.smem import DYNAMIC_SHARED_LIMIT, SWIZZLE_ALIGN
 from ..dtypes import DTYPES, FP8_DTYPES, STORAGE, check_variant
 from ..epilogue import ACTIVATIONS, BIASES
@@ -183,6 +184,16 @@ class HopperConfig:
         if self.schedule != "plain":
             return 1
         return 2 if 2 * (self.shared_bytes + 2048) <= SM_SHARED else 1
+
+    @property
+    def registers(self):
+        """``(producer's, each consumer's)`` registers per thread after ``setmaxnreg``
+        (:mod:`gemm.arch.registers`), or ``(None, None)`` where the kernel sets none (one
+        consumer warpgroup: memory_registers None)."""
+        if self.memory_registers is None:
+            return None, None
+        return (self.memory_registers,
+                consumer_registers(self.memory_registers, self.consumers))
 
     @property
     def tile_m(self):

@@ -35,7 +35,7 @@ from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_sl
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
 from gemm.hopper.config import STAGING_BYTES, shared_alignment
-from gemm.hopper.gen import atom_of, stage_layout
+from gemm.hopper.plan import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]
 
@@ -53,7 +53,7 @@ def pairs_of(mma, dtype):
 
 def epilogue_functions(v, plan, mma):
     """Variant ``v``'s epilogues as device functions, for the kernel's tiled MMA ``mma`` and
-    the copies of ``plan`` (:func:`gemm.hopper.gen.hopper_plan`): ``store_tma(acc, c,
+    the copies of ``plan`` (:func:`gemm.hopper.plan.hopper_copies`): ``store_tma(acc, c,
     bufs, at, bz, CM, vat, alpha, sq)`` (the TMA epilogue, fused where the variant has a
     bias, an activation or row scales; ``bufs``: consumer ``c``'s ``staging_buffers(c)``),
     ``registers_epilogue``, ``partial_epilogue`` (split-K),

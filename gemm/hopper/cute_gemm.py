@@ -62,7 +62,7 @@ from gemm.hopper.config import shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions
-from gemm.hopper.gen import BITS, atom_of, hopper_plan, pipeline_of, stage_layout
+from gemm.hopper.plan import BITS, atom_of, hopper_copies, stage_layout
 
 __all__ = ["kernel_function", "supports"]
 
@@ -90,7 +90,7 @@ def kernel_function(v):
     bits = BITS[cfg.dtype]
     elem = {32: float32, 16: uint16, 8: uint8}[bits]
     rows, bm, bn, bk, stages, wgs = cfg.tile_m, cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.consumers
-    plan = hopper_plan(v)               # the TMA copies whose maps the host makes
+    plan = hopper_copies(v)             # the TMA copies whose maps the host makes
     sa, sb = stage_layout(v.a_major, rows, bk, bits), stage_layout(v.b_major, bn, bk, bits)
     tma_a, tma_b = plan.copy_x, plan.copy_y
     pingpong, delay = cfg.schedule == "pingpong", cfg.delay_release
@@ -104,10 +104,9 @@ def kernel_function(v):
     mma = make_tiled_mma(atom_of(v, bn))
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
     block_a, block_c = static((bm, bk)), static((bm, bn))
-    pipe = pipeline_of(v)               # the generated kernel's register split, to match it
     tma_store = v.tma_store
     group = cfg.group_m
-    low, high = (None, None) if plain else (pipe.memory_registers, pipe.compute_registers)
+    low, high = cfg.registers           # (None: no setmaxnreg, as plain's one warpgroup)
     split_registers = low is not None               # (a bool: numba prunes its branches)
     scale_tensor, promote = v.scale == "tensor", v.promote     # FP8's scales, promotion
     staged, slot_floats = v.stage_scales, v.scale_floats        # block scales in the slots

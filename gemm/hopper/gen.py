@@ -44,49 +44,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from layoutalg import tile_to_shape
 from layoutalg.tensor import layout_offsets
-from layoutalg.atom import (SM90_FP8_ATOMS, SM90_64xNx8_F32TF32TF32_SS,
-                            SM90_64xNx16_F32BF16BF16_SS, SM90_64xNx16_F32F16F16_SS)
-from layoutalg.atom.gmma import gmma_descriptor, gmma_layout_atom
-from layoutalg.atom.tma import make_tma_copy
+from layoutalg.atom.gmma import gmma_descriptor
 
 from ..arch.smem import SWIZZLE_ALIGN
 from ..codegen import Source, align_arg
-from .config import FP8_TYPES, STAGING_BYTES
+from .config import STAGING_BYTES
+from .plan import BITS, OUT_BITS, atom_of, hopper_copies, stage_layout
 from .pipeline import (ARCH_IMPORTS_SM90, ComputeContext, PersistentGrid, TmaSpec,
                        emit_pipeline, emit_pipeline_warp_specialized)
 
-__all__ = ["hopper_source", "stage_layout", "tma_copy", "HopperPlan", "hopper_plan", "pipeline_of",
-           "ATOMS", "BITS", "atom_of"]
+__all__ = ["hopper_source", "HopperPlan", "hopper_plan", "pipeline_of"]
 
-BITS = {"bfloat16": 16, "float16": 16, "tfloat32": 32, "float8_e4m3fn": 8, "float8_e5m2": 8}
 WGMMA_OP = {"bfloat16": "bf16", "float16": "f16", "tfloat32": "tf32"}
-ATOMS = {"bfloat16": SM90_64xNx16_F32BF16BF16_SS, "float16": SM90_64xNx16_F32F16F16_SS,
-         "tfloat32": SM90_64xNx8_F32TF32TF32_SS}
-SWIZZLE = 128
 TMA_EPILOGUE_IMPORTS = ("stage_pairs_tile", "tma_store_3d", "bulk_commit", "bulk_wait_read",
                         "bulk_wait", "named_barrier", "fence_proxy_async")
-
-
-def atom_of(v, n):
-    """The wgmma atom of variant ``v``'s operand types and majors, ``n`` columns wide."""
-    dtype = v.config.dtype
-    if dtype in FP8_TYPES:
-        return SM90_FP8_ATOMS[FP8_TYPES[dtype], FP8_TYPES[v.b_dtype]](n)
-    return ATOMS[dtype](n, v.a_major, v.b_major)
-
-
-def stage_layout(major, rows, bk, bits):
-    """One operand's block of a ring slot: (rows, bk) tiled with the 128-byte-swizzle atom."""
-    return tile_to_shape(gmma_layout_atom(major, SWIZZLE, bits), (rows, bk))
-
-
-def tma_copy(major, rows, bk, bits):
-    """The TMA copy of a block (its box, swizzle and boxes; the global extents and strides
-    here are placeholders that gemm.hopper replaces per call)."""
-    strides = (bk, 1) if major == "K" else (1, rows)
-    return make_tma_copy((rows, bk), strides, stage_layout(major, rows, bk, bits), bits)
 
 
 class HopperPlan:
@@ -104,8 +76,7 @@ class HopperPlan:
         self.atom = atom_of(v, cfg.bN)
         lx = stage_layout(v.a_major, self.rows, cfg.bK, bits)
         ly = stage_layout(v.b_major, cfg.bN, cfg.bK, bits)
-        self.copy_x = tma_copy(v.a_major, self.rows, cfg.bK, bits)
-        self.copy_y = tma_copy(v.b_major, cfg.bN, cfg.bK, bits)
+        self.copy_x, self.copy_y, self.copy_c = hopper_copies(v)
         shape = (64, self.kinst)
 
         def desc(layout, major, mn_block, kb, sh):
@@ -135,11 +106,7 @@ class HopperPlan:
         each a copy of C's map (``copy_c``: one box, the 128-byte swizzle) and the plan of
         the column pairs each thread holds in it (``pieces``: (atom, column piece, plan) with
         rows and columns relative to the piece)."""
-        bits = {"float32": 32, "bfloat16": 16, "float16": 16}[self.v.out_dtype]
-        self.chunk = 1024 // bits
-        self.copy_c = tma_copy("K", 64, self.chunk, bits)
-        if [b.smem_offset for b in self.copy_c.boxes] != [0]:
-            raise AssertionError("a staged piece of C is not one TMA box")
+        self.chunk = 1024 // OUT_BITS[self.v.out_dtype]
         self.pieces = []
         for a in range(self.m_atoms):
             for j in range(self.cfg.bN // self.chunk):

@@ -64,6 +64,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..arch.smem import SWIZZLE_ALIGN
 from ..codegen import align_arg
+from ..arch.registers import consumer_registers, launch_registers
 from .pipeline_model import check_schedule
 
 __all__ = ["TmaSpec", "PersistentGrid", "ComputeContext", "WarpSpecializedPipeline",
@@ -75,7 +76,6 @@ ARCH_IMPORTS_SM90 = ("mbarrier_init", "fence_mbarrier_init", "mbarrier_wait",
                      "mbarrier_arrive", "mbarrier_arrive_expect_tx", "tma_load_2d", "tma_load_3d",
                      "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
                      "setmaxnreg_dec", "elect_one", "shared_offset_of")
-REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,7 @@ class WarpSpecializedPipeline(_Ring):
                     and memory_registers % 8 == 0):
                 raise ValueError(f"{fn}: memory_registers must be a multiple of 8 in "
                                  f"24..256, got {memory_registers!r}")
-            left = REGISTER_FILE // 128 - memory_registers
-            self.compute_registers = min(240, left // self.consumers // 8 * 8)
+            self.compute_registers = consumer_registers(memory_registers, self.consumers)
             if self.compute_registers < self.launch_registers:
                 raise ValueError(f"{fn}: memory_registers={memory_registers} leaves the "
                                  "consumers fewer registers than the launch gives "
@@ -241,7 +240,7 @@ class WarpSpecializedPipeline(_Ring):
     @property
     def launch_registers(self):
         """Registers per thread a one-block-per-SM launch allows (ptxas rounds to 8)."""
-        return min(255, REGISTER_FILE // self.threads) // 8 * 8
+        return launch_registers(self.threads)
 
     # --- the plan, shared by the code and the schedule ------------------------------------
 

@@ -74,7 +74,10 @@ layouts at compile time (:mod:`gemm.cute._gmma`), into a float32 register fragme
 ``partition_C``; ``warpgroup_arrive()``, ``warpgroup_commit_batch()`` and
 ``warpgroup_wait(n)`` are its fence, commit and wait. Warp specialization's roles take
 ``named_barrier_sync(id, threads)``, ``warpgroup_reg_alloc(n)`` / ``warpgroup_reg_dealloc(n)``
-(``setmaxnreg``) and ``syncwarp()``. :mod:`gemm.cute.pallas` is Pallas'
+(``setmaxnreg``), ``syncwarp()`` and ``make_warp_uniform(x)`` (the CuTe DSL's name: lane 0's
+value in every lane, so that ptxas keeps what a warp's role derives from it, its loops
+included, on the uniform datapath; the role's index, ``threadIdx.x // 128``, is one).
+:mod:`gemm.cute.pallas` is Pallas'
 ``emit_pipeline`` and ``emit_pipeline_warp_specialized`` over these, with BlockSpecs whose
 shared layouts are layoutalg layouts. :mod:`gemm.cute.divide` divides by a run-time value
 with a multiplication (CUTLASS's ``FastDivmod``), for tile schedules and index maps.
@@ -112,7 +115,7 @@ __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_te
            "static_groups", "dynamic_range", "unroll", "unrolled", "LayoutType", "TensorType",
            "warpgroup_arrive", "warpgroup_commit_batch", "warpgroup_wait",
            "fence_view_async_shared", "tma_store_arrive", "tma_store_wait", "named_barrier_sync",
-           "warpgroup_reg_alloc", "warpgroup_reg_dealloc", "syncwarp"]
+           "warpgroup_reg_alloc", "warpgroup_reg_dealloc", "syncwarp", "make_warp_uniform"]
 
 # wgmma's steps around gemm(tiled_mma, acc, A, B) of an SM90 atom, by CuTe's names (gemm.arch's
 # instructions: on a GPU the PTX, in the simulator the twins)
@@ -128,6 +131,7 @@ named_barrier_sync = arch.named_barrier     # (id, threads): bar.sync id, thread
 warpgroup_reg_alloc = arch.setmaxnreg_inc   # (n): the warpgroup's registers raised to n
 warpgroup_reg_dealloc = arch.setmaxnreg_dec     # (n): lowered to n (the producer's)
 syncwarp = arch.syncwarp                    # (): the warp's lanes meet
+make_warp_uniform = arch.warp_uniform       # (x): lane 0's x in every lane (shfl.sync.idx)
 
 
 def static_range(n: int) -> tuple:

@@ -67,7 +67,7 @@ from gemm import arch
 from gemm.arch.registers import consumer_registers
 from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm._env import simulator_active
-from gemm.cute import (copy, make_tensor, syncwarp, warpgroup_reg_alloc,
+from gemm.cute import (copy, make_tensor, make_warp_uniform, syncwarp, warpgroup_reg_alloc,
                        warpgroup_reg_dealloc)
 from gemm.cute.pipeline import pipeline_init
 from layoutalg import Layout, cosize, size
@@ -611,10 +611,11 @@ def emit_pipeline_warp_specialized(body: Any, *, grid: tuple, in_specs: Any,
     def pipeline(refs, args, ctx):
         bars = cuda.shared.array(n_bars, uint64)
         raw = cuda.shared.array(0, uint16)
+        # the warpgroup broadcast from lane 0: ptxas then keeps the roles' loops uniform
         if by_x:
-            t, wg = cuda.threadIdx.x % 128, cuda.threadIdx.x // 128
+            t, wg = cuda.threadIdx.x % 128, make_warp_uniform(cuda.threadIdx.x // 128)
         else:
-            t, wg = cuda.threadIdx.x, cuda.threadIdx.y
+            t, wg = cuda.threadIdx.x, make_warp_uniform(cuda.threadIdx.y)
         ext = extents(args)
         steps = count(ext)
         base = arch.shared_offset_of(raw, SWIZZLE_ALIGN) * 2       # bytes

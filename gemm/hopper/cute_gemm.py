@@ -50,10 +50,10 @@ from layoutalg import Layout, make_tiled_mma
 from gemm import arch
 from gemm.arch.smem import SWIZZLE_ALIGN
 from gemm.cute import (axpby, copy, dynamic_range, fill, gemm, get_slice, local_tile,
-                       make_fragment_like, make_identity_tensor, make_tensor, partition_A,
-                       partition_B, partition_C, static, tma_store_wait, warpgroup_arrive,
-                       warpgroup_commit_batch, warpgroup_reg_alloc, warpgroup_reg_dealloc,
-                       warpgroup_wait)
+                       make_fragment_like, make_identity_tensor, make_tensor,
+                       make_warp_uniform, partition_A, partition_B, partition_C, static,
+                       tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
+                       warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
 from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
@@ -286,7 +286,7 @@ def kernel_function(v):
         base8 = arch.shared_offset_of(raw8, SWIZZLE_ALIGN)
         s_base = arch.shared_offset_of(SS, SWIZZLE_ALIGN) + scales_at
         t = cuda.threadIdx.x
-        wg = arch.warp_uniform(t // 128)    # (ptxas then keeps the k-loops uniform)
+        wg = make_warp_uniform(t // 128)    # (ptxas then keeps the k-loops uniform)
         tiles_m, tiles_n = ceil_div(M, rows), ceil_div(N, bn)
         tiles, k_tiles = tiles_m * tiles_n * NB, ceil_div(K, bk)
         if split:       # a unit's k-tiles: one of SK ranges (the last may pass K: TMA reads 0)

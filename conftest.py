@@ -18,7 +18,6 @@ collect_ignore_glob.append("layoutalg/gemm/__init__.py")
 LONGEST = ("tests/test_fp8.py::test_scaled_matmul_matches_float64_in_the_simulator",
            "tests/test_hopper_cute.py::test_cute_hopper_matches_float64_in_the_simulator",
            "tests/test_import_graph.py::test_each_gemm_module_imports_on_its_own",
-           "tests/test_hopper_sim.py::test_kernel_matches_numpy_in_simulator",
            "tests/test_cute_pallas.py::test_pipelines_are_exact_in_the_simulator")
 
 

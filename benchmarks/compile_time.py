@@ -1,11 +1,11 @@
 """Time to first result: where a new kernel variant's compile time goes, cold and warm.
 
-    python benchmarks/compile_time.py [--kernels simt tensorcore hopper cute_hopper]
+    python benchmarks/compile_time.py [--kernels simt tensorcore hopper]
                                       [--tree PATH] [--json OUT]
 
 For each kernel (``simt``: the default SIMT kernel, fp32 row-major A and B; ``tensorcore``:
-the default tensor-core kernel, bf16 ``a @ w.T``; ``hopper`` and ``cute_hopper``: the
-generated Hopper kernel and the one written with gemm.cute, bf16 ``a @ w.T`` (without a GPU:
+the default tensor-core kernel, bf16 ``a @ w.T``; ``hopper`` (or its other name
+``cute_hopper``): the Hopper kernel, written with gemm.cute, bf16 ``a @ w.T`` (without a GPU:
 the default 64 x 256 tiles, bf16 out, the TMA epilogue)) two fresh processes run with empty caches
 (``LAYOUTALG_CACHE`` and ``NUMBA_CACHE_DIR`` in a new temporary folder), the second after
 the first has filled them:
@@ -190,8 +190,7 @@ def _child_cpu(kernel, phases, imports):
     elif kernel in HOPPER:
         from gemm.hopper import HopperConfig, HopperVariant, hopper_function, kernel_config
         cfg = HopperConfig(dtype="bfloat16")
-        v = HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, tma_store=True,
-                          cute=kernel == "cute_hopper")
+        v = HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, tma_store=True)
         fn, sig, bounds = hopper_function(v), v.signature, (cfg.threads, cfg.blocks_per_sm)
     else:
         v = tensorcore.Variant(tensorcore.TensorCoreConfig())

@@ -203,16 +203,15 @@ def operands(case, seed=0):
     return a, b, flat, out, c0
 
 
-def check(case, seed=0, cute=True):
-    """Run one case (``cute`` False: with the generated kernel, not the one written with
-    gemm.cute); (ok, error ratio, guard intact)."""
+def check(case, seed=0):
+    """Run one case; (ok, error ratio, guard intact)."""
     import torch
     from gemm.hopper import hopper_matmul
     a, b, flat, out, c0 = operands(case, seed)
     cfg = parse_config(case["spec"], case["dtype"])
     x3 = split_spec(case["spec"])[1]
     res = hopper_matmul(a, b, out, alpha=case["alpha"], beta=case["beta"], config=cfg,
-                        tf32x3=x3, cute=cute)
+                        tf32x3=x3)
     torch.cuda.synchronize()
     C = out.double().clone()
     out.fill_(math.nan)
@@ -236,18 +235,17 @@ def compile_all(variants, workers, log):
         f"({workers} processes)")
 
 
-def variants_of(case_list, specs=(), sections=(), seed=0, cute=True):
+def variants_of(case_list, specs=(), sections=(), seed=0):
     from gemm.hopper import HopperVariant, plan_call
     out = set()
     for case in case_list:
         a, b, _, o, _ = operands(case, seed)
         out.add(plan_call(a, b, o, config=parse_config(case["spec"], case["dtype"]),
-                          tf32x3=split_spec(case["spec"])[1], cute=cute))
+                          tf32x3=split_spec(case["spec"])[1]))
     for section in sections:
         dtype, b_major, out_dtype = SECTIONS[section]
         for spec in specs:
-            out.add(HopperVariant(parse_config(spec, dtype), "K", b_major, out_dtype,
-                                  cute=cute))
+            out.add(HopperVariant(parse_config(spec, dtype), "K", b_major, out_dtype))
     return sorted(out, key=str)
 
 

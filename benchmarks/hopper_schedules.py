@@ -74,11 +74,11 @@ def check():
         plain = x.double() @ w.double().T
         for name, cfg in BF16.items():
             out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            hopper_matmul(x, w.T, out, config=cfg, cute=True, bias=b, activation="gelu_tanh")
+            hopper_matmul(x, w.T, out, config=cfg, bias=b, activation="gelu_tanh")
             note(f"bf16 {name}", relative(out, ref))
             c0 = torch.randn(m, n, device="cuda", generator=g)
             out = c0.clone()
-            hopper_matmul(x, w.T, out, config=cfg, cute=True, beta=0.5)
+            hopper_matmul(x, w.T, out, config=cfg, beta=0.5)
             note(f"bf16 beta {name}", relative(out - 0.5 * c0, plain))
         a = torch.randn(m, k, device="cuda", generator=g).to(E4M3)
         bb = torch.randn(n, k, device="cuda", generator=g).to(E4M3)
@@ -111,9 +111,9 @@ def row(shape, reps):
            "bf16 plain generated": lambda: gemm.matmul(x, w.T)}
     for name, cfg in BF16.items():
         fns[f"bf16 gelu {name}"] = lambda cfg=cfg: hopper_matmul(
-            x, w.T, config=cfg, cute=True, bias=b, activation="gelu_tanh", out_dtype="bfloat16")
+            x, w.T, config=cfg, bias=b, activation="gelu_tanh", out_dtype="bfloat16")
         fns[f"bf16 plain cute {name}"] = lambda cfg=cfg: hopper_matmul(
-            x, w.T, config=cfg, cute=True, out_dtype="bfloat16")
+            x, w.T, config=cfg, out_dtype="bfloat16")
     for kind, (sa, sb) in (("rows", rows), ("tensor", tensor)):
         fns[f"fp8 {kind} torch fast"] = lambda sa=sa, sb=sb: torch._scaled_mm(
             a, bb.T, sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)

@@ -12,9 +12,8 @@ few rows that the rules run with A and B swapped (C stored column by column; 5 r
 of 8 columns into a bf16 out with beta, 40 on 64 columns), the TMA epilogue (cooperative into
 a bf16 out, pingpong), 5 rows on tiles of 8 columns with split-K, and 3xTF32 (``:x3``;
 the rules' tiles unswapped and swapped, pingpong) (``--cases``: only these, by index).
-The kernel is the one written with gemm.cute (``gemm.hopper.cute_gemm``, what
-``gemm.matmul`` runs; ``--cute``, which named it when it was not the default, is kept);
-``--generated``: the same cases with the generated kernel. This process compiles their variants first; then, per tool, it
+The kernel is the one written with gemm.cute (``gemm.hopper.cute_gemm``; ``--cute``, which
+named it beside a generated kernel, is kept and changes nothing). This process compiles their variants first; then, per tool, it
 runs itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child runs and checks every case
 and exits non-zero on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
@@ -61,10 +60,10 @@ def chosen(indices):
     return [c for i, c in enumerate(cases()) if not indices or i in indices]
 
 
-def child(indices=(), cute=True):
+def child(indices=()):
     bad = 0
     for case in chosen(indices):
-        ok, err, guard = hc.check(case, cute=cute)
+        ok, err, guard = hc.check(case)
         print(f"{'ok ' if ok else 'BAD'} {case}: err {err:.3g} guard {guard}", flush=True)
         bad += not ok
     return 1 if bad else 0
@@ -87,15 +86,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", nargs="+", default=list(TOOLS))
     ap.add_argument("--cases", nargs="+", type=int, default=[])
-    ap.add_argument("--cute", action="store_true", help="(the default)")
-    ap.add_argument("--generated", action="store_true")
+    ap.add_argument("--cute", action="store_true", help="(the only kernel: changes nothing)")
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args(argv)
-    cute = not args.generated
     if args.child:
-        return child(args.cases, cute)
-    hc.compile_all(hc.variants_of(chosen(args.cases), cute=cute), 8, print)
-    if child(args.cases, cute):
+        return child(args.cases)
+    hc.compile_all(hc.variants_of(chosen(args.cases)), 8, print)
+    if child(args.cases):
         print("wrong results without the sanitizer")
         return 1
     tool_bin = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
@@ -104,8 +101,7 @@ def main(argv=None):
         # memcheck: device accesses only (the CUDA libraries' own probing of driver entry
         # points returns errors that memcheck would report as API errors)
         extra = ["--report-api-errors", "no"] if tool == "memcheck" else []
-        only = (["--cases", *map(str, args.cases)] if args.cases else []) + (
-            ["--generated"] if args.generated else [])
+        only = ["--cases", *map(str, args.cases)] if args.cases else []
         proc = subprocess.run([tool_bin, "--tool", tool, *extra, sys.executable, __file__,
                                "--child", *only], capture_output=True, text=True)
         lines = summary(proc.stdout + proc.stderr)

@@ -61,7 +61,7 @@ SMALL_M = 64
 # the default of the device's best kernel (Hopper's on 9.x when TMA can read the operands,
 # SM80's otherwise); "autotune" tunes on a cache miss (gemm.tuning.autotune.tune); "hopper" and
 # "sm80" ask for one kernel with its default config; "cute_hopper" is "hopper" (the Hopper kernel,
-# written with gemm.cute: gemm.hopper.cute_gemm), the name it had beside the generated one.
+# written with gemm.cute: gemm.hopper.cute_gemm), the name it had beside a generated one.
 TENSORCORE_KERNELS = ("tensorcore", "autotune", "hopper", "sm80", "cute_hopper")
 _TC_CONFIGS = (tensorcore.TensorCoreConfig, hopper.HopperConfig)
 # float32 products: "ieee" (fp32 FMAs on the CUDA cores), "tf32" (the tensor cores, 10-bit

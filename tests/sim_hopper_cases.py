@@ -1,13 +1,14 @@
 """Run the Hopper kernel (gemm.hopper) in numba's CUDA simulator, on the twins of
 gemm.arch.sim_sm90 (TMA loads, mbarriers, wgmma), and print one JSON line of results.
 
-Used by tests/test_hopper_sim.py in a child process: ``NUMBA_ENABLE_CUDASIM=1 python
-tests/sim_hopper_cases.py WHICH``. Each case: fresh random operands in the chosen majors
-(optionally with leading dimensions wider than the matrices, so that the tensor maps' strides
-and the zero fill past K are exercised), the out poisoned with NaN (or random for beta),
-compared element by element with numpy float64 on the same rounded inputs. The number
-printed is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out rounding * |ref|),
-<= 1 passes. The simulator plans for gemm.hopper.SIM_SMS (3) SMs, so the persistent blocks
+Used in a child process by tests/test_hopper_sim.py (``NUMBA_ENABLE_CUDASIM=1 python
+tests/sim_hopper_cases.py errors``: bad calls' errors) and, for :func:`case` and
+:func:`specials_case`, by tests/test_hopper_cute.py. Each case: fresh random operands in the
+chosen majors (optionally with leading dimensions wider than the matrices, so that the
+tensor maps' strides and the zero fill past K are exercised), the out poisoned with NaN (or
+random for beta), compared element by element with numpy float64 on the same rounded
+inputs. The number returned is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out
+rounding * |ref|), <= 1 passes. The simulator plans for gemm.hopper.SIM_SMS (3) SMs, so the persistent blocks
 loop over several tiles.
 """
 
@@ -25,7 +26,7 @@ from numba import cuda  # noqa: E402
 import gemm  # noqa: E402
 from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from sim_tensorcore_cases import error_ratio, out_start, to_operand  # noqa: E402
-from simcase import outcomes, switch_threads_often  # noqa: E402
+from simcase import outcomes  # noqa: E402
 
 
 def padded(x, pad, col):
@@ -50,11 +51,10 @@ def operand(x, dtype, x3=False):
 
 
 def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
-         out_dtype="float32", col_out=False, pad=0, batch=0, cute=False, bias=None,
+         out_dtype="float32", col_out=False, pad=0, batch=0, bias=None,
          bias_dtype="float32", activation=None):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
-    ``batch`` > 0: that many products of A's, one B shared by all; ``cute``: the kernel
-    written with gemm.cute; ``bias`` "columns" (a vector of n) or "rows" (an (m, 1) one) of
+    ``batch`` > 0: that many products of A's, one B shared by all; ``bias`` "columns" (a vector of n) or "rows" (an (m, 1) one) of
     ``bias_dtype``, and ``activation``: its fused epilogue."""
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
@@ -81,18 +81,17 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
             vec, bias64 = to_operand(values, bias_dtype)
         vec = cuda.to_device(vec)
     hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
-                  out_dtype=out_dtype if out_dtype == "bfloat16" else None, cute=cute,
+                  out_dtype=out_dtype if out_dtype == "bfloat16" else None,
                   bias=vec, activation=activation)
     return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype, bias64,
                        activation)
 
 
-def specials_case(cfg, m, n, k, seed=0, cute=False):
+def specials_case(cfg, m, n, k, seed=0):
     """3xTF32 with an inf and a NaN in A and a -inf in B (A row-major, B K-major, f32 out):
     where float64 gives inf or NaN the kernel must give the same (inf times a small part
     must not turn an inf into NaN); elsewhere the error ratio of :func:`case` (the values
-    here are float32, and 3xTF32 is checked with float32's bound). ``cute``: the kernel
-    written with gemm.cute."""
+    here are float32, and 3xTF32 is checked with float32's bound)."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float32)
     bt = rng.standard_normal((n, k)).astype(np.float32)
@@ -100,7 +99,7 @@ def specials_case(cfg, m, n, k, seed=0, cute=False):
     bt[:, 3], a[:, 5] = np.round(4 * bt[:, 3]), np.round(4 * a[:, 5])
     a[1, 3], a[m - 2, k - 1], bt[n - 1, 5] = np.inf, np.nan, -np.inf
     out = cuda.to_device(np.full((m, n), np.nan, np.float32))
-    hopper_matmul(cuda.to_device(a), padded(bt, 0, False).T, out, config=cfg, cute=cute)
+    hopper_matmul(cuda.to_device(a), padded(bt, 0, False).T, out, config=cfg)
     got, a64, bt64 = out.copy_to_host().astype(np.float64), a.astype(np.float64), \
         bt.astype(np.float64)
     with np.errstate(invalid="ignore"):
@@ -151,40 +150,8 @@ def small(dtype="bfloat16", **kw):
 
 
 def main(which):
-    switch_threads_often()
     if which == "errors":
         print(json.dumps(errors()))
-        return
-    bf, h, tf = "bfloat16", "float16", "tfloat32"
-    results = {}
-    if which == "majors":
-        results["bf16 K K plain, 16-column tiles, odd 70x80x99 pad"] = case(
-            small(schedule="plain", bN=16), 70, 80, 99, seed=1, pad=8)
-        results["bf16 A col, B N-major, bf16 out, alpha beta 72x66x40"] = case(
-            small(stages=3), 72, 66, 40, 0.5, -1.0, seed=2, a_col=True, b_kmajor=False,
-            out_dtype=bf, pad=8)
-        results["f16 col out (X = B^T), f16 out, delay 1, 2 consumers, TMA stores 50x130x72"] = \
-            case(small(h, consumers=2, stages=3, delay_release=1, epilogue="tma"), 50, 130, 72,
-                 seed=3, col_out=True, out_dtype=h)
-        # beta != 0: a TMA-epilogue config stores from registers (it reads C)
-        results["tf32 K K beta, TMA epilogue config 33x70x40"] = case(
-            small(tf, epilogue="tma"), 33, 70, 40, 1.0, 0.5, seed=4)
-    else:
-        results["bf16 split_k 3, beta 40x64x300"] = case(
-            small(split_k=3), 40, 64, 300, 2.0, 0.5, seed=5)
-        results["bf16 swap_ab 8-column tiles, split 2, bf16 out 5x130x128"] = case(
-            small(swap_ab=True, split_k=2, stages=3, bN=8), 5, 130, 128, seed=6, out_dtype=bf)
-        results["f16 pingpong 2 consumers bM 128, TMA stores 130x64x64"] = case(
-            HopperConfig(bM=128, bN=64, stages=2, consumers=2, schedule="pingpong",
-                         dtype=h, epilogue="tma"), 130, 64, 64, seed=7)
-        results["bf16 batch 3, B shared, default config 20x70x64"] = case(
-            None, 20, 70, 64, seed=8, batch=3)
-        results["bf16 batch 2, TMA stores, bf16 out 70x40x64"] = case(
-            small(epilogue="tma"), 70, 40, 64, seed=9, batch=2, out_dtype=bf)
-        # two consumers split each slot (a partial last round), inf and NaN cleared
-        results["3xTF32 2 consumers, 16-column tiles, inf and NaN 70x20x40"] = specials_case(
-            small(tf, bN=16, consumers=2, tf32x3=True), 70, 20, 40, seed=10)
-    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -186,7 +186,7 @@ def test_a_block_past_the_shared_limit_with_its_mbarriers_is_refused_its_tma_epi
     refused the launch); the call stores from registers instead."""
     from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
     cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=6)
-    v = HopperVariant(kernel_config(cfg), "K", "K", "float16", True, tma_store=True, cute=True,
+    v = HopperVariant(kernel_config(cfg), "K", "K", "float16", True, tma_store=True,
                       scale="rows", bias="rows")
     assert v.shared_bytes == DYNAMIC_SHARED_LIMIT < v.block_shared_bytes
 
@@ -202,7 +202,7 @@ def test_promoted_row_scales_fit_in_five_slots_past_the_padded_mbarriers(out):
     from gemm.arch.smem import SWIZZLE_ALIGN
     for stages, fits in ((6, False), (5, True)):
         cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=stages)
-        v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True, cute=True,
+        v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
                           scale="rows", promote=True)
         assert v.block_shared_bytes == v.shared_bytes + SWIZZLE_ALIGN
         assert (v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT) == fits
@@ -222,7 +222,7 @@ def test_fast_fp8_defaults_to_pingpong_tiles_that_keep_the_tma_epilogue(m, n):
     for out in ("float32", "bfloat16"):
         for bias in ("rows", "columns"):
             v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
-                              cute=True, scale="rows", bias=bias)
+                              scale="rows", bias=bias)
             assert v.block_shared_bytes <= DYNAMIC_SHARED_LIMIT
     narrow = default_config("float8_e4m3fn", 4096, 64, 4096, 1, 132)
     assert fp8_fast_config(narrow) == narrow
@@ -239,7 +239,7 @@ def test_staged_block_scales_leave_room_for_the_tma_epilogue_in_five_slots(out):
         cfg = HopperConfig(dtype="float8_e4m3fn", bN=128, stages=stages)
         for bias in ("none", "rows", "columns"):
             v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
-                              cute=True, scale="blocks", promote=True, scale_a_mn=True,
+                              scale="blocks", promote=True, scale_a_mn=True,
                               stage_scales=True, bias=bias)
             assert v.scale_floats == cfg.tile_m + 4
             # past the ring and the TMA epilogue's staging and vectors, which the
@@ -261,7 +261,7 @@ def test_staged_block_scales_leave_room_for_the_tma_epilogue_in_five_slots(out):
 def test_fp8_variants_that_cannot_run_are_refused(fields, config, text):
     cfg = HopperConfig(dtype="float8_e4m3fn", **config)
     with pytest.raises(ValueError, match=text):
-        HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, cute=True, **fields)
+        HopperVariant(kernel_config(cfg), "K", "K", "bfloat16", True, **fields)
 
 
 @pytest.mark.parametrize("formats, out, fields", [
@@ -277,7 +277,7 @@ def test_fp8_kernel_compiles_to_fp8_wgmma_without_local_memory(formats, out, fie
     promote = fields.get("promote", False)
     cfg = HopperConfig(dtype=formats[0], bN=128 if promote else 256, stages=4)
     v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=out != "float32",
-                      cute=True, b_dtype=formats[1], **fields)
+                      b_dtype=formats[1], **fields)
     ptx, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
                               launch_bounds=(cfg.threads, cfg.blocks_per_sm))
     a, b = (f[7:11] for f in formats)          # float8_e4m3fn -> e4m3

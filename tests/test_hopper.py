@@ -1,12 +1,10 @@
-"""The Hopper GEMM without a GPU: its configs, what the generator reads off layoutalg (wgmma
-descriptors, TMA boxes, the accumulator fragment), the kernel's PTX for sm_90a (wgmma, TMA,
-mbarriers, setmaxnreg; no local memory, no spills), and the paired-store epilogue tile."""
+"""The Hopper GEMM without a GPU: its configs and shape rules, what it reads off layoutalg
+(TMA boxes, the accumulator fragment), and the kernel's PTX for sm_90a (wgmma, TMA,
+mbarriers, setmaxnreg; no local memory, no spills)."""
 
 import os
 import re
 from dataclasses import replace
-
-import numpy as np
 
 import pytest
 
@@ -60,52 +58,30 @@ def ptx_d_fragment(thread, i):
     return 16 * w + g + 8 * (e // 2), 8 * j + 2 * t + e % 2
 
 
-@pytest.mark.parametrize("bm, bn", [(128, 128), (64, 256), (64, 64)])
-def test_epilogue_plan_is_the_wgmma_fragment(bm, bn):
-    from gemm.hopper.gen import hopper_plan
-    p = hopper_plan(HopperVariant(HopperConfig(bM=bm, bN=bn)))
+@pytest.mark.parametrize("bn", [256, 128, 64, 16])
+def test_wgmma_accumulators_are_the_ptx_fragment(bn):
+    """The atom's accumulator layout, (thread, value) -> m + 64 n, against the PTX ISA's
+    wgmma D fragment."""
+    from layoutalg.tensor import layout_offsets
+    from gemm.hopper.plan import atom_of
+    lc = atom_of(HopperVariant(HopperConfig(bN=bn, consumers=1)), bn).layout_C
+    table = layout_offsets(lc).reshape(-1, lc[0].size).T        # [thread, value]
+    assert table.shape == (128, bn // 2)
     for t in range(128):
-        row0, col0 = p.thread_base[t]
-        placed = {}
-        for reg, r, c in p.store_plan:
-            placed[reg] = (row0 + r, col0 + c)
-            placed[reg + 1] = (row0 + r, col0 + c + 1)
-        assert sorted(placed) == list(range(bm * bn // 128))
-        for reg, (row, col) in placed.items():
-            a, i = divmod(reg, bn // 2)
-            want_r, want_c = ptx_d_fragment(t, i)
-            assert (row, col) == (64 * a + want_r, want_c)
+        for i in range(bn // 2):
+            assert (table[t, i] % 64, table[t, i] // 64) == ptx_d_fragment(t, i)
 
 
 @pytest.mark.parametrize("dtype, a_major, b_major", [
     ("bfloat16", "K", "K"), ("bfloat16", "MN", "MN"), ("float16", "K", "MN"),
     ("tfloat32", "K", "K")])
-def test_descriptors_and_boxes(dtype, a_major, b_major):
-    from layoutalg.atom.gmma import GmmaDescriptor
-    from gemm.hopper.gen import hopper_plan
+def test_tma_boxes(dtype, a_major, b_major):
+    from gemm.hopper.plan import hopper_copies
     cfg = HopperConfig(dtype=dtype)
-    p = hopper_plan(HopperVariant(cfg, a_major, b_major))
-    mode = 1 << 62                              # 128-byte swizzle
-    for d in [x for row in p.desc_x for x in row] + p.desc_y:
-        assert d & (3 << 62) == mode
-    # K-major: a k-block of the instruction is 32 bytes further (2 units of 16 bytes)
-    if a_major == "K":
-        assert [d - p.desc_x[0][0] for d in p.desc_x[0]] == [2 * i for i in range(p.kblocks)]
-        assert p.consumer_step == cfg.bM * 128 // 16       # the next consumer's rows
+    p = hopper_copies(HopperVariant(cfg, a_major, b_major, tma_store=True))
     assert p.copy_x.bytes == cfg.tile_m * 128 and p.copy_y.bytes == cfg.bN * 128
-    assert p.copy_x.swizzle == p.copy_y.swizzle == 128
-    assert GmmaDescriptor(0, 16, 1024, 128).encode() & (3 << 62) == mode
-
-
-@pytest.mark.parametrize("kw", [dict(), dict(schedule="pingpong", stages=2),
-                                dict(consumers=1, delay_release=0),
-                                dict(consumers=1, schedule="plain", delay_release=1)])
-def test_the_kernels_pipeline_schedule_is_right(kw):
-    from gemm.hopper.gen import pipeline_of
-    from gemm.hopper.pipeline import check_schedule
-    p = pipeline_of(HopperVariant(HopperConfig(**kw)))
-    for tiles, steps in ((1, 1), (3, 5), (4, 2)):
-        check_schedule(p.schedule(tiles, steps), p, interleavings=20)
+    assert p.copy_x.swizzle == p.copy_y.swizzle == p.copy_c.swizzle == 128
+    assert p.copy_c.bytes == 64 * 128                   # a piece of C: 64 rows of 128 bytes
 
 
 needs_ptx = pytest.mark.skipif(SIM, reason="PTX is compiled outside the simulator")
@@ -154,42 +130,6 @@ def test_kernel_ptx_for_sm90a(kw, n, k, regs, wait):
     assert not local_memory_ops(text), local_memory_ops(text)[:5]
     (usage,) = ptxas_usage(text, (9, 0, "a"))
     assert usage.spills == 0 and usage.local == 0, usage
-
-
-@pytest.mark.parametrize("vector", [False, True])
-def test_store_pairs_twin(vector):
-    from gemm.arch.sim_tile import store_pairs_tile       # pure numpy
-    plan = ((0, 0, 0), (2, 1, 2))
-    acc = np.float32([1, 2, 3, 4])
-    C = np.full(3 * 4, 10, np.float32)
-    store_pairs_tile("float32", plan, vector)(C, acc, 2.0, 0.5, 1, 1, 3, 4, 4)
-    # rows 1 and 2 (M = 3), columns 1..2 then 3..4 (N = 4: column 4 is outside)
-    want = np.full((3, 4), 10, np.float32)
-    want[1, 1:3] = [2 + 5, 4 + 5]
-    want[2, 3] = 6 + 5
-    np.testing.assert_array_equal(C.reshape(3, 4), want)
-
-
-def test_store_pairs_twin_by_columns():
-    from gemm.arch.sim_tile import store_pairs_tile
-    C = np.full(4 * 3, 10, np.float32)             # a 3 x 4 matrix stored by columns, ldc 3
-    store_pairs_tile("float32", ((0, 0, 0), (2, 1, 2)), columns=True)(
-        C, np.float32([1, 2, 3, 4]), 2.0, 0.0, 1, 1, 3, 4, 3)
-    want = np.full((4, 3), 10, np.float32)          # [column, row]
-    want[1, 1], want[2, 1], want[3, 2] = 2, 4, 6    # (row 2, column 4) is outside
-    np.testing.assert_array_equal(C.reshape(4, 3), want)
-    with pytest.raises(ValueError, match="column by column"):
-        store_pairs_tile("float32", ((0, 0, 0),), True, True)
-
-
-def test_store_pairs_twin_rounds_to_bfloat16():
-    from gemm.arch.sim_tile import store_pairs_tile
-    C = np.zeros(2, np.uint16)
-    store_pairs_tile("bfloat16", ((0, 0, 0),))(C, np.float32([1 + 2 ** -9, -3]), 1.0, 0.0,
-                                               0, 0, 1, 2, 2)
-    assert C.tolist() == [0x3F80, 0xC040]      # 1 + 2^-9 rounds to 1 (even); -3 exact
-    with pytest.raises(ValueError, match="even column"):
-        store_pairs_tile("float32", ((0, 0, 1),), True)
 
 
 @needs_ptx
@@ -254,35 +194,6 @@ def test_the_plain_schedule_runs_two_blocks_per_sm_where_they_fit():
     big = HopperConfig(bM=128, bN=128, stages=4, consumers=1, schedule="plain")
     assert (small.threads, small.blocks_per_sm, big.blocks_per_sm) == (128, 2, 1)
     assert HopperConfig().blocks_per_sm == 1
-
-
-class _Uint32Source(list):
-    def __call__(self, *lines):
-        self.extend(lines)
-
-
-@pytest.mark.parametrize("tiles_m, tiles_n, nb, sk", [(1, 1, 1, 1), (3, 5, 2, 4), (7, 2, 1, 3),
-                                                      (2, 9, 3, 1), (1, 16, 1, 8)])
-@pytest.mark.parametrize("group_m", [1, 3, 8])
-def test_work_units_cover_every_tile_product_and_k_range_once(tiles_m, tiles_n, nb, sk,
-                                                              group_m):
-    """The emitted decode of a persistent grid's work unit (gemm.hopper.gen._coords), run in
-    Python: units 0 .. tiles x products x K ranges - 1 map one to one onto (row, column,
-    product, K range)."""
-    from gemm.hopper.gen import _coords
-    src = _Uint32Source()
-    names = _coords(group_m, sk > 1)(src, "u")
-    code = compile("\n".join(src), "coords", "exec")
-    got = []
-    for u in range(tiles_m * tiles_n * nb * sk):
-        env = dict(U=np.uint32, u=np.uint32(u), tiles_m=np.uint32(tiles_m),
-                   tiles_n=np.uint32(tiles_n), tiles_mn=np.uint32(tiles_m * tiles_n),
-                   NB=np.uint32(nb))
-        exec(code, env)
-        got.append(tuple(int(env[n]) for n in names) + ((0,) if sk == 1 else ()))
-    want = [(m, n, z, s) for m in range(tiles_m) for n in range(tiles_n) for z in range(nb)
-            for s in range(sk)]
-    assert sorted(got) == sorted(want)
 
 
 def test_default_split_fills_the_sms_only_where_tiles_are_few():
@@ -378,9 +289,9 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
 
 
 def test_tiles_narrower_than_64_need_a_k_major_y():
-    from gemm.hopper.gen import hopper_plan
+    from gemm.hopper.plan import hopper_copies
     v = HopperVariant(HopperConfig(bN=16, consumers=1), b_major="K")
-    assert hopper_plan(v).copy_y.bytes == 16 * 128
+    assert hopper_copies(v).copy_y.bytes == 16 * 128
     with pytest.raises(ValueError, match="need a K-major Y"):
         HopperVariant(HopperConfig(bN=16), b_major="MN")
 

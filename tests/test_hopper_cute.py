@@ -1,9 +1,11 @@
-"""The SM90 GEMM written with gemm.cute (``kernel="cute_hopper"``, gemm.hopper.cute_gemm). In
+"""The SM90 GEMM written with gemm.cute (gemm.hopper.cute_gemm, ``kernel="hopper"`` and its
+other name ``"cute_hopper"``). In
 numba's CUDA simulator (this file as a script in a subprocess), through the Hopper kernel's
 host path on fresh random data against float64 (tests/sim_hopper_cases.py's bound): the TMA
 epilogue and the one from registers (beta != 0, an unaligned out), split-K, swapped operands
 on narrow tiles, both majors, a batch, alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a
-column-major out, odd shapes, one and two consumers, cooperative and pingpong. Compiled to PTX
+column-major out, odd shapes, one and two consumers, the three schedules, 3xTF32 with infs
+and NaNs, the default config over a batch sharing B. Compiled to PTX
 for sm_90a on the CPU: no local memory, one wgmma per block and k-block in each copy of the
 loop, TMA loads and stores. What it does not run is refused clearly; and on a GPU of compute
 capability 9.x, ``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned outputs."""
@@ -59,6 +61,13 @@ CASES = [
     # 2 ranges of 2 k-tiles
     (dict(SMALL, schedule="plain"), 70, 70, 136, dict(alpha=0.5, out_dtype="bfloat16")),
     (dict(SMALL, schedule="plain", delay_release=1, split_k=2), 70, 64, 200, {}),
+    # the plain schedule on 16-column tiles, leading dimensions padded past K
+    (dict(SMALL, schedule="plain", bN=16), 70, 80, 99, dict(pad=8)),
+    # swapped operands on 8-column tiles in 2 K ranges
+    (dict(SMALL, swap_ab=True, split_k=2, stages=3, bN=8), 5, 130, 128,
+     dict(out_dtype="bfloat16")),
+    # a batch of 3 sharing B, the default config (None)
+    (None, 20, 70, 64, dict(batch=3)),
 ]
 # 3xTF32 with an inf and a NaN in A and a -inf in B (sim_hopper_cases.specials_case): two
 # consumers splitting each slot (a partial last round), the slot's infs and NaNs cleared;
@@ -72,9 +81,9 @@ def run_cases(seed, half):
     ``half`` (0 or 1) of CASES then SPECIALS (two processes, which pytest-xdist runs side by
     side)."""
     from sim_hopper_cases import case, specials_case
-    runs = [lambda i=i, c=c: case(HopperConfig(**c[0]), *c[1:4], seed=seed + i, cute=True,
+    runs = [lambda i=i, c=c: case(c[0] and HopperConfig(**c[0]), *c[1:4], seed=seed + i,
                                   **c[4]) for i, c in enumerate(CASES)]
-    runs += [lambda c=c: specials_case(HopperConfig(**c[0]), *c[1:], seed=seed, cute=True)
+    runs += [lambda c=c: specials_case(HopperConfig(**c[0]), *c[1:], seed=seed)
              for c in SPECIALS]
     return [run() for run in runs[half::2]]
 
@@ -109,7 +118,7 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
     epilogue = {k: fields.pop(k) for k in ("bias", "bias_dtype", "activation", "split_k")
                 if k in fields}
     cfg = HopperConfig(dtype=dtype, **fields)
-    v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma, cute=True,
+    v = HopperVariant(kernel_config(cfg), *majors, out, True, tma_store=tma,
                       **epilogue)
     ptx, _ = cuda.compile_ptx(hopper_function(v), v.signature, cc=(9, 0, "a"),
                               launch_bounds=(cfg.threads, cfg.blocks_per_sm))
@@ -129,7 +138,7 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
 ])
 def test_cute_hopper_refuses_what_it_does_not_run(variant, text):
     from gemm.hopper.cute_gemm import kernel_function
-    v = HopperVariant(**dict(dict(vec_c=False), **variant), cute=True)
+    v = HopperVariant(**dict(dict(vec_c=False), **variant))
     with pytest.raises(ValueError, match=text):
         kernel_function(v)
 
@@ -194,8 +203,7 @@ def test_cute_hopper_matches_float64_on_a_hopper_gpu(shape, dtype, a_col, b_row,
         got = gemm.matmul(a, b, out=out, alpha=alpha, beta=beta, kernel="cute_hopper", **prec)
     else:
         from gemm.hopper import hopper_matmul
-        got = hopper_matmul(a, b, out, alpha=alpha, beta=beta, config=HopperConfig(**config),
-                            cute=True)
+        got = hopper_matmul(a, b, out, alpha=alpha, beta=beta, config=HopperConfig(**config))
     ref = alpha * (a.double() @ b.double()) + beta * c0.double()
     bound = abs(alpha) * (a.double().abs() @ b.double().abs()) + abs(beta) * c0.double().abs()
     tol = 2 ** -7 if od != torch.float32 else 1e-5 if dt == torch.float32 else 2 ** -12
@@ -267,7 +275,7 @@ def test_matmul_fused_epilogue_keeps_its_plan_on_a_hopper_gpu(activation):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(128, 4096, 14336), (16, 1024, 16384)])
 def test_cute_hopper_keeps_its_plan_with_the_rules_split_on_a_hopper_gpu(m, n, k):
-    """kernel="cute_hopper" takes the generated kernel's rules: split-K (and at 16 rows
+    """kernel="cute_hopper" takes the rules (gemm.hopper.rules): split-K (and at 16 rows
     swapped operands) on these shapes of a 132-SM GPU; the second and third calls take the
     kept plan, which launches the kernel with its bias and scales arrays and then the
     reduction."""
@@ -278,7 +286,7 @@ def test_cute_hopper_keeps_its_plan_with_the_rules_split_on_a_hopper_gpu(m, n, k
     require_hopper()
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    assert plan_call(x, w.T, cute=True).split_k
+    assert plan_call(x, w.T).split_k
     for _ in range(3):
         x.normal_()
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)

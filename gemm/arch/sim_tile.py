@@ -24,8 +24,7 @@ from gemm.arch.tile_plan import (LOAD_OPS, MMA_FORMS, check_cp_async, check_op,
                                  shared_offset)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
-           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
-           "fill_tile", "add_tile"]
+           "scaled_store_tile", "store_c_tile", "fill_tile"]
 
 _U32 = 0xFFFFFFFF
 
@@ -79,17 +78,6 @@ def fill_tile(n):
 
     def tile(frag, value):
         frag[:n] = value
-    return tile
-
-
-@lru_cache(maxsize=None)
-def add_tile(n):
-    """Twin of ``gemm.arch.tile.add_tile``."""
-    if not (isinstance(n, int) and n >= 1):
-        raise ValueError(f"add_tile: n must be a positive int, got {n!r}")
-
-    def tile(dst, src):
-        dst[:n] = (dst[:n] + src[:n]).astype(np.float32)
     return tile
 
 
@@ -199,61 +187,4 @@ def store_c_tile(plan):
                 i = (int(base) + r * int(ldm) + c * int(ldn)) & _U32
                 v = al * np.float32(acc[reg])
                 C[i] = v + be * np.float32(C[i]) if be != 0 else v
-    return tile
-
-
-# out -> (f32 -> stored bits, stored bits -> f32)
-_OUT = {"float32": (np.float32, np.float32),
-        "bfloat16": (sim.cvt_rn_bf16_f32, sim.bf16_to_f32),
-        "float16": (sim.cvt_rn_f16_f32, sim.f16_to_f32)}
-
-
-@lru_cache(maxsize=None)
-def store_pairs_tile(out, plan, vector=False, columns=False):
-    """Twin of ``gemm.arch.tile.store_pairs_tile`` (vector or not, the same elements)."""
-    if out not in _OUT:
-        raise ValueError(f"store_pairs_tile: out must be one of {sorted(_OUT)}, got {out!r}")
-    check_plan("store_pairs_tile", plan, ("uint", "uint", "uint"))
-    if vector and any(c % 2 for _, _, c in plan):
-        raise ValueError("store_pairs_tile: vector stores need even column offsets")
-    if vector and columns:
-        raise ValueError("store_pairs_tile: a pair lies along a row: no vector store where C "
-                         "is stored column by column")
-    to_out, from_out = _OUT[out]
-
-    def tile(C, acc, alpha, beta, row0, col0, M, N, ldc):
-        al, be = np.float32(alpha), np.float32(beta)
-        for reg, r, c in plan:
-            for e in (0, 1):
-                row, col = int(row0) + r, int(col0) + c + e
-                if row < int(M) and col < int(N):
-                    i = ((col * int(ldc) + row) if columns else (row * int(ldc) + col)) & _U32
-                    v = al * np.float32(acc[reg + e])
-                    if be != 0:
-                        v = v + be * np.float32(from_out(C[i]))
-                    C[i] = to_out(v)
-    return tile
-
-
-@lru_cache(maxsize=None)
-def stage_pairs_tile(out, plan):
-    """Twin of ``gemm.arch.tile.stage_pairs_tile`` (the 128-byte swizzle on the byte offset
-    within the staged tile)."""
-    if out not in _OUT:
-        raise ValueError(f"stage_pairs_tile: out must be one of {sorted(_OUT)}, got {out!r}")
-    check_plan("stage_pairs_tile", plan, ("uint", "uint", "uint"))
-    if any(c % 2 for _, _, c in plan):
-        raise ValueError("stage_pairs_tile: pairs need even column offsets")
-    to_out = _OUT[out][0]
-    bits = np.dtype(np.float32 if out == "float32" else np.uint16)
-
-    def tile(S, soff, acc, alpha, srow, scol):
-        al = np.float32(alpha)
-        for reg, r, c in plan:
-            row = int(srow) + r
-            for e in (0, 1):
-                at = int(soff) + row * 128 + (((int(scol) + c + e) * bits.itemsize)
-                                              ^ ((row & 7) << 4))
-                v = to_out(al * np.float32(acc[reg + e]))
-                S[at:at + bits.itemsize] = np.array([v], bits).view(np.uint8)
     return tile

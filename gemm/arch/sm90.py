@@ -54,7 +54,7 @@ Hopper kernel runs on them in the simulator.
   as two 32-bit halves joined inside the asm (``mov.b64 d, {lo, hi}``): with the 64-bit
   sums in the PTX, ptxas 13.0 was seen (H100, 2026-11-25) to drop the constant high word of
   ``descriptor + constant`` in a loop it had unrolled, so that wgmma read a wrong swizzle;
-  kernels add run-time offsets to the low word only (:mod:`gemm.hopper.gen`).
+  kernels add run-time offsets to the low word only (:mod:`gemm.cute._numba_sm90`).
 """
 
 from functools import lru_cache

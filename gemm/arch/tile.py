@@ -42,23 +42,7 @@ float32 (scales); offsets are computed in 32 bits like the rest of the generated
   epilogue of a register tile; per entry ``(reg, r, c)``, where ``m0 + r < M`` and
   ``n0 + c < N``: ``C[i] = alpha * acc[reg] (+ beta * C[i] when beta != 0)``,
   ``i = base + r * ldm + c * ldn``.
-- ``store_pairs_tile(out, plan, vector, columns)(C, acc, alpha, beta, row0, col0, M, N, ldc)``: the
-  predicated epilogue of accumulators held in column pairs (wgmma's and mma.sync's C
-  fragments); per entry ``(reg, r, c)``, ``acc[reg]`` and ``acc[reg + 1]`` to elements
-  ``(row0 + r, col0 + c)`` and ``(.., col0 + c + 1)`` of a row-major C (``ldc`` elements per
-  row) of ``out`` ("float32", or "bfloat16" / "float16" as uint16 bits, rounded to nearest
-  even), those inside M x N only: ``alpha * acc (+ beta * C when beta != 0)``. ``vector``:
-  the pair is one 8- or 4-byte store when both are inside (C's address and ``ldc`` even,
-  ``col0`` even: the caller's promise). ``columns``: C is stored column by column, element
-  (i, j) at ``j * ldc + i`` (a row-major out of the transposed product; scalar stores).
-- ``stage_pairs_tile(out, plan)(S, soff, acc, alpha, srow, scol)``: ``alpha * acc`` of
-  column pairs (entries ``(reg, r, c)``) converted to ``out`` and written to shared memory
-  for a TMA store: to element ``(srow + r, scol + c)`` of a tile of 128-byte rows at byte
-  ``soff`` of the uint8 array ``S`` (1024-byte aligned), under the 128-byte swizzle (a row's
-  16-byte chunks XORed with the row mod 8: what TMA reads with ``SWIZZLE_128B``). No beta
-  (the caller's kernel for beta != 0 stores from registers).
-- ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``; ``add_tile(n)(dst, src)``:
-  ``dst[0..n) += src[0..n)``.
+- ``fill_tile(n)(frag, value)``: ``frag[0..n) = value``.
 
 >>> import numpy as np
 >>> from numba import cuda
@@ -84,7 +68,7 @@ from llvmlite import ir
 from numba.cuda import cgutils, types
 from numba.cuda.extending import intrinsic
 
-from gemm.arch._lowering import (F32, I16, I32, I64, VOID, TypingError, array_data, asm,
+from gemm.arch._lowering import (F32, I32, I64, VOID, TypingError, array_data, asm,
                                  check_array, check_float, check_int, shared_base, to_int,
                                  unpack)
 from gemm.arch.ptx import ldmatrix_asm, mma_asm
@@ -93,8 +77,7 @@ from gemm.arch.tile_plan import (ADD, LOAD_OPS, MMA_FORMS, XOR, check_cp_async, 
                                  check_plan, check_store_plan, check_swizzle, check_zfill)
 
 __all__ = ["mma_tile", "fma_tile", "load_tile", "cp_async_tile", "cp_async_zfill_tile",
-           "scaled_store_tile", "store_c_tile", "store_pairs_tile", "stage_pairs_tile",
-           "fill_tile", "add_tile"]
+           "scaled_store_tile", "store_c_tile", "fill_tile"]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -233,26 +216,6 @@ def fill_tile(n):
             return context.get_dummy_value()
         return types.none(frag, value), codegen
     return _named("fill_tile", impl)
-
-
-@lru_cache(maxsize=None)
-def add_tile(n):
-    """The intrinsic ``f(dst, src)``: ``dst[i] += src[i]`` for i in 0..n (float32 fragments,
-    round to nearest)."""
-    if not (isinstance(n, int) and n >= 1):
-        raise ValueError(f"add_tile: n must be a positive int, got {n!r}")
-
-    def impl(typingctx, dst, src):
-        _check_frag("add_tile", "dst", dst, "float")
-        _check_frag("add_tile", "src", src, "float")
-
-        def codegen(context, builder, sig, args):
-            d, s = (array_data(context, builder, sig.args[i], args[i]) for i in (0, 1))
-            for i in range(n):
-                _store(builder, d, i, builder.fadd(_load(builder, d, i), _load(builder, s, i)))
-            return context.get_dummy_value()
-        return types.none(dst, src), codegen
-    return _named("add_tile", impl)
 
 
 # --- shared memory -> registers ---------------------------------------------------------------
@@ -479,172 +442,4 @@ def store_c_tile(plan):
                                 builder.store(v, ptr)
             return context.get_dummy_value()
         return types.none(C, base, acc, alpha, beta, m0, n0, M, N, ldm, ldn), codegen
-    return _named(op, impl)
-
-
-_OUT_BITS = {"float32": 32, "bfloat16": 16, "float16": 16}
-
-
-def _to_out(builder, out, v):
-    """An f32 value as ``out``'s stored bits (float for float32, i16 otherwise)."""
-    if out == "float32":
-        return v
-    ptx = "bf16" if out == "bfloat16" else "f16"
-    return asm(builder, I16, f"cvt.rn.{ptx}.f32 $0, $1;", "=h,f", [v], attrs=("readnone",))
-
-
-def _from_out(builder, out, x):
-    if out == "float32":
-        return x
-    if out == "bfloat16":
-        return builder.bitcast(builder.shl(builder.zext(x, I32), _const(16)), F32)
-    return asm(builder, F32, "cvt.f32.f16 $0, $1;", "=f,h", [x], attrs=("readnone",))
-
-
-def _to_out_pair(builder, out, lo, hi):
-    """Two f32 values as one 2-element vector of ``out`` (``<2 x float>`` or packed i32)."""
-    if out == "float32":
-        vec = ir.Constant(ir.VectorType(F32, 2), ir.Undefined)
-        return builder.insert_element(builder.insert_element(vec, lo, _const(0)), hi, _const(1))
-    ptx = "bf16" if out == "bfloat16" else "f16"
-    return asm(builder, I32, f"cvt.rn.{ptx}x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
-               attrs=("readnone",))
-
-
-def _from_out_pair(builder, out, pair):
-    if out == "float32":
-        return [builder.extract_element(pair, _const(k)) for k in (0, 1)]
-    halves = (builder.trunc(pair, I16), builder.trunc(builder.lshr(pair, _const(16)), I16))
-    return [_from_out(builder, out, h) for h in halves]
-
-
-@lru_cache(maxsize=None)
-def store_pairs_tile(out, plan, vector=False, columns=False):
-    """The intrinsic ``f(C, acc, alpha, beta, row0, col0, M, N, ldc)``: the predicated
-    ``alpha * acc + beta * C`` epilogue of column pairs (entries ``(reg, r, c)``); with
-    ``columns`` C is stored column by column (element (i, j) at ``j * ldc + i``)."""
-    op = "store_pairs_tile"
-    if out not in _OUT_BITS:
-        raise ValueError(f"{op}: out must be one of {sorted(_OUT_BITS)}, got {out!r}")
-    check_plan(op, plan, ("uint", "uint", "uint"))
-    if vector and any(c % 2 for _, _, c in plan):
-        raise ValueError(f"{op}: vector stores need even column offsets")
-    if vector and columns:
-        raise ValueError(f"{op}: a pair lies along a row: no vector store where C is stored "
-                         "column by column")
-    bits = _OUT_BITS[out]
-    elem = F32 if bits == 32 else I16
-    pair = ir.VectorType(F32, 2) if bits == 32 else I32
-    rows = sorted({r for _, r, _ in plan})
-    cols = sorted({c + e for _, _, c in plan for e in (0, 1)})
-
-    def impl(typingctx, C, acc, alpha, beta, row0, col0, M, N, ldc):
-        check_array(op, "C", C, itemsizes=(bits // 8,))
-        if (bits == 32) != isinstance(C.dtype, types.Float):
-            raise TypingError(f"{op}: C must hold {'float32' if bits == 32 else 'uint16'} "
-                              f"for out={out!r}, got {C.dtype}")
-        _check_frag(op, "acc", acc, "float")
-        check_float(op, "alpha", alpha)
-        check_float(op, "beta", beta)
-        _ints(op, ("row0", "col0", "M", "N", "ldc"), (row0, col0, M, N, ldc))
-
-        def codegen(context, builder, sig, args):
-            tys = sig.args
-            data = builder.bitcast(array_data(context, builder, tys[0], args[0]),
-                                   elem.as_pointer())
-            a = array_data(context, builder, tys[1], args[1])
-            al, be = (context.cast(builder, args[k], tys[k], types.float32) for k in (2, 3))
-            r0, c0, Mv, Nv, ld = (_u32(builder, tys[k], args[k]) for k in range(4, 9))
-            row_ok = {r: builder.icmp_unsigned("<", builder.add(r0, _const(r)), Mv)
-                      for r in rows}
-            col_ok = {c: builder.icmp_unsigned("<", builder.add(c0, _const(c)), Nv)
-                      for c in cols}
-            if columns:         # element (i, j) at j * ldc + i
-                row_at = {r: builder.add(r0, _const(r)) for r in rows}
-                col_at = {c: builder.mul(builder.add(c0, _const(c)), ld) for c in cols}
-            else:               # element (i, j) at i * ldc + j
-                row_at = {r: builder.mul(builder.add(r0, _const(r)), ld) for r in rows}
-                col_at = {c: builder.add(c0, _const(c)) for c in cols}
-            beta_zero = builder.fcmp_ordered("==", be, ir.Constant(F32, 0.0))
-
-            def scaled(reg, old, with_beta):
-                v = builder.fmul(al, _load(builder, a, reg))
-                return builder.fadd(v, builder.fmul(be, old)) if with_beta else v
-
-            def element(r, c):
-                i = builder.add(row_at[r], col_at[c])
-                return builder.gep(data, [builder.zext(i, I64)])
-
-            def scalars(reg, r, c, with_beta):
-                for e in (0, 1):
-                    with cgutils.if_likely(builder, builder.and_(row_ok[r], col_ok[c + e])):
-                        ptr = element(r, c + e)
-                        old = _from_out(builder, out, builder.load(ptr)) if with_beta else None
-                        builder.store(_to_out(builder, out, scaled(reg + e, old, with_beta)),
-                                      ptr)
-
-            def pair_store(reg, r, c, with_beta):
-                ptr = builder.bitcast(element(r, c), pair.as_pointer())
-                old = (_from_out_pair(builder, out, builder.load(ptr, align=bits // 4))
-                       if with_beta else (None, None))
-                v = [scaled(reg + e, old[e], with_beta) for e in (0, 1)]
-                builder.store(_to_out_pair(builder, out, *v), ptr, align=bits // 4)
-
-            with builder.if_else(beta_zero) as (then, otherwise):
-                for with_beta, branch in ((False, then), (True, otherwise)):
-                    with branch:
-                        for reg, r, c in plan:
-                            if not vector:
-                                scalars(reg, r, c, with_beta)
-                                continue
-                            both = builder.and_(row_ok[r], col_ok[c + 1])
-                            with builder.if_else(both, likely=True) as (whole, part):
-                                with whole:
-                                    pair_store(reg, r, c, with_beta)
-                                with part:
-                                    scalars(reg, r, c, with_beta)
-            return context.get_dummy_value()
-        return types.none(C, acc, alpha, beta, row0, col0, M, N, ldc), codegen
-    return _named(op, impl)
-
-
-@lru_cache(maxsize=None)
-def stage_pairs_tile(out, plan):
-    """The intrinsic ``f(S, soff, acc, alpha, srow, scol)``: ``alpha * acc`` of column pairs,
-    converted to ``out``, staged swizzled in shared memory for a TMA store (see the
-    module)."""
-    op = "stage_pairs_tile"
-    if out not in _OUT_BITS:
-        raise ValueError(f"{op}: out must be one of {sorted(_OUT_BITS)}, got {out!r}")
-    check_plan(op, plan, ("uint", "uint", "uint"))
-    if any(c % 2 for _, _, c in plan):
-        raise ValueError(f"{op}: pairs need even column offsets")
-    bits = _OUT_BITS[out]
-    store = ("st.shared.v2.f32 [$0], {$1, $2};", "r,f,f,~{memory}") if bits == 32 else \
-        ("st.shared.b32 [$0], $1;", "r,r,~{memory}")
-
-    def impl(typingctx, S, soff, acc, alpha, srow, scol):
-        check_array(op, "S", S, itemsizes=(1,))
-        _check_frag(op, "acc", acc, "float")
-        check_float(op, "alpha", alpha)
-        _ints(op, ("soff", "srow", "scol"), (soff, srow, scol))
-
-        def codegen(context, builder, sig, args):
-            tys = sig.args
-            base, _ = shared_base(context, builder, tys[0], args[0])
-            so = builder.add(base, _u32(builder, tys[1], args[1]))
-            a = array_data(context, builder, tys[2], args[2])
-            al = context.cast(builder, args[3], tys[3], types.float32)
-            sr, sc = (_u32(builder, tys[k], args[k]) for k in (4, 5))
-            for reg, r, c in plan:
-                row = builder.add(sr, _const(r))
-                chunk = builder.shl(builder.and_(row, _const(7)), _const(4))
-                col = builder.xor(builder.mul(builder.add(sc, _const(c)), _const(bits // 8)),
-                                  chunk)
-                at = builder.add(so, builder.add(builder.shl(row, _const(7)), col))
-                v = [builder.fmul(al, _load(builder, a, reg + e)) for e in (0, 1)]
-                values = v if bits == 32 else [_to_out_pair(builder, out, *v)]
-                asm(builder, VOID, store[0], store[1], [at] + values, side_effect=True)
-            return context.get_dummy_value()
-        return types.none(S, soff, acc, alpha, srow, scol), codegen
     return _named(op, impl)

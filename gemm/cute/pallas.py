@@ -1,7 +1,6 @@
 """Pallas' pipelining API inside a numba kernel: :class:`BlockSpec`, :func:`emit_pipeline` and
 :func:`emit_pipeline_warp_specialized`, over TMA loads, an mbarrier ring and a body the user
-writes over the step's shared tensors (seeds 000 and 002's API; the generated Hopper kernel's
-text-writing pipeline, :mod:`gemm.hopper.pipeline`, is the same protocol).
+writes over the step's shared tensors (seeds 000 and 002's API).
 
 Outside the kernel, each operand is a :class:`BlockSpec`: the block's shape, its ``index_map``
 (the grid indices and the call's ``args`` -> the block's index, as Pallas' index maps but with

@@ -1,6 +1,6 @@
 """Pipelines as values inside a kernel: a ring of shared slots guarded by mbarriers, with
-CUTLASS's producer/consumer protocol (issue 33's first piece; the SM90 kernel's generated
-pipeline, :mod:`gemm.hopper.pipeline`, writes the same protocol as source text).
+CUTLASS's producer/consumer protocol (issue 33's first piece; the SM90 GEMM,
+:mod:`gemm.hopper.cute_gemm`, runs on it).
 
 A ring of ``stages`` slots has two mbarriers per slot in one shared ``uint64`` array ``bars``
 of ``2 * stages``: ``full[s] = bars[s]`` (the producers' arrivals, and with TMA the bytes

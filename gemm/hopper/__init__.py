@@ -3,10 +3,8 @@
 The SM90 family in one package: this module (the kernel's calls: compile, launch, plans),
 :mod:`gemm.hopper.config` (``HopperConfig`` and its checks), :mod:`gemm.hopper.rules` (the
 config a shape gets), :mod:`gemm.hopper.cute_gemm` (the kernel, written with
-:mod:`gemm.cute`), :mod:`gemm.hopper.plan` (the wgmma atoms, slot layouts and TMA copies it
-is planned with), :mod:`gemm.hopper.gen` (the generated kernel's source, which the kernel
-replaced), :mod:`gemm.hopper.pipeline` (the generated kernel's producer/consumer pipeline,
-with :mod:`gemm.hopper.pipeline_model`, a model that checks its schedules) and
+:mod:`gemm.cute`, its epilogues, 3xTF32 and FP8's promotion beside it), :mod:`gemm.hopper.plan`
+(the wgmma atoms, slot layouts and TMA copies it is planned with) and
 :mod:`gemm.hopper.tensor_maps` (the TMA tensor maps in device memory).
 
 ``out = alpha * A @ B + beta * out`` like :mod:`gemm.tensorcore` (bf16 / f16 / tf32 in, f32
@@ -15,9 +13,8 @@ a GPU of compute capability 9.x. A persistent kernel (one block per SM, output t
 grouped order): a producer warpgroup issues TMA loads into a ring of ``stages`` shared slots,
 ``consumers`` warpgroups each multiply ``bM`` rows of the block's tile by its ``bN`` columns
 with wgmma, and store their accumulators. The kernel is written with :mod:`gemm.cute`
-(:mod:`gemm.hopper.cute_gemm`; ``cute=False`` runs the one :mod:`gemm.hopper.gen` generates,
-until it is retired); its configuration is :mod:`gemm.hopper.config`'s, and a call without one gets
-:mod:`gemm.hopper.rules`' by its shape. ``tf32x3=True`` runs float32 operands by 3xTF32
+(:mod:`gemm.hopper.cute_gemm`); its configuration is :mod:`gemm.hopper.config`'s, and a call
+without one gets :mod:`gemm.hopper.rules`' by its shape. ``tf32x3=True`` runs float32 operands by 3xTF32
 (about float32's accuracy; ``HopperConfig.tf32x3``).
 
 What TMA needs, and what the kernel does otherwise:
@@ -56,7 +53,7 @@ from ..call.binary import compiled_binary, device_properties, load_or_compile, s
 from ..call.launch import kept_launcher
 from ..call.operands import (bias_operand, check_same_device, kernel_buffer,
                              product_operands, scale_operands, stream_handle)
-from ..codegen import kernel_module, module_name
+from ..codegen import module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, fp8_dtypes,
                       operand_dtype)
 from ..epilogue import check_activation
@@ -64,7 +61,6 @@ from ..tma import check_encodable
 from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                      BLOCK, PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
-from .gen import hopper_source
 from .plan import hopper_copies
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
                     default_config, default_split, fp8_fast_config, swapped_config,
@@ -117,17 +113,10 @@ def kernel_config(cfg):
 
 
 def hopper_function(variant):
-    """The generated kernel as a plain Python function (its module cached on disk; in the
-    simulator the module written for it); for a ``cute`` variant, the kernel written with
-    gemm.cute (:mod:`gemm.hopper.cute_gemm`)."""
-    if variant.cute:
-        from .cute_gemm import kernel_function      # gemm.cute: imported when asked for
-        return kernel_function(variant)
-    sim = simulator_active()
-
-    def source():
-        return hopper_source(variant, sim)
-    return kernel_module("hopper", (variant, sim), source).kernel
+    """The variant's kernel as a Python function for ``cuda.jit``
+    (:func:`gemm.hopper.cute_gemm.kernel_function`)."""
+    from .cute_gemm import kernel_function      # gemm.cute: imported when a kernel is made
+    return kernel_function(variant)
 
 
 @lru_cache(maxsize=None)
@@ -180,9 +169,9 @@ _launchers = {}
 
 
 def _launcher(v):
-    # arrays: the three maps, C, the workspace and (the kernel written with gemm.cute) the
-    # bias, which it indexes as an array (its elements' size is its stride), and FP8's scales
-    sizes = (4,) * 5 + ((4 if v.bias_dtype == "float32" else 2, 4, 4) if v.cute else ())
+    # arrays: the three maps, C, the workspace, the bias (which the kernel indexes as an
+    # array: its elements' size is its stride) and FP8's scales of X and Y
+    sizes = (4,) * 5 + (4 if v.bias_dtype == "float32" else 2, 4, 4)
     return kept_launcher(_launchers, v, hopper_kernel, hopper_binary, v.shared_bytes,
                          len(sizes), sizes, _SCALARS, free_scalars=2)
 
@@ -193,11 +182,10 @@ class _Call:
     scales' Operands are ``scales`` (A's, B's: the kernel's Y's and X's where ``swapped``)."""
 
     def __init__(self, A, B, out, alpha, beta, config, out_dtype, caller, tf32x3=False,
-                 cute=True, bias=None, activation=None, scaled=None):
+                 bias=None, activation=None, scaled=None):
         sim = simulator_active()
         activation = check_activation(activation, caller)
         fused = bias is not None or activation is not None or scaled is not None
-        cute = cute or fused
         if config is not None and not isinstance(config, HopperConfig):
             raise TypeError(f"{caller}: config must be a HopperConfig, got {config!r}")
         check_scalars(alpha, beta, caller)
@@ -319,7 +307,7 @@ class _Call:
                         bias_dtype=self.bias.dtype if bias is not None else "float32",
                         activation=activation or "none")
         v = HopperVariant(kernel_config(cfg), *majors, out_dtype, vec, split > 1, cols, tma,
-                          cute, **epilogue, **fp8)
+                          **epilogue, **fp8)
         while (config is None and v.tma_store and cfg.stages > 4
                and v.block_shared_bytes > DYNAMIC_SHARED_LIMIT):
             # a slot fewer leaves room for the TMA epilogue's staging (from registers the
@@ -382,16 +370,16 @@ def _check_spec(spec, address, element_bytes, caller):
 
 
 def plan_call(A: Any, B: Any, out: Any = None, *, config: Optional[HopperConfig] = None,
-              out_dtype: Optional[str] = None, tf32x3: bool = False, cute: bool = True,
+              out_dtype: Optional[str] = None, tf32x3: bool = False,
               bias: Any = None, activation: Optional[str] = None) -> HopperVariant:
     """The :class:`HopperVariant` a call with these arguments compiles."""
-    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3, cute, bias,
+    return _Call(A, B, out, 1.0, 0.0, config, out_dtype, "plan_call", tf32x3, bias,
                  activation).variant
 
 
 def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
                   config: Optional[HopperConfig] = None, out_dtype: Optional[str] = None,
-                  stream: Any = None, tf32x3: bool = False, cute: bool = True,
+                  stream: Any = None, tf32x3: bool = False,
                   bias: Any = None, activation: Optional[str] = None) -> Any:
     """``out = activation(alpha * A @ B + beta * out + bias)`` with the Hopper kernel
     (compute capability 9.x).
@@ -400,12 +388,10 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     :class:`HopperConfig` (None: the default; its dtype is replaced by the operands'). TMA's
     rules (16-byte aligned addresses and leading dimensions; K-major tf32) raise ValueError.
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
-    the default's, through :func:`x3_config`). ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.hopper.cute_gemm`, the default; False: the generated one, the same config,
-    which takes no fused epilogue; the config's tiles, ring, consumers, epilogue, split-K,
-    swap_ab and schedule, the default's chosen by :mod:`gemm.hopper.rules`; 3xTF32 with
-    ``tf32x3``; with a fused epilogue or FP8, no split-K or swap and by default the default's
-    tiles cooperative, but FP8's fast calls: :func:`fp8_fast_config`). A fused
+    the default's, through :func:`x3_config`). The config's tiles, ring, consumers,
+    epilogue, split-K, swap_ab and schedule, the default's chosen by :mod:`gemm.hopper.rules`;
+    with a fused epilogue or FP8, no split-K or swap and by default the default's tiles
+    cooperative, but FP8's fast calls (:func:`fp8_fast_config`). A fused
     epilogue (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16,
     float16 or float32 on A's device, one value per column of out (shape (N,) or (1, N)) or
     per row ((M, 1)), added to every matrix of a batch; ``activation`` one of
@@ -413,18 +399,18 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     rounding.
     """
     return launch_matmul(A, B, out, alpha, beta, config, out_dtype, "hopper_matmul", stream,
-                         tf32x3, cute, bias, activation)[0]
+                         tf32x3, bias, activation)[0]
 
 
 def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None,
-                  tf32x3=False, cute=True, bias=None, activation=None, scaled=None):
+                  tf32x3=False, bias=None, activation=None, scaled=None):
     """:func:`hopper_matmul` returning ``(out, plan)``: ``plan(addresses, stream, alpha,
     beta)`` launches again on operands at the same addresses (the tensor maps hold them):
     A's, B's and C's, the bias's after them where the call has one, and an FP8 product's
     two scales' last (``scaled``: :class:`_Call`'s). A plan keeps its launches bound and
     the tensor maps of the addresses it has seen, so a repeated call does little host
     work."""
-    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, cute, bias,
+    call = _Call(A, B, out, alpha, beta, config, out_dtype, caller, tf32x3, bias,
                  activation, scaled)
     if simulator_active():
         _simulate(call, float(alpha), float(beta))
@@ -468,8 +454,7 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
         if split > 1:
             ptr, owner = splitk.workspace(4 * size, stream, device, kind)
             w = (ptr, size)
-        arrays = [*m, out, w] + ([(bias, bias_span), *zip(scales, scale_spans)] if u.cute
-                                 else [])
+        arrays = [*m, out, w, (bias, bias_span), *zip(scales, scale_spans)]
         kernel = _launcher(u)(grid, (u.config.threads, 1, 1), stream, arrays,
                               scalars[:-2] + (alpha, beta), u.shared_bytes)
         reduce = None
@@ -499,7 +484,7 @@ def launch_matmul(A, B, out, alpha, beta, config, out_dtype, caller, stream=None
             return
         kernel, reduce = got
         m = seen.get(key) or maps(key, stream)
-        more = (bias, *scales) if v.cute else ()      # (the cute kernel's further arrays)
+        more = (bias, *scales)
         if reduce is None:
             kernel((*m, c, c, *more), stream, alpha, beta)
             return
@@ -544,15 +529,14 @@ def _simulate(call, alpha, beta):
                                     else np.uint16))
     mm, nn, ldc, nb, sc = call.shape
     w = np.zeros(max(1, call.split * nb * mm * call.ldw), np.float32)
-    extra = []                      # (the kernel reads a 16-bit bias as its bits)
-    if v.cute:
-        extra = [np.zeros(1, np.float32) if call.bias is None else kernel_buffer(
-            call.bias, np.float32 if v.bias_dtype == "float32" else np.uint16)]
-        if call.scales is None:
-            extra += [np.zeros(1, np.float32)] * 2
-        else:                       # X's, Y's
-            extra += [kernel_buffer(op, np.float32)
-                      for op in call.scales[::-1 if call.swapped else 1]]
+    # the bias (the kernel reads a 16-bit one as its bits), and the scales of X and Y
+    extra = [np.zeros(1, np.float32) if call.bias is None else kernel_buffer(
+        call.bias, np.float32 if v.bias_dtype == "float32" else np.uint16)]
+    if call.scales is None:
+        extra += [np.zeros(1, np.float32)] * 2
+    else:
+        extra += [kernel_buffer(op, np.float32)
+                  for op in call.scales[::-1 if call.swapped else 1]]
     _launcher(v)(call.grid, (v.config.threads, 1, 1), 0, [*maps, c, w, *extra],
                  call.scalars[:-2] + (alpha, beta), v.shared_bytes)
     if call.split > 1:

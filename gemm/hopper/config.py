@@ -38,8 +38,7 @@ _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, 
 
 
 def shared_alignment():
-    """The alignment the kernel written with gemm.cute declares for its dynamic shared
-    arrays: SWIZZLE_ALIGN, so that its pads to the ring's start fold away; None in numba's
+    """The alignment the kernel declares for its dynamic shared arrays: SWIZZLE_ALIGN, so that its pads to the ring's start fold away; None in numba's
     simulator, which takes no alignment (there the pads are computed)."""
     return None if simulator_active() else SWIZZLE_ALIGN
 
@@ -82,8 +81,8 @@ class HopperConfig:
     big(X) big(Y), small(X) big(Y) and big(X) small(Y), each step's products added to the
     tile's sum on the CUDA cores; delay_release must be 0 (the buffer is rewritten each step),
     and bM x bN / 128 at most ``X3_ACCUMULATORS`` (registers for the sum). The FP8 dtypes
-    ("float8_e4m3fn", "float8_e5m2": X's; Y's is the variant's ``b_dtype``) run on the
-    kernel written with gemm.cute only (:class:`HopperVariant`).
+    ("float8_e4m3fn", "float8_e5m2": X's; Y's is the variant's ``b_dtype``) take scales
+    (:class:`HopperVariant`).
 
     The default, 2 x 64 x 256 tiles (128 x 256 per block), 3 slots and delay_release 0, is
     the tuned choice (benchmarks/RESULTS.md, "How the default tiles and warp specialization
@@ -228,8 +227,8 @@ class HopperConfig:
 @dataclass(frozen=True)
 class HopperVariant:
     """Everything one compiled Hopper kernel depends on: the config, the majors of X (MM, K)
-    and Y (NN, K), the output type and whether C takes paired stores; ``cute``: the kernel
-    written with gemm.cute (False: the generated one, until it is retired)."""
+    and Y (NN, K), the output type and whether C takes paired stores, the fused epilogue
+    and FP8's fields."""
 
     config: HopperConfig = HopperConfig()
     a_major: str = "K"
@@ -239,10 +238,9 @@ class HopperVariant:
     split_k: bool = False           # K ranges (their number a run-time argument)
     c_columns: bool = False         # C stored column by column: a row-major out of C^T
     tma_store: bool = False         # the TMA epilogue (HopperConfig.epilogue "tma")
-    cute: bool = True               # the kernel written with gemm.cute (False: the generated one)
-    bias: str = "none"              # cute: a vector added, one value per C "rows" or "columns"
+    bias: str = "none"              # a vector added, one value per C "rows" or "columns"
     bias_dtype: str = "float32"     # its elements' type (bfloat16, float16 or float32)
-    activation: str = "none"        # cute: applied last (gemm.epilogue.ACTIVATIONS)
+    activation: str = "none"        # applied last (gemm.epilogue.ACTIVATIONS)
     b_dtype: str = None             # FP8: Y's type (None: the config's dtype, X's)
     scale: str = "none"             # FP8: its scales (SCALES)
     promote: bool = False           # FP8: each k-tile's products added to a float32 sum
@@ -262,9 +260,6 @@ class HopperVariant:
         if self.config.bN < 64 and self.b_major != "K":
             raise ValueError(f"HopperVariant: tiles of {self.config.bN} columns need a K-major "
                              f"Y (the 128-byte swizzle of an MN-major Y spans 64 columns)")
-        if (self.bias != "none" or self.activation != "none") and not self.cute:
-            raise ValueError("HopperVariant: a bias and an activation are the epilogue of the "
-                             "kernel written with gemm.cute (cute=True)")
         if self.bias not in ("none",) + BIASES or self.bias_dtype not in _BIAS_TYPES:
             raise ValueError(f"HopperVariant: bias must be 'none' or one of {BIASES} and "
                              f"bias_dtype one of {tuple(_BIAS_TYPES)}")
@@ -277,8 +272,8 @@ class HopperVariant:
         self._fp8_checked()
 
     def _fp8_checked(self):
-        """ValueError unless the FP8 fields agree: FP8 operands (both K-major), on the cute
-        kernel, with scales; promotion with room for the sum's registers."""
+        """ValueError unless the FP8 fields agree: FP8 operands (both K-major) with scales;
+        promotion with room for the sum's registers."""
         cfg = self.config
         fp8 = cfg.dtype in FP8_DTYPES
         if not fp8:
@@ -288,10 +283,9 @@ class HopperVariant:
         if self.b_dtype not in FP8_DTYPES or self.scale not in SCALES:
             raise ValueError(f"HopperVariant: an FP8 product takes b_dtype one of {FP8_DTYPES} "
                              f"and scale one of {SCALES}, got {self.b_dtype!r}, {self.scale!r}")
-        if not self.cute or (self.a_major, self.b_major) != ("K", "K"):
-            raise ValueError("HopperVariant: FP8 operands run on the kernel written with "
-                             "gemm.cute (cute=True), both K-major (wgmma transposes no 8-bit "
-                             "operand)")
+        if (self.a_major, self.b_major) != ("K", "K"):
+            raise ValueError("HopperVariant: FP8 operands must both be K-major (wgmma "
+                             "transposes no 8-bit operand)")
         if not isinstance(self.promote, bool):
             raise ValueError(f"HopperVariant: promote must be a bool, got {self.promote!r}")
         if self.scale == "blocks" and not (self.promote and BLOCK % cfg.bN == 0
@@ -312,7 +306,7 @@ class HopperVariant:
     @property
     def vector_floats(self):
         """Floats per consumer of the vectors the TMA epilogue reads from shared memory (the
-        kernel written with gemm.cute stages them there per tile): FP8's row and column
+        kernel stages them there per tile): FP8's row and column
         scales (``scale`` "rows"), and the bias."""
         if not self.tma_store:
             return 0
@@ -348,22 +342,18 @@ class HopperVariant:
     def block_shared_bytes(self):
         """Shared memory of a block: the dynamic bytes and the static mbarriers (8 bytes
         each, :attr:`HopperConfig.mbarriers`), which together must fit
-        DYNAMIC_SHARED_LIMIT. The kernel written with gemm.cute declares its dynamic arrays
-        SWIZZLE_ALIGN-aligned (:func:`shared_alignment`), so its static bytes are padded to a
-        multiple of SWIZZLE_ALIGN before them (the same count in the simulator, whose calls
-        then take the GPU's variants)."""
-        static = 8 * self.config.mbarriers
-        if self.cute:
-            static = -(-static // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+        DYNAMIC_SHARED_LIMIT. The kernel declares its dynamic arrays SWIZZLE_ALIGN-aligned
+        (:func:`shared_alignment`), so its static bytes are padded to a multiple of
+        SWIZZLE_ALIGN before them (the same count in the simulator, whose calls then take
+        the GPU's variants)."""
+        static = -(-8 * self.config.mbarriers // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         return self.shared_bytes + static
 
     @property
     def signature(self):
-        """The kernel's parameters: the maps of X, Y and C, C, the split-K workspace, (the
-        kernel written with gemm.cute) the bias and FP8's scales of X and Y, then the sizes,
-        strides, alpha and beta."""
+        """The kernel's parameters: the maps of X, Y and C, C, the split-K workspace, the
+        bias and FP8's scales of X and Y, then the sizes, strides, alpha and beta."""
         c = _SIGNATURE_TYPE[self.out_dtype]
-        bias = (f"{_BIAS_TYPES[self.bias_dtype]}[::1], float32[::1], float32[::1], "
-                if self.cute else "")
+        bias = f"{_BIAS_TYPES[self.bias_dtype]}[::1], float32[::1], float32[::1], "
         return (f"void(uint64[::1], uint64[::1], uint64[::1], {c}[::1], float32[::1], {bias}"
                 + ", ".join(["uint32"] * 10) + ", float32, float32)")

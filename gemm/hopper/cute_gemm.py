@@ -1,6 +1,7 @@
 """The SM90 GEMM written with :mod:`gemm.cute`, the one ``gemm.matmul`` runs on Hopper.
 
-The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in CuTe's words:
+Seed 000's warp-specialized GEMM in CuTe's words (it replaced, on 2026-11-29, the kernel
+the library generated as source text, whose structure it took):
 
 - a persistent grid: each block walks the output tiles ``blockIdx.x, + gridDim.x, ...`` in
   grouped order (``group_m`` tile rows per sweep) over the batch;
@@ -35,12 +36,12 @@ The generated Hopper kernel's structure (seed 000's warp-specialized GEMM) in Cu
 - 3xTF32 (``config.tf32x3``): each k-tile's slot split into big and small parts by its
   readers, three products, the sum on the CUDA cores (:mod:`gemm.hopper.cute_tf32x3`).
 
-It takes the generated kernel's arguments, the bias and FP8's scales
-(:attr:`HopperVariant.signature`: tensor maps of X and Y, C, the workspace, the bias, the
-scales of X and Y, sizes, strides, the batch, alpha and beta) and its variants' forms:
-split-K for products without a fused epilogue, swapped operands (C stored by columns from
-registers) for all but FP8, 3xTF32 in every schedule (:func:`supports`), so
-:mod:`gemm.hopper` plans, compiles, caches and launches it as it does the generated one.
+Its arguments are :attr:`HopperVariant.signature`'s (tensor maps of X and Y, C, the
+workspace, the bias, the scales of X and Y, sizes, strides, the batch, alpha and beta), its
+forms the variants': split-K for products without a fused epilogue, swapped operands (C
+stored by columns from registers) for all but FP8, 3xTF32 in every schedule
+(:func:`supports` names what it does not run); :mod:`gemm.hopper` plans, compiles, caches
+and launches it.
 """
 
 import numpy as np

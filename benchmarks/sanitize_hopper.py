@@ -13,9 +13,10 @@ of 8 columns into a bf16 out with beta, 40 on 64 columns), the TMA epilogue (coo
 a bf16 out, pingpong), 5 rows on tiles of 8 columns with split-K, and 3xTF32 (``:x3``;
 the rules' tiles unswapped and swapped, pingpong) (``--cases``: only these, by index).
 The kernel is the one written with gemm.cute (``gemm.hopper.cute_gemm``; ``--cute``, which
-named it beside a generated kernel, is kept and changes nothing). This process compiles their variants first; then, per tool, it
-runs itself with ``--child`` under ``compute-sanitizer --tool TOOL``: the child runs and checks every case
-and exits non-zero on a wrong result.
+named it beside a generated kernel, is kept and changes nothing). This process compiles the
+cases' variants first; then, per tool, it runs itself with ``--child`` under
+``compute-sanitizer --tool TOOL``: the child runs and checks every case and exits non-zero
+on a wrong result.
 Prints each tool's summary lines; exits 1 on any error, wrong result or missing summary.
 """
 

@@ -371,9 +371,9 @@ def _device_guard(A):
 
 
 def _tf32x3(A, B, out, alpha, beta, choice, a, b, out_dtype, stream):
-    """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns (out, plan), or None where an
-    unnamed call cannot run there (not a 9.x GPU, or operands TMA cannot read; a row-major B
-    may run on a copy, :func:`_tf32x3_on_a_copy`)."""
+    """3xTF32 on the Hopper kernel: the config named, else the default's tiles. Returns
+    (out, plan), or None where an unnamed call cannot run there (not a 9.x GPU, or operands
+    TMA cannot read; a row-major B may run on a copy, :func:`_tf32x3_on_a_copy`)."""
     named = choice in ("hopper", "cute_hopper") or isinstance(choice, hopper.HopperConfig)
     if not named and (simulator_active() or not hopper.hopper_supported(a.device)):
         return None

@@ -8,8 +8,8 @@ chosen majors (optionally with leading dimensions wider than the matrices, so th
 tensor maps' strides and the zero fill past K are exercised), the out poisoned with NaN (or
 random for beta), compared element by element with numpy float64 on the same rounded
 inputs. The number returned is max |C - ref| / (1e-5 (|alpha| |A| @ |B| + |beta C0|) + out
-rounding * |ref|), <= 1 passes. The simulator plans for gemm.hopper.SIM_SMS (3) SMs, so the persistent blocks
-loop over several tiles.
+rounding * |ref|), <= 1 passes. The simulator plans for gemm.hopper.SIM_SMS (3) SMs, so the
+persistent blocks loop over several tiles.
 """
 
 import json
@@ -54,8 +54,9 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
          out_dtype="float32", col_out=False, pad=0, batch=0, bias=None,
          bias_dtype="float32", activation=None):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
-    ``batch`` > 0: that many products of A's, one B shared by all; ``bias`` "columns" (a vector of n) or "rows" (an (m, 1) one) of
-    ``bias_dtype``, and ``activation``: its fused epilogue."""
+    ``batch`` > 0: that many products of A's, one B shared by all; ``bias`` "columns" (a
+    vector of n) or "rows" (an (m, 1) one) of ``bias_dtype``, and ``activation``: its fused
+    epilogue."""
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
     shape_a = (batch, m, k) if batch else (m, k)

@@ -14,8 +14,8 @@ grouped order): a producer warpgroup issues TMA loads into a ring of ``stages`` 
 ``consumers`` warpgroups each multiply ``bM`` rows of the block's tile by its ``bN`` columns
 with wgmma, and store their accumulators. The kernel is written with :mod:`gemm.cute`
 (:mod:`gemm.hopper.cute_gemm`); its configuration is :mod:`gemm.hopper.config`'s, and a call
-without one gets :mod:`gemm.hopper.rules`' by its shape. ``tf32x3=True`` runs float32 operands by 3xTF32
-(about float32's accuracy; ``HopperConfig.tf32x3``).
+without one gets :mod:`gemm.hopper.rules`' by its shape. ``tf32x3=True`` runs float32
+operands by 3xTF32 (about float32's accuracy; ``HopperConfig.tf32x3``).
 
 What TMA needs, and what the kernel does otherwise:
 

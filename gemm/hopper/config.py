@@ -38,8 +38,9 @@ _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, 
 
 
 def shared_alignment():
-    """The alignment the kernel declares for its dynamic shared arrays: SWIZZLE_ALIGN, so that its pads to the ring's start fold away; None in numba's
-    simulator, which takes no alignment (there the pads are computed)."""
+    """The alignment the kernel declares for its dynamic shared arrays: SWIZZLE_ALIGN, so
+    that its pads to the ring's start fold away; None in numba's simulator, which takes no
+    alignment (there the pads are computed)."""
     return None if simulator_active() else SWIZZLE_ALIGN
 
 

@@ -1,16 +1,14 @@
 """The register file of an SM90 SM and its split between warpgroups by ``setmaxnreg``.
 
-A warp-specialized kernel launches with the registers a one-block-per-SM launch allows, then
-its producer warpgroup gives registers back (``setmaxnreg.dec``) and its consumer warpgroups
-take what is left (``setmaxnreg.inc``), a multiple of 8 and at most 240 per thread.
+A warp-specialized kernel's producer warpgroup gives registers back (``setmaxnreg.dec``) and
+its consumer warpgroups take what is left (``setmaxnreg.inc``), a multiple of 8 and at most
+240 per thread.
 
 >>> consumer_registers(40, 2)
 232
->>> launch_registers(384)
-168
 """
 
-__all__ = ["REGISTER_FILE", "consumer_registers", "launch_registers"]
+__all__ = ["REGISTER_FILE", "consumer_registers"]
 
 REGISTER_FILE = 65536       # 32-bit registers per SM (sm_90)
 
@@ -21,8 +19,3 @@ def consumer_registers(memory_registers, consumers):
     most 240."""
     return min(240, (REGISTER_FILE // 128 - memory_registers) // consumers // 8 * 8)
 
-
-def launch_registers(threads):
-    """Registers per thread a one-block-per-SM launch of ``threads`` allows (ptxas rounds
-    to 8)."""
-    return min(255, REGISTER_FILE // threads) // 8 * 8

@@ -13,17 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def switch_threads_often():
-    """Shorten Python's thread switch interval (5 ms) to 50 us. The simulator runs a Python
+    """Set Python's thread switch interval (5 ms) to 2 ms. The simulator runs a Python
     thread per CUDA thread, and one that waits (a lock, an mbarrier) runs again only at a
-    switch: the Hopper kernel's 128-thread warpgroups spent most of their time waiting
-    (64x64x640: 12.8 s at 5 ms, 2.5 s at 50 us). The SM80 kernels' simulations, whose
-    threads meet at syncthreads (polled by the simulator's main thread), got slower with it.
+    switch. Before :mod:`gemm.arch.sim_threads` (the block's loop woken by events, not
+    polling), 50 us made the Hopper kernel's simulations five times faster; since, the
+    switches cost more than they save: the Hopper simulator suites (test_hopper_cute's and
+    test_fp8's, under ``-n 2`` on a 2-core machine) took 137 s at 50 us and 80-95 s at 1-15 ms
+    (2026-11-29), the other users of this function 43 s and 37 s at 50 us and 2 ms.
 
     At such switches numba's simulator can give two threads of a block different copies of
     one static ``cuda.shared.array``: it looks the array up by its source line and creates
     it when absent, unlocked (a Hopper case failed so in CI, a consumer finding its mbarriers
     uninitialised). Its lookup is made atomic here."""
-    sys.setswitchinterval(5e-5)
+    sys.setswitchinterval(2e-3)
     _lock_shared_arrays()
 
 

@@ -1,6 +1,7 @@
 """gemm.epilogue: the activations' names are checked; their device functions compute in
-float32 (no float64 instruction in the PTX), the tanh form takes ``tanh.approx.f32`` only when
-asked (16-bit outs), and as Python functions they match the float64 definitions of
+float32 (no float64 instruction in the PTX), the tanh form takes ``tanh.approx.f32`` and the
+erf form its fast erfc only when asked (16-bit outs; the latter within 3e-5 of float64), and as
+Python functions they match the float64 definitions of
 tests/activations64.py on values across their range. The epilogue as a second kernel
 (``gemm.epilogue_kernel``, after kernels without one of their own) in numba's simulator (this
 file as a script in a subprocess): ``gemm.matmul(..., bias=, activation=)`` on the SIMT kernel
@@ -36,7 +37,28 @@ def test_activations_match_their_float64_definitions(name):
     assert math.isnan(float(activation_function("relu").py_func(np.float32("nan"))))
 
 
-@pytest.mark.parametrize("name, fast", [(n, False) for n in ACTIVATIONS] + [("gelu_tanh", True)])
+def test_fast_gelu_is_within_3e_5_of_erfc(monkeypatch):
+    """gelu's fast form (16-bit outs: ``erfc`` by a fitted polynomial, ``ex2`` and ``rcp``)
+    in float32 against x Phi(x) by float64's erfc, relative to the value, over the range
+    where it is a normal float32 (beyond, both underflow); inf, NaN and 0 as torch's."""
+    from gemm import arch
+    from gemm.arch import sim
+    for name in ("ex2_approx_f32", "rcp_approx_f32"):      # their exact float32 twins
+        monkeypatch.setattr(arch, name, getattr(sim, name))
+    fn = activation_function("gelu", fast=True).py_func
+    worst = 0.0
+    for x in np.linspace(-13, 13, 5201, dtype=np.float32):
+        want = float(x) * 0.5 * math.erfc(-float(x) / math.sqrt(2))
+        got = float(fn(np.float32(x)))
+        worst = max(worst, abs(got - want) / max(abs(want), 1e-300))
+    assert 1e-7 < worst <= 3e-5, worst
+    with np.errstate(invalid="ignore"):     # (-inf times 0)
+        assert float(fn(np.float32("inf"))) == math.inf and float(fn(np.float32(0))) == 0
+        assert math.isnan(fn(np.float32("nan"))) and math.isnan(fn(np.float32("-inf")))
+
+
+@pytest.mark.parametrize("name, fast", [(n, False) for n in ACTIVATIONS] +
+                         [("gelu_tanh", True), ("gelu", True)])
 def test_activations_compile_to_float32(name, fast):
     act = activation_function(name, fast)
 
@@ -45,7 +67,9 @@ def test_activations_compile_to_float32(name, fast):
 
     ptx = cuda.compile_ptx(kernel, "void(float32[::1])", cc=(9, 0))[0]
     assert ".f64" not in ptx
-    assert ("tanh.approx.f32" in ptx) == fast
+    assert ("tanh.approx.f32" in ptx) == (fast and name == "gelu_tanh")
+    if name == "gelu":      # libdevice's erff, or the fast form's rcp
+        assert ("rcp.approx.ftz.f32" in ptx) == fast
 
 
 def test_bad_activations_are_refused():

@@ -17,7 +17,8 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
 - 128/64-bit vector access: ``ld_v4_b32/f32``, ``st_v4_b32/f32``, ``ld_v2_*``, ``st_v2_*``;
 - ``shfl_xor_f32(x, lane_mask)``: a butterfly shuffle over the full warp; ``warp_uniform(x)``:
   lane 0's integer in every lane (ptxas then treats it as warp-uniform); ``syncwarp()``;
-  ``tanh_approx_f32(x)`` (``tanh.approx.f32``);
+  ``tanh_approx_f32(x)``, ``ex2_approx_f32(x)``, ``rcp_approx_f32(x)`` (``tanh.approx.f32``,
+  ``ex2.approx.ftz.f32``, ``rcp.approx.ftz.f32``);
 - tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
   static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,
   ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``;

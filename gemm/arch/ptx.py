@@ -58,7 +58,7 @@ __all__ = [
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
-    "syncwarp", "tanh_approx_f32",
+    "syncwarp", "tanh_approx_f32", "ex2_approx_f32", "rcp_approx_f32",
 ] + ptx_convert.__all__
 
 
@@ -400,17 +400,33 @@ def warp_uniform(typingctx, x):
     return types.uint32(x), codegen
 
 
-@intrinsic
-def tanh_approx_f32(typingctx, x):
-    """``tanh.approx.f32`` (sm_75+): tanh in one MUFU instruction, with a relative error of
-    about 2**-11 (libdevice's ``tanhf``: a few ulp in some twenty instructions)."""
-    check_float("tanh_approx_f32", "x", x)
+def _approx_f32(name, instruction, doc):
+    """An intrinsic ``name(x)``: the float32 ``instruction`` of one MUFU operation."""
+    def typer(typingctx, x):
+        check_float(name, "x", x)
 
-    def codegen(context, builder, sig, args):
-        x32 = context.cast(builder, args[0], sig.args[0], types.float32)
-        return asm(builder, F32, "tanh.approx.f32 $0, $1;", "=f,f", [x32],
-                   attrs=("readnone",))
-    return types.float32(x), codegen
+        def codegen(context, builder, sig, args):
+            x32 = context.cast(builder, args[0], sig.args[0], types.float32)
+            return asm(builder, F32, f"{instruction} $0, $1;", "=f,f", [x32],
+                       attrs=("readnone",))
+        return types.float32(x), codegen
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+tanh_approx_f32 = _approx_f32(
+    "tanh_approx_f32", "tanh.approx.f32",
+    "``tanh.approx.f32`` (sm_75+): tanh in one MUFU instruction, with a relative error of "
+    "about 2**-11 (libdevice's ``tanhf``: a few ulp in some twenty instructions).")
+ex2_approx_f32 = _approx_f32(
+    "ex2_approx_f32", "ex2.approx.ftz.f32",
+    "``ex2.approx.ftz.f32``: 2**x in one MUFU instruction (a relative error of about 2**-22; "
+    "subnormal results flushed to zero).")
+rcp_approx_f32 = _approx_f32(
+    "rcp_approx_f32", "rcp.approx.ftz.f32",
+    "``rcp.approx.ftz.f32``: 1 / x in one MUFU instruction (within 1 ulp; subnormals "
+    "flushed to zero).")
 
 
 syncwarp = fence_intrinsic(

@@ -44,7 +44,7 @@ __all__ = [
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
     "syncwarp",
-    "tanh_approx_f32",
+    "tanh_approx_f32", "ex2_approx_f32", "rcp_approx_f32",
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
     "cvt_rna_tf32_f32", "bf16_to_f32", "f16_to_f32", "bf16x2_to_f32", "f16x2_to_f32",
@@ -541,6 +541,20 @@ def warp_uniform(x):
 def tanh_approx_f32(x):
     """tanh of a float32 (the twin of ``tanh.approx.f32``: exact here, to float32)."""
     return np.float32(math.tanh(float(x)))
+
+
+def ex2_approx_f32(x):
+    """2**x of a float32 (the twin of ``ex2.approx.ftz.f32``: exact here, to float32, its
+    subnormal results flushed to zero as the instruction does)."""
+    with np.errstate(over="ignore"):
+        y = np.exp2(np.float32(x))
+    return np.float32(0.0) if abs(y) < np.finfo(np.float32).tiny else y
+
+
+def rcp_approx_f32(x):
+    """1 / x of a float32 (the twin of ``rcp.approx.ftz.f32``: exact here, to float32)."""
+    with np.errstate(divide="ignore"):
+        return np.float32(np.float32(1.0) / np.float32(x))
 
 
 def syncwarp():

@@ -143,6 +143,24 @@ def test_cute_hopper_refuses_what_it_does_not_run(variant, text):
         kernel_function(v)
 
 
+@pytest.mark.parametrize("tiles_m, tiles_n, nb, group, sk", [
+    (5, 3, 1, 2, 1), (7, 4, 2, 8, 1), (3, 5, 2, 2, 3), (16, 1, 1, 8, 2), (1, 9, 3, 4, 1)])
+def test_tile_decoder_visits_units_in_grouped_order(tiles_m, tiles_n, nb, group, sk):
+    """tile_coords (its Python function) against the order written as loops: K ranges,
+    then matrices, then sweeps of ``group`` tile rows (the last one shorter), column by
+    column, down a sweep's rows."""
+    import numpy as np
+    from gemm.hopper.cute_gemm import tile_decoder
+    want = [(g0 + r, tn, bz, ks) for ks in range(sk) for bz in range(nb)
+            for g0 in range(0, tiles_m, group) for tn in range(tiles_n)
+            for r in range(min(group, tiles_m - g0))]
+    decode = tile_decoder(group, sk > 1).py_func
+    u32 = np.uint32
+    got = [tuple(int(c) for c in decode(u32(u), u32(tiles_m), u32(tiles_n), u32(nb)))
+           for u in range(len(want))]
+    assert got == want
+
+
 def test_matmul_routes_cute_hopper_with_3xtf32():
     from gemm.api import route
     assert route("bfloat16", "bfloat16", "cute_hopper") == ("tensorcore", "cute_hopper")

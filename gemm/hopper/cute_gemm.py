@@ -65,7 +65,7 @@ from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions
 from gemm.hopper.plan import BITS, atom_of, hopper_copies, stage_layout
 
-__all__ = ["kernel_function", "supports"]
+__all__ = ["kernel_function", "supports", "tile_decoder"]
 
 
 def supports(v):
@@ -80,6 +80,26 @@ def supports(v):
     if v.c_columns and v.scale != "none":
         return "FP8 with swapped operands"
     return None
+
+
+def tile_decoder(group, split):
+    """The device function ``tile_coords(tile, tiles_m, tiles_n, NB)``: (row, column, matrix,
+    K range) of work unit ``tile`` (uint32s), the K ranges outermost (``split``: there are
+    ranges), then the ``NB`` matrices, each in grouped order: sweeps of ``group`` tile rows
+    (fewer in the last), each sweep down its rows column after column."""
+    @cuda.jit(device=True, inline="always")
+    def tile_coords(tile, tiles_m, tiles_n, NB):
+        tiles_mn = tiles_m * tiles_n
+        ks = tile // (tiles_mn * NB) if split else np.uint32(0)
+        tile -= ks * (tiles_mn * NB)
+        bz = tile // tiles_mn
+        tp = tile - bz * tiles_mn
+        per_group = np.uint32(group) * tiles_n
+        g0 = tp // per_group * np.uint32(group)
+        gs = min(tiles_m - g0, np.uint32(group))
+        gr = tp - tp // per_group * per_group
+        return g0 + gr % gs, gr // gs, bz, ks
+    return tile_coords
 
 
 def kernel_function(v):
@@ -106,7 +126,6 @@ def kernel_function(v):
     acc_shape = Layout((bm, bn), (bn, 1))           # what a consumer's fragment is shaped by
     block_a, block_c = static((bm, bk)), static((bm, bn))
     tma_store = v.tma_store
-    group = cfg.group_m
     low, high = cfg.registers           # (None: no setmaxnreg, as plain's one warpgroup)
     split_registers = low is not None               # (a bool: numba prunes its branches)
     scale_tensor, promote = v.scale == "tensor", v.promote     # FP8's scales, promotion
@@ -115,21 +134,7 @@ def kernel_function(v):
     releasing = 32 if staged else 128               # consumer threads a release stands for
     split = v.split_k                   # K in ranges (SK of them), each range a work unit
     align = shared_alignment()          # (the descriptors' starts: a base computed once)
-
-    @cuda.jit(device=True, inline="always")
-    def tile_coords(tile, tiles_m, tiles_n, NB):
-        """(row, column, matrix, K range) of work unit ``tile``: the K ranges outermost, then
-        the matrices, each in grouped order."""
-        tiles_mn = tiles_m * tiles_n
-        ks = tile // (tiles_mn * NB) if split else np.uint32(0)
-        tile -= ks * (tiles_mn * NB)
-        bz = tile // tiles_mn
-        tp = tile - bz * tiles_mn
-        per_group = np.uint32(group) * tiles_n
-        g0 = tp // per_group * np.uint32(group)
-        gs = min(tiles_m - g0, np.uint32(group))
-        gr = tp - tp // per_group * per_group
-        return g0 + gr % gs, gr // gs, bz, ks
+    tile_coords = tile_decoder(cfg.group_m, split)
 
     @cuda.jit(device=True, inline="always")
     def operands(raw, at, part, thr):

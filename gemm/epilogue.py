@@ -43,13 +43,13 @@ def in_torch(x, activation):
 
 
 # gelu's fast form (16-bit outs): x * Phi(x), Phi(x) = erfc(a) / 2 for x <= 0 and
-# 1 - erfc(a) / 2 above, a = |x| / sqrt(2); erfc(a) / 2 = t * 2 ** (q(t) - b * b) with t = 1 / (1
-# + a / 2), b = a * sqrt(log2(e)) and q a degree-5 polynomial, its coefficients below (c0
-# first), fitted on a in [0, 10] by weighted least squares in float64 to log2(erfc(a) / t) +
-# b * b - 1. Evaluated in float32, gelu's relative error stays within 3e-5 over [-14, 14]
-# (where 0.5 x (1 + erf(x / sqrt 2)) in float32, torch's form, loses all digits past x = -5),
-# far below a 16-bit out's rounding (2**-11 for float16), in some 15 instructions, two of
-# them MUFU (ex2, rcp), against libdevice's erff's branches.
+# 1 - erfc(a) / 2 above, a = |x| / sqrt(2); erfc(a) / 2 = t * 2 ** (q(t) - b * b) with
+# t = 1 / (1 + a / 2), b = a * sqrt(log2(e)) and q a degree-5 polynomial, its coefficients
+# below (c0 first), fitted on a in [0, 10] by weighted least squares in float64 to
+# log2(erfc(a) / t) + b * b - 1. Evaluated in float32, gelu's relative error stays within
+# 3e-5 over [-13, 13] (tests/test_epilogue.py; 0.5 x (1 + erf(x / sqrt 2)) in float32,
+# torch's form, loses its digits below x = -5), far below a 16-bit out's rounding (2**-11 for
+# float16), with two MUFU instructions (ex2, rcp) and no branch.
 _GELU_Q = (-2.82723428, 1.4686918, 0.367049307, 0.68461176, -1.02319921, 0.330091619)
 _SQRT_HALF_LOG2E = 0.8493218002880191      # sqrt(log2(e) / 2): b = |x| times it
 _HALF_OVER_SQRT_LOG2E = 0.41627730557884884  # t = 1 / (1 + b times it)

@@ -1,13 +1,13 @@
 """gemm.epilogue: the activations' names are checked; their device functions compute in
 float32 (no float64 instruction in the PTX), the tanh form takes ``tanh.approx.f32`` and the
-erf form its fast erfc only when asked (16-bit outs; the latter within 3e-5 of float64), and as
-Python functions they match the float64 definitions of
-tests/activations64.py on values across their range. The epilogue as a second kernel
-(``gemm.epilogue_kernel``, after kernels without one of their own) in numba's simulator (this
-file as a script in a subprocess): ``gemm.matmul(..., bias=, activation=)`` on the SIMT kernel
-(float32), the SM80 tensor-core kernel (bf16 bits) and a batch, row- and column-major outs,
-a bias per column and per row, beta, K = 0, the out poisoned where beta is 0, against
-float64; its PTX without float64 or local memory."""
+erf form its fast erfc only when asked (16-bit outs; the latter within 3e-5 of float64), and
+as Python functions they match the float64 definitions of tests/activations64.py on values
+across their range. The epilogue as a second kernel (``gemm.epilogue_kernel``, after kernels
+without one of their own) in numba's simulator (this file as a script in a subprocess):
+``gemm.matmul(..., bias=, activation=)`` on the SIMT kernel (float32), the SM80 tensor-core
+kernel (bf16 bits) and a batch, row- and column-major outs, a bias per column and per row,
+beta, K = 0, the out poisoned where beta is 0, against float64; its PTX without float64 or
+local memory."""
 
 import json
 import math

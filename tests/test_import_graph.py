@@ -303,9 +303,9 @@ def test_every_import_names_a_module_or_name_that_exists():
     assert not wrong, wrong
 
 
-def _run(code):
+def _run(code, *args):
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=path))
 
 
@@ -371,7 +371,7 @@ others = in_child(all_of_them)
 for m in json.loads(others) if others.startswith("[") else []:
     try:
         importlib.import_module(m)
-    except BaseException:
+    except BaseException:       # (then the children import it, as before)
         pass
 assert not any(ours(m) for m in sys.modules), "another package imported gemm"
 failed = {}
@@ -393,9 +393,7 @@ def test_each_gemm_module_imports_on_its_own():
              and not n.endswith("__main__")
              and (n not in NEEDS or importlib.util.find_spec(NEEDS[n]))]
     assert len(names) > 40
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-c", _FORKED_IMPORTS, *names], capture_output=True,
-                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=path))
+    done = _run(_FORKED_IMPORTS, *names)
     assert done.returncode == 0, done.stderr[-2000:]
     failed = json.loads(done.stdout.strip().splitlines()[-1])
     assert not failed, failed

@@ -12,6 +12,7 @@ ready once the slot is full; otherwise from global memory, whose latency the ste
 
 from types import SimpleNamespace
 
+import numpy as np
 from numba import cuda
 
 from layoutalg import Layout
@@ -21,6 +22,8 @@ from gemm.cute import (axpby, fill, static_groups, static_range, unroll, unrolle
 from gemm.cute.pipeline import advance
 
 __all__ = ["promotion_functions"]
+
+U = np.uint32
 
 
 def _row_slots(mma, bm, bn):
@@ -76,18 +79,20 @@ def promotion_functions(v, mma, issue, release):
     def block_scales(sv, sc, st, k_tiles, k):
         """Into ``sv``: k-tile ``k``'s scales (in slot ``st``), read as the k-tile is issued
         and used a step later: A's 1 x 128 block of each of this thread's rows (``sv[q]``,
-        row slot ``q``), and B's 128 x 128 one (``sv[n_slots]``)."""
+        row slot ``q``), and B's 128 x 128 one (``sv[n_slots]``). The indices are uint32:
+        a signed one (the coordinates' int64) makes numba wrap negative indices around, six
+        instructions a read in the k-loop."""
         SA, SB, SS, tCcC, row0, b_block, M, s_rows, s_b = sc
         if staged:
             at = st[0] * slot_floats
-            sv[n_slots] = SS[s_b + at]
+            sv[n_slots] = SS[U(s_b + at)]
             for q in unroll(slots):
-                sv[q] = SS[s_rows + at + tCcC[_value(q, bn)][0]]
+                sv[q] = SS[U(s_rows + at + tCcC[_value(q, bn)][0])]
         else:
-            sv[n_slots] = SB[b_block * k_tiles + k]
+            sv[n_slots] = SB[U(b_block * k_tiles + k)]
             for q in unroll(slots):
                 r = min(row0 + tCcC[_value(q, bn)][0], M - 1)
-                sv[q] = SA[k * M + r] if scale_a_mn else SA[r * k_tiles + k]
+                sv[q] = SA[U(k * M + r) if scale_a_mn else U(r * k_tiles + k)]
 
     @cuda.jit(device=True, inline="always")
     @unrolled

@@ -40,6 +40,7 @@ from gemm.hopper.plan import atom_of, stage_layout
 __all__ = ["epilogue_functions"]
 
 ONE = static(1)
+U = np.uint32
 _OUT = {"float32": float32, "bfloat16": uint16, "float16": uint16}
 _PAIR = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.uint16}
 _TO_PAIR = {"bfloat16": arch.cvt_rn_bf16x2_f32, "float16": arch.cvt_rn_f16x2_f32}
@@ -162,13 +163,13 @@ def epilogue_functions(v, plan, mma):
         ``row0 + q * 128 + i`` and columns ``col0 + q * 128 + i``, clamped inside)."""
         i = cuda.threadIdx.x % 128
         for q in unroll(loads_m):
-            r = min(row0 + q * 128 + i, M - 1)
+            r = U(min(row0 + q * 128 + i, M - 1))
             if scale_rows:
                 h[q] = SA[r]
             if staged_bias and bias_rows:
                 h[len(loads_m) + len(loads_n) + q] = from_bias(BIAS[r])
         for q in unroll(loads_n):
-            col = min(col0 + q * 128 + i, N - 1)
+            col = U(min(col0 + q * 128 + i, N - 1))
             if scale_rows:
                 h[len(loads_m) + q] = SB[col]
             if staged_bias and not bias_rows:
@@ -181,8 +182,8 @@ def epilogue_functions(v, plan, mma):
         tile are past the last piece's barrier; this tile's wait at the first piece's);
         returns their first float."""
         vec = cuda.shared.array(0, float32, alignment=align)
-        at = arch.shared_offset_of(vec, SWIZZLE_ALIGN) + vec_at + c * vec_floats
-        i = cuda.threadIdx.x % 128
+        at = U(arch.shared_offset_of(vec, SWIZZLE_ALIGN) + vec_at + c * vec_floats)
+        i = U(cuda.threadIdx.x % 128)
         for q in unroll(loads_m):
             if q * 128 + i < bm:
                 if scale_rows:
@@ -229,7 +230,8 @@ def epilogue_functions(v, plan, mma):
         compiled function called at constant indices: numba-inlined at each value it took
         seconds to compile). The pieces of an atom's rows are written out: with the
         activation in it NVVM left that loop rolled, and the accumulators went to local
-        memory."""
+        memory. The vectors' indices are uint32 (signed ones, from the coordinates' int64,
+        make numba wrap negative indices around at each read)."""
         thr_c = get_slice(mma_c, cuda.threadIdx.x % 128)
         tCcP = partition_C(thr_c, make_identity_tensor(piece))     # (row, column) in a piece
         vec = cuda.shared.array(0, float32, alignment=align)
@@ -243,9 +245,9 @@ def epilogue_functions(v, plan, mma):
                     r, col = tCcP[j]
                     i, jj = a * 64 + r, p * chunk + col     # in the tile
                     if scale_rows:
-                        v *= vec[vat + i] * vec[vat + n_sa + jj]
+                        v *= vec[U(vat + i)] * vec[U(vat + n_sa + jj)]
                     if has_bias:
-                        v += vec[vat + n_sa + n_sb + (i if bias_rows else jj)]
+                        v += vec[U(vat + n_sa + n_sb + (i if bias_rows else jj))]
                     x[j] = v
                 if has_act:
                     transform(x, act)
@@ -265,11 +267,11 @@ def epilogue_functions(v, plan, mma):
         ``cin[j]`` (read only where beta is not 0)."""
         x = alpha * acc[j]
         if scale_rows:
-            x *= SA[tCcC[j][0]] * SB[tCcC[j][1]]
+            x *= SA[U(tCcC[j][0])] * SB[U(tCcC[j][1])]
         if beta != 0:
             x += beta * from_out(cin[j])
         if has_bias:
-            x += from_bias(BIAS[tCcC[j][0] if bias_rows else tCcC[j][1]])
+            x += from_bias(BIAS[U(tCcC[j][0] if bias_rows else tCcC[j][1])])
         if has_act:
             x = act(x)
         return x

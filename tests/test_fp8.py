@@ -285,6 +285,8 @@ def test_fp8_kernel_compiles_to_fp8_wgmma_without_local_memory(formats, out, fie
     assert f"wgmma.mma_async.sync.aligned.m64n{cfg.bN}k32.f32.{a}.{b}" in ptx
     bulk = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
     assert (bulk in ptx) == v.stage_scales
+    from test_hopper_cute import sign_extractions
+    assert sign_extractions(ptx) <= 2           # no signed index wrapped around
 
 
 def _dequantized(torch, m, n, k, formats, scales, seed):

@@ -98,6 +98,15 @@ def test_cute_hopper_matches_float64_in_the_simulator(half):
         (seed, ratios)
 
 
+def sign_extractions(ptx):
+    """The 64-bit sign extractions (``shr.s64 x, y, 63``) in ``ptx``: numba's wrap-around of
+    a signed array index, and Python's floor division of a signed integer, each take one or
+    two. The Hopper kernel has one floor division (its warpgroup, ``threadIdx.x // 128``):
+    two; its epilogues' and block scales' indices, unsigned, none (signed, they took 6-32)."""
+    import re
+    return len(re.findall(r"shr\.s64\s+[^,]+,\s*[^,]+,\s*63;", ptx))
+
+
 @pytest.mark.parametrize("dtype, majors, out, tma, fields", [
     ("bfloat16", ("K", "K"), "bfloat16", True, {}),
     ("float16", ("MN", "MN"), "float32", False, {}),
@@ -127,6 +136,7 @@ def test_cute_hopper_compiles_without_local_memory(dtype, majors, out, tma, fiel
     assert ptx.count("wgmma.mma_async") % blocks == 0 < ptx.count("wgmma.mma_async")
     assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx           # TMA loads
     assert ("cp.async.bulk.tensor.3d.global.shared::cta" in ptx) == tma     # TMA stores
+    assert sign_extractions(ptx) <= 2
 
 
 @pytest.mark.parametrize("variant, text", [

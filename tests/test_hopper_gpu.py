@@ -35,15 +35,17 @@ CASES = hc.cases(SEED)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compiled():
+def compiled(tmp_path_factory):
     # One process compiles the cases' variants into the kernel cache on disk, in a pool of
     # up to 16 processes (each holds a CUDA context); pytest-xdist's other workers wait for
     # it under a file lock and then load the cubins. (Each worker compiling them all, one
-    # process each, took minutes under 12 workers.)
+    # process each, took minutes under 12 workers.) The lock lies in this run's temporary
+    # folder (under pytest-xdist, the one above the workers' own), which pytest clears in
+    # later runs.
     import fcntl
-    import tempfile
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())     # this run's
-    stem = os.path.join(tempfile.gettempdir(), f"test_hopper_gpu_{run}")
+    run = tmp_path_factory.getbasetemp()
+    stem = os.path.join(run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run,
+                        "test_hopper_gpu")
     with open(stem + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(stem + ".done"):

@@ -80,8 +80,8 @@ def promotion_functions(v, mma, issue, release):
         """Into ``sv``: k-tile ``k``'s scales (in slot ``st``), read as the k-tile is issued
         and used a step later: A's 1 x 128 block of each of this thread's rows (``sv[q]``,
         row slot ``q``), and B's 128 x 128 one (``sv[n_slots]``). The indices are uint32:
-        a signed one (the coordinates' int64) makes numba wrap negative indices around, six
-        instructions a read in the k-loop."""
+        a signed one (the coordinates' int64) makes numba wrap negative indices around, its
+        arithmetic at each read in the k-loop."""
         SA, SB, SS, tCcC, row0, b_block, M, s_rows, s_b = sc
         if staged:
             at = st[0] * slot_floats

@@ -24,7 +24,8 @@ N) and their strides, batch strides, the batch count and the k-tiles per split-K
 import numpy as np
 from numba import cuda, float32, int32
 
-from layoutalg import Layout, make_tiled_copy, make_tiled_mma
+from layoutalg import Layout, UniversalCopy, make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B
+from layoutalg import make_tiled_mma
 from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS
 from layoutalg.atom.mma import UniversalFMA
 from gemm.arch import cp_async_wait_all
@@ -64,14 +65,31 @@ def kernel_function(cfg, a_unit, b_unit, vec_a, vec_b):
                 copy_vector(cfg, b_unit, cfg.bN, vec_b))
 
 
+def tiled_mma(cfg):
+    """The tiled UniversalFMA over ``cfg.mma_threads``; with ``vector_mn`` v > 1 permuted so
+    that each thread holds runs of v consecutive rows of M (and of N): thread i's first
+    rows are v i .. v i + v - 1 (CuTe's PermutationMNK ``(tm, v):(v, 1)``)."""
+    tm, tn = cfg.mma_threads
+    v = cfg.vector_mn
+    perm = None if v == 1 else (Layout((tm, v), (v, 1)), Layout((tn, v), (v, 1)), None)
+    return make_tiled_mma(UniversalFMA(np.float32), Layout((tm, tn)), perm)
+
+
 def _parts(cfg, a_unit, b_unit, vec_a, vec_b):
-    """The static pieces both kernels use."""
-    threads = cfg.threads
+    """The static pieces both kernels use. The shared -> register copies read a thread's
+    runs of ``vector_mn`` values with one vector load each where the shared tiles' columns
+    keep them aligned (``bM + pad`` a multiple of it), else value by value."""
+    threads, v = cfg.threads, cfg.vector_mn
+    mma = tiled_mma(cfg)
+    per_a = v if (cfg.bM + cfg.pad) % v == 0 else 1
+    per_b = v if (cfg.bN + cfg.pad) % v == 0 else 1
     return dict(
         tiles=_block_tiles(cfg, a_unit == 0, b_unit == 0),
         copy_a=tiled_copy(a_unit, cfg.bM, cfg.bK, vec_a, threads),
         copy_b=tiled_copy(b_unit, cfg.bN, cfg.bK, vec_b, threads),
-        mma=make_tiled_mma(UniversalFMA(np.float32), Layout(cfg.mma_threads)),
+        mma=mma,
+        s2r_a=make_tiled_copy_A(UniversalCopy(32 * per_a, np.float32), mma),
+        s2r_b=make_tiled_copy_B(UniversalCopy(32 * per_b, np.float32), mma),
         groups_a=static_range(cfg.bM * cfg.bK // threads // vec_a),     # copies per thread
         groups_b=static_range(cfg.bN * cfg.bK // threads // vec_b))
 
@@ -109,6 +127,7 @@ def _prefetch(cfg, a_unit, b_unit, vec_a, vec_b):
     SA_LAYOUT = Layout((cfg.bM, cfg.bK), (1, cfg.bM + cfg.pad))
     SB_LAYOUT = Layout((cfg.bN, cfg.bK), (1, cfg.bN + cfg.pad))
     COPY_A, COPY_B, MMA_C, TILES = p["copy_a"], p["copy_b"], p["mma"], p["tiles"]
+    S2R_A, S2R_B = p["s2r_a"], p["s2r_b"]
     GROUPS_A, GROUPS_B = p["groups_a"], p["groups_b"]
     VEC_A, VEC_B = vec_a, vec_b
 
@@ -167,8 +186,8 @@ def _prefetch(cfg, a_unit, b_unit, vec_a, vec_b):
             cuda.syncthreads()
 
             # Copy from smem to rmem
-            copy(tCsA, tCrA)
-            copy(tCsB, tCrB)
+            copy(S2R_A, tCsA, tCrA)
+            copy(S2R_B, tCsB, tCrB)
             cuda.syncthreads()
 
             if k + U(1) < k_tile_max:
@@ -199,6 +218,7 @@ def _double_buffer(cfg, a_unit, b_unit, vec_a, vec_b):
     SA_LAYOUT = Layout((bM, bK, 2), (1, bM + pad, (bM + pad) * bK))
     SB_LAYOUT = Layout((bN, bK, 2), (1, bN + pad, (bN + pad) * bK))
     COPY_A, COPY_B, MMA_C, TILES = p["copy_a"], p["copy_b"], p["mma"], p["tiles"]
+    S2R_A, S2R_B = p["s2r_a"], p["s2r_b"]
     GROUPS_A, GROUPS_B = p["groups_a"], p["groups_b"]
     VEC_A, VEC_B = vec_a, vec_b
     K_BLOCK_MAX = bK                        # the k-blocks of a tile (UniversalFMA: K 1 each)
@@ -259,8 +279,8 @@ def _double_buffer(cfg, a_unit, b_unit, vec_a, vec_b):
         smem_write = 1
         tCsA_p = tCsA[None, None, None, smem_read]
         tCsB_p = tCsB[None, None, None, smem_read]
-        copy(tCsA_p[None, None, 0], tCrA[None, None, 0])
-        copy(tCsB_p[None, None, 0], tCrB[None, None, 0])
+        copy(S2R_A, tCsA_p[None, None, 0], tCrA[None, None, 0])
+        copy(S2R_B, tCsB_p[None, None, 0], tCrB[None, None, 0])
 
         k_tile = k0
         while k_tile < k_tile_max:
@@ -273,8 +293,8 @@ def _double_buffer(cfg, a_unit, b_unit, vec_a, vec_b):
                     tCsB_p = tCsB[None, None, None, smem_read]
                     k_block_next = 0
 
-                copy(tCsA_p[None, None, k_block_next], tCrA[None, None, k_block_next])
-                copy(tCsB_p[None, None, k_block_next], tCrB[None, None, k_block_next])
+                copy(S2R_A, tCsA_p[None, None, k_block_next], tCrA[None, None, k_block_next])
+                copy(S2R_B, tCsB_p[None, None, k_block_next], tCrB[None, None, k_block_next])
 
                 if k_block == 0 and k_tile + U(1) < k_tile_max:
                     for r in unroll(GROUPS_A):

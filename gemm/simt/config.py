@@ -27,7 +27,7 @@ class SimtConfig:
     second kernel (gemm.splitk); the kernel takes the ranges at run time, so this field does
     not change what is compiled. ``cute``: the kernel written with gemm.cute
     (:mod:`gemm.cute_kernels`, the seed's kernels in CuTe's vocabulary) instead of the
-    generated one; it takes ``vector_mn`` 1 only.
+    generated one.
     """
 
     bM: int = 128
@@ -47,8 +47,6 @@ class SimtConfig:
             raise ValueError(f"split_k must be an int in 1..{MAX_SPLIT_K}, not {self.split_k!r}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, not {self.pipeline!r}")
-        if self.cute and self.vector_mn != 1:
-            raise ValueError(f"the gemm.cute kernels take vector_mn=1, not {self.vector_mn}")
         if self.pad is None:
             object.__setattr__(self, "pad", 1 if self.pipeline == "prefetch" else 2)
         tm, tn = self.mma_threads

@@ -24,8 +24,8 @@ N) and their strides, batch strides, the batch count and the k-tiles per split-K
 import numpy as np
 from numba import cuda, float32, int32
 
-from layoutalg import Layout, UniversalCopy, make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B
-from layoutalg import make_tiled_mma
+from layoutalg import (Layout, UniversalCopy, make_tiled_copy, make_tiled_copy_A,
+                       make_tiled_copy_B, make_tiled_mma)
 from layoutalg.atom.copy import SM80_CP_ASYNC_CACHEALWAYS
 from layoutalg.atom.mma import UniversalFMA
 from gemm.arch import cp_async_wait_all

@@ -107,12 +107,12 @@ def row(shape, reps):
     fns = {"bf16 torch addmm_act": lambda: torch._addmm_activation(b, x, w.T, use_gelu=True),
            "bf16 torch mm": lambda: torch.mm(x, w.T),
            "bf16 gelu default": lambda: gemm.matmul(x, w.T, bias=b, activation="gelu_tanh"),
-           "bf16 plain cute default": lambda: gemm.matmul(x, w.T, kernel="cute_hopper"),
-           "bf16 plain generated": lambda: gemm.matmul(x, w.T)}
+           "bf16 plain rules": lambda: gemm.matmul(x, w.T, kernel="hopper"),
+           "bf16 plain default": lambda: gemm.matmul(x, w.T)}
     for name, cfg in BF16.items():
         fns[f"bf16 gelu {name}"] = lambda cfg=cfg: hopper_matmul(
             x, w.T, config=cfg, bias=b, activation="gelu_tanh", out_dtype="bfloat16")
-        fns[f"bf16 plain cute {name}"] = lambda cfg=cfg: hopper_matmul(
+        fns[f"bf16 plain {name}"] = lambda cfg=cfg: hopper_matmul(
             x, w.T, config=cfg, out_dtype="bfloat16")
     for kind, (sa, sb) in (("rows", rows), ("tensor", tensor)):
         fns[f"fp8 {kind} torch fast"] = lambda sa=sa, sb=sb: torch._scaled_mm(

@@ -41,8 +41,16 @@ def atom_of(v, n):
 
 
 def stage_layout(major, rows, bk, bits):
-    """One operand's block of a ring slot: (rows, bk) tiled with the 128-byte-swizzle atom."""
-    return tile_to_shape(gmma_layout_atom(major, SWIZZLE, bits), (rows, bk))
+    """One operand's block of a ring slot: (rows, bk) tiled with the 128-byte-swizzle atom,
+    the atoms of an MN-major block K first, so that each 128-byte column of rows is one
+    TMA box of ``bk`` rows (MN first, each box would be the atom's 8 rows: ``bk / 8`` times
+    as many copies).
+
+    >>> print(stage_layout("MN", 128, 64, 16))
+    Sw<3,3,3> o 0 o ((64,2),64):((1,4096),64)
+    """
+    order = (2, 1) if major == "MN" else None
+    return tile_to_shape(gmma_layout_atom(major, SWIZZLE, bits), (rows, bk), order)
 
 
 def tma_copy(major, rows, bk, bits):

@@ -47,6 +47,15 @@ def _err(c, a, b, tol, alpha=1.0, beta=0.0, c0=None):
     return float(torch.nan_to_num(err, nan=float("inf")).max())
 
 
+@pytest.fixture(autouse=True)
+def _settled_plans():
+    """Kept plans are forgotten when the autotune cache's file changes
+    (``gemm.call.plan.watch``), which is also what an earlier test's monkeypatched
+    ``GEMM_AUTOTUNE_CACHE`` looks like once it is undone; the watch is asked at most once a
+    second, so that could fall in the middle of a test here. Ask it now."""
+    callplan._look()
+
+
 class _Counted:
     """api._matmul with a count of the calls that entered it."""
 

@@ -49,9 +49,10 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_conf
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),
-    "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2),
+    "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2,
+                             cute=True),
     "small_m": simt.SimtConfig(bM=32, bN=128, bK=8, mma_threads=(8, 16), pipeline="prefetch",
-                               vector_mn=4, pad=4, min_blocks=4),
+                               vector_mn=4, pad=4, min_blocks=4, cute=True),
     "cute_prefetch": simt.SimtConfig(pipeline="prefetch", cute=True),
     "cute_double_buffer": simt.SimtConfig(pipeline="double_buffer", cute=True),
 }

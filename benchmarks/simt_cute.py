@@ -1,5 +1,6 @@
 """The SIMT kernels gemm.matmul runs for float32 ("tuned", its default, and "small_m", for
-calls of few rows; both with runs of 4 rows a thread, ``vector_mn=4``) written with
+calls of few rows; both with runs of 4 rows a thread, ``vector_mn=4``; and the seed's two,
+"prefetch" and "double_buffer", named kernels) written with
 gemm.cute (``SimtConfig(cute=True)``, the defaults since 487616b) beside the same configs
 generated as source text (``cute=False``), in one process (issue 34).
 
@@ -31,7 +32,10 @@ from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 
 SHAPES = {"tuned": [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
                     (4095, 4097, 1000), (8192, 8192, 1024)],
-          "small_m": [(16, 16384, 4096), (32, 4096, 4096), (64, 8192, 4096)]}
+          "small_m": [(16, 16384, 4096), (32, 4096, 4096), (64, 8192, 4096)],
+          # the seed's two pipelines, MoYe's 128 x 128 x 8 configs (named kernels)
+          "prefetch": [(1024, 1024, 1024), (2048, 2048, 2048), (4095, 4097, 1000)],
+          "double_buffer": [(1024, 1024, 1024), (2048, 2048, 2048), (4095, 4097, 1000)]}
 # (kernel, M x N x K, what else): column-major operands, a batch, split-K (named in the
 # config: a named kernel's call keeps its config's split_k)
 MORE = [("tuned", (2048, 2048, 2048), dict(a_col=True)),

@@ -46,6 +46,8 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_conf
 # "small_m": 32-row tiles for calls of at most SMALL_M rows (the prefetch pipeline allows
 # bM != bN), which an unnamed call of so few rows gets (benchmarks/RESULTS.md, "fp32 with
 # few rows": faster than the 128-row tile there).
+# The two an unnamed call takes, "tuned" and "small_m", are written with gemm.cute
+# (gemm.cute_kernels); the seed's two are still generated as source text (gemm.simt.gen).
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),

@@ -2,11 +2,14 @@
 
 wgmma reads tf32 operands K-major only, so ``gemm.matmul``'s float32 default copies a
 row-major (K, N) B into a column-major workspace first, where the product is long enough to
-pay for the copy (``gemm.api.X3_COPY_ROWS``). The kernel moves 32 x 32 tiles through shared
-memory (a padded row, so that the column reads meet no bank conflicts): coalesced 128-byte
-reads of B's rows, coalesced writes of the copy's columns. Kept as a cubin file and launched
-through the driver (:mod:`gemm.call`); in numba's simulator its twin runs. ``gemm.api``
-imports this module when a call first copies (it imports numba).
+pay for the copy (``gemm.api.X3_COPY_ROWS``). The kernel, written with :mod:`gemm.cute`,
+moves 32 x 32 tiles through shared memory: a tiled copy whose consecutive threads run along
+the source's rows (coalesced 128-byte reads) into a tile of padded rows, then one whose
+consecutive threads run along the tile's columns (coalesced writes of the copy's columns;
+the padding puts a column's 32 values in 32 banks). Values outside the matrix are neither
+read nor written (``copy_if``). Kept as a cubin file and launched through the driver
+(:mod:`gemm.call`); in numba's simulator its twin runs. ``gemm.api`` imports this module
+when a call first copies (it imports numba).
 
 >>> grid((4096, 1000))
 (32, 128, 1)
@@ -18,40 +21,69 @@ from functools import lru_cache
 from typing import Any, Tuple
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
+
+from layoutalg import Layout, UniversalCopy, make_tiled_copy
+from gemm.cute import (copy_if, elem_less, get_slice, local_tile, make_fragment_like,
+                       make_identity_tensor, make_layout, make_shared_tensor, make_tensor,
+                       partition_D, partition_S, static, static_range, unroll, unrolled)
 
 from .call.launch import compiled_launcher
 
 __all__ = ["column_major_copy", "grid", "BLOCK", "MAX_ELEMENTS"]
 
 TILE = 32
-PADDED = TILE + 1               # a tile's row in shared memory: the columns' reads hit every bank
-BLOCK = (TILE, 8, 1)            # each thread moves TILE / 8 elements of a tile
-MAX_ELEMENTS = 2 ** 32 - 1      # the kernel's uint32 indices
+THREADS = 256
+BLOCK = (THREADS, 1, 1)
+MAX_ELEMENTS = 2 ** 32 - 1      # gemm.cute's uint32 offsets
 SIGNATURE = "void(float32[::1], float32[::1], uint32, uint32, uint32)"
 U = np.uint32
+ONE = static(1)
+BLOCK_TILE = static((TILE, TILE))
+# the shared tile: (row, column) at row * 33 + column
+SHARED = Layout((TILE, TILE), (TILE + 1, 1))
+ATOM = UniversalCopy(32, np.float32)
+# reads: thread t at column t % 32 of row t // 32 (and 8, 16, 24 rows below)
+READ = make_tiled_copy(ATOM, Layout((THREADS // TILE, TILE), (TILE, 1)), Layout((1, 1)))
+# writes: thread t at row t % 32 of column t // 32 (and 8, 16, 24 columns right)
+WRITE = make_tiled_copy(ATOM, Layout((TILE, THREADS // TILE), (1, TILE)), Layout((1, 1)))
+GROUPS = static_range(TILE * TILE // THREADS)           # a thread's values of a tile
 
 
+@unrolled
 def _kernel(S, D, R, C, lds):
-    """D[c * R + r] = S[r * lds + c]: the (R, C) row-major matrix S, R x C column-major in D."""
-    tile = cuda.shared.array((TILE, PADDED), float32)
-    c0 = U(cuda.blockIdx.x) * U(TILE)
-    r0 = U(cuda.blockIdx.y) * U(TILE)
-    tx, ty = U(cuda.threadIdx.x), U(cuda.threadIdx.y)
-    for j in range(0, TILE, 8):
-        r, c = r0 + ty + U(j), c0 + tx
-        if r < R and c < C:
-            tile[ty + U(j), tx] = S[r * lds + c]
+    """D = S^T as a copy: the (R, C) row-major matrix S (leading dimension lds) into D,
+    (R, C) column-major (element (r, c) at c * R + r)."""
+    bx, by, t = U(cuda.blockIdx.x), U(cuda.blockIdx.y), U(cuda.threadIdx.x)
+    tile = make_shared_tensor(float32, SHARED)                       # (32, 32)
+    gS = local_tile(make_tensor(S, make_layout((R, C), (lds, ONE))), BLOCK_TILE, (by, bx))
+    gD = local_tile(make_tensor(D, make_layout((R, C), (ONE, R))), BLOCK_TILE, (by, bx))
+    cT = local_tile(make_identity_tensor((R, C)), BLOCK_TILE, (by, bx))
+
+    read = get_slice(READ, t)
+    tSgS = partition_S(read, gS)                                     # (CPY, CPY_R, CPY_C)
+    tSsT = partition_D(read, tile)
+    tScT = partition_S(read, cT)
+    tSp = make_fragment_like(tSsT[0, None, None], int32)             # (CPY_R, CPY_C)
+    for r in unroll(GROUPS):
+        tSp[r] = elem_less(tScT[r], (R, C))
+    copy_if(READ, tSp, tSgS, tSsT)
     cuda.syncthreads()
-    for j in range(0, TILE, 8):
-        r, c = r0 + tx, c0 + ty + U(j)
-        if r < R and c < C:
-            D[c * R + r] = tile[tx, ty + U(j)]
+
+    write = get_slice(WRITE, t)
+    tDsT = partition_S(write, tile)                                  # (CPY, CPY_R, CPY_C)
+    tDgD = partition_D(write, gD)
+    tDcT = partition_D(write, cT)
+    tDp = make_fragment_like(tDsT[0, None, None], int32)
+    for r in unroll(GROUPS):
+        tDp[r] = elem_less(tDcT[r], (R, C))
+    copy_if(WRITE, tDp, tDsT, tDgD)
 
 
 @lru_cache(maxsize=None)
 def _launcher():
-    return compiled_launcher("transpose", TILE, _kernel, SIGNATURE, (4, 4), ("uint32",) * 3)
+    return compiled_launcher("transpose", (TILE, THREADS), _kernel, SIGNATURE, (4, 4),
+                             ("uint32",) * 3)
 
 
 def grid(shape: Tuple[int, int]) -> Tuple[int, int, int]:

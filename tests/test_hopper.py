@@ -83,8 +83,8 @@ def test_tma_boxes(dtype, a_major, b_major):
     assert p.copy_x.swizzle == p.copy_y.swizzle == p.copy_c.swizzle == 128
     assert p.copy_c.bytes == 64 * 128                   # a piece of C: 64 rows of 128 bytes
     # one box per 128 bytes of rows (K-major) or of columns (MN-major), each bK deep: an
-    # MN-major block tiled MN first took one box per 8 rows of K, 8 times as many copies,
-    # and ran at 0.64-0.71x cuBLAS (H200, 2026-11-29)
+    # MN-major block tiled MN first takes one box per 8 rows of K, bK / 8 times as many
+    # copies (benchmarks/RESULTS.md, "The plain `a @ b`")
     for copy, rows, major in ((p.copy_x, cfg.tile_m, a_major), (p.copy_y, cfg.bN, b_major)):
         columns = rows * BITS[dtype] // 8 // 128 if major == "MN" else 1
         assert len(copy.boxes) == columns, (major, copy.boxes)

@@ -67,7 +67,12 @@ def swizzle_period(sw: Swizzle) -> int:
 
 def size(x: Any) -> int:
     """The number of coordinates of a layout or a tensor (a constant in a kernel)."""
-    return int(product(x.shape))
+    return _size_of(x.shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _size_of(shape):
+    return int(product(shape))
 
 
 def cosize(x: Any) -> int:
@@ -485,6 +490,18 @@ def _fma_arrays(C, A, B, m, n, k):
     product and sum rounded to the elements' type, as element by element): False where a
     fragment has no numpy storage, an element lies outside it, or C's elements alias (the
     element-by-element loop then runs, and says which)."""
+    if type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
+        plan = _fma_plan(C.layout, A.layout, B.layout, m, n, k)
+        views = [x.engine.array[x.engine.offset:] for x in (C, A, B)]
+        if plan is not None and all(
+                x.engine.offset >= 0 and top < view.size
+                for x, view, top in zip((C, A, B), views, plan[3])):
+            (ca, aa, ba), (ci, ai, bi) = views, plan[:3]
+            a, b, c = aa[ai], ba[bi], ca[ci]
+            for kk in range(k):
+                c = c + np.multiply.outer(a[:, kk], b[:, kk])
+            ca[ci] = c
+            return True
     got = []
     for x, rows, cols in ((C, m, n), (A, m, k), (B, n, k)):
         try:
@@ -502,6 +519,26 @@ def _fma_arrays(C, A, B, m, n, k):
         c = c + np.multiply.outer(a[:, kk], b[:, kk])
     ca[ci] = c
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _fma_plan(c, a, b, m, n, k):
+    """For fragments of layouts ``c``, ``a``, ``b`` over plain arrays: their elements'
+    offsets as (M, N), (M, K) and (N, K) index arrays and each one's largest offset; None
+    where an offset is negative or C's elements alias (remembered per layouts: a kernel's
+    fragments keep theirs)."""
+    idx = []
+    for lay, rows, cols in ((c, m, n), (a, m, k), (b, n, k)):
+        try:
+            off = _tensor.layout_offsets(lay)
+        except Exception:      # noqa: BLE001  (no offsets: the general path says why)
+            return None
+        if off.ndim != 1 or off.size != rows * cols or off.size and off.min() < 0:
+            return None
+        idx.append(off.reshape(cols, rows).T)               # colexicographic: (rows, cols)
+    if not _distinct_offsets(c):
+        return None
+    return (*idx, tuple(int(x.max()) if x.size else -1 for x in idx))
 
 
 def _distinct(t):
@@ -578,14 +615,18 @@ def mma_crd(x: Any, v: int, j: int, kk: int) -> tuple:
 def _fma_shapes(C, A, B):
     """(M, N, K) of UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K), or A (1, M)
     and B (1, N) (K = 1); ValueError otherwise."""
-    c, a, b = ([int(product(s)) for s in x.shape] for x in (C, A, B))
+    return _fma_shapes_of(C.shape, A.shape, B.shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fma_shapes_of(C, A, B):
+    c, a, b = ([int(product(s)) for s in x] for x in (C, A, B))
     if len(a) == len(b) == 2:
         a, b = a + [1], b + [1]
     if len(c) != 3 or len(a) != 3 or len(b) != 3 or c[0] != 1 or a[0] != 1 or b[0] != 1 \
             or a[1] != c[1] or b[1] != c[2] or a[2] != b[2]:
         raise ValueError(f"gemm: UniversalFMA fragments C (1, M, N), A (1, M, K), B (1, N, K) "
-                         f"(or A (1, M), B (1, N)) expected, got {C.shape}, {A.shape}, "
-                         f"{B.shape}")
+                         f"(or A (1, M), B (1, N)) expected, got {C}, {A}, {B}")
     return c[1], c[2], a[2]
 
 

@@ -8,10 +8,12 @@ The two pipelines of the MoYe.jl "Pipelining" page:
   k-blocks: while k-block ``kb`` is multiplied, ``kb + 1`` is loaded from shared memory, and
   the next k-tile streams into the other shared buffer.
 
-The kernels are generated from layoutalg's tiled copies and tiled MMAs by
-:mod:`gemm.simt.gen` and compiled by numba only when a variant is first needed: a process that
-finds the variant's compiled kernel on disk (:func:`simt_binary`) imports neither the
-generator, sympy nor numba (``simt_source`` is reachable from here too). The configuration
+A ``SimtConfig(cute=True)`` (gemm.matmul's defaults, "tuned" and "small_m") is the kernel
+written with :mod:`gemm.cute` (:mod:`gemm.cute_kernels`); otherwise the kernel is generated
+from layoutalg's tiled copies and tiled MMAs by :mod:`gemm.simt.gen`. Either is compiled by
+numba only when a variant is first needed: a process that finds the variant's compiled
+kernel on disk (:func:`simt_binary`) imports neither gemm.cute, the generator, sympy nor
+numba (``simt_source`` is reachable from here too). The configuration
 (:class:`SimtConfig`, :func:`copy_vector`) is defined in :mod:`gemm.simt.config`, below the
 generators that read it.
 """

@@ -21,6 +21,7 @@ import numpy as np
 
 from layoutalg import Layout
 from layoutalg import tensor as _tensor
+from layoutalg.errors import LayoutError
 from gemm import arch
 from gemm._env import simulator_active
 from gemm.cute._gmma import array_at, is_gmma, wgmma_gemm
@@ -531,7 +532,7 @@ def _fma_plan(c, a, b, m, n, k):
     for lay, rows, cols in ((c, m, n), (a, m, k), (b, n, k)):
         try:
             off = _tensor.layout_offsets(lay)
-        except Exception:      # noqa: BLE001  (no offsets: the general path says why)
+        except (LayoutError, TypeError, ValueError):    # the general path says why
             return None
         if off.ndim != 1 or off.size != rows * cols or off.size and off.min() < 0:
             return None

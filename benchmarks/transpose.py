@@ -6,10 +6,10 @@ gemm.cute) beside torch's copy of a transposed view into a contiguous tensor, in
 
 float32 (R, C) row-major sources (one with a padded leading dimension), copied column-major:
 ``column_major_copy``'s bound launch (made once, as gemm.matmul's kept plan keeps it) on
-torch's current stream, and ``dst.copy_(src.T)`` for
-a (C, R) contiguous ``dst``; every rep times both in turn (benchmarks/timing.py's
-``timed_together``, median of R), each result first checked equal to torch's bit for bit.
-Prints us a copy, GB/s (read + written) and torch / ours.
+torch's current stream, and ``dst.copy_(src.T)`` for a (C, R) contiguous ``dst``; every rep
+times both in turn (benchmarks/timing.py's ``timed_together``, median of R), each result
+first checked equal to torch's bit for bit. Prints us a copy, GB/s (read + written) and
+torch / ours.
 """
 
 import json

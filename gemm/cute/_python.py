@@ -491,35 +491,40 @@ def _fma_arrays(C, A, B, m, n, k):
     product and sum rounded to the elements' type, as element by element): False where a
     fragment has no numpy storage, an element lies outside it, or C's elements alias (the
     element-by-element loop then runs, and says which)."""
+    got = _fma_indices(C, A, B, m, n, k)
+    if got is None:
+        return False
+    (ca, ci), (aa, ai), (ba, bi) = got
+    a, b, c = aa[ai], ba[bi], ca[ci]
+    for kk in range(k):
+        c = c + np.multiply.outer(a[:, kk], b[:, kk])
+    ca[ci] = c
+    return True
+
+
+def _fma_indices(C, A, B, m, n, k):
+    """((array, indices) of C as (M, N), of A as (M, K), of B as (N, K)), or None (see
+    :func:`_fma_arrays`). Fragments over plain arrays take their indices from
+    :func:`_fma_plan`, remembered per layouts; others work them out."""
     if type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
         plan = _fma_plan(C.layout, A.layout, B.layout, m, n, k)
         views = [x.engine.array[x.engine.offset:] for x in (C, A, B)]
         if plan is not None and all(
                 x.engine.offset >= 0 and top < view.size
                 for x, view, top in zip((C, A, B), views, plan[3])):
-            (ca, aa, ba), (ci, ai, bi) = views, plan[:3]
-            a, b, c = aa[ai], ba[bi], ca[ci]
-            for kk in range(k):
-                c = c + np.multiply.outer(a[:, kk], b[:, kk])
-            ca[ci] = c
-            return True
+            return list(zip(views, plan[:3]))
     got = []
     for x, rows, cols in ((C, m, n), (A, m, k), (B, n, k)):
         try:
             arr, idx = x.offsets()
         except (TypeError, AttributeError):
-            return False
+            return None
         if idx.size != rows * cols or idx.min() < 0 or idx.max() >= arr.size:
-            return False
+            return None
         got.append((arr, idx.reshape(cols, rows).T))      # colexicographic: (rows, cols)
-    (ca, ci), (aa, ai), (ba, bi) = got
     if not _distinct(C):                    # C's elements aliased: sums in order, one by one
-        return False
-    a, b, c = aa[ai], ba[bi], ca[ci]
-    for kk in range(k):
-        c = c + np.multiply.outer(a[:, kk], b[:, kk])
-    ca[ci] = c
-    return True
+        return None
+    return got
 
 
 @functools.lru_cache(maxsize=1024)

@@ -10,8 +10,9 @@ Eager calls without an out, float32, row-major A and B (then column-major ones, 
 split-K, :data:`MORE`): ``gemm.matmul(a, b, kernel=replace(cfg, cute=False))`` and
 ``kernel=replace(cfg, cute=True)``, median of R loops between CUDA events, every rep
 timing both in turn (benchmarks/timing.py's ``timed_together``); each result first checked
-against float64 (max |out - ref| / max |ref|). Prints a row a shape and the geometric mean of
-generated / gemm.cute (above 1: gemm.cute faster) with its lowest.
+against float64 (max |out - ref| / max |ref|). Prints a row a case, then the geometric mean
+of generated / gemm.cute (above 1: gemm.cute faster) with its lowest, per kernel and over
+all.
 """
 
 import json
@@ -84,6 +85,10 @@ def main():
         print(f"{name:>8} {m}x{n}x{k} {label}: generated {t['generated'] * 1000:9.1f}  cute "
               f"{t['cute'] * 1000:9.1f}  {r:.3f}x  (errors {errors['generated']:.1e}, "
               f"{errors['cute']:.1e})", flush=True)
+    for name in SHAPES:                                 # per family, then all of them
+        mine = [row["generated"] / row["cute"] for row in rows if row["kernel"] == name]
+        print(f"{name}: generated / gemm.cute {geometric_mean(mine):.3f}x (geometric mean "
+              f"of {len(mine)}), lowest {min(mine):.3f}")
     print(f"generated / gemm.cute: {geometric_mean(ratios):.3f}x (geometric mean), "
           f"{min(ratios):.3f}-{max(ratios):.3f}")
     if args.json:

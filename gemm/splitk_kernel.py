@@ -3,12 +3,14 @@
 (deterministic). The partials are float32 (split-K's) or of a 16-bit type (the reduce-scatter
 of :mod:`gemm.collective.reduce_scatter`).
 
-Thread i takes columns col .. col + VEC - 1 of one row (those below N): VEC loads in flight per
-K range, two ranges a turn, each sum still taken in the ranges' order; the row's last columns,
-fewer than VEC, one at a time. One variant per out type and partials' type (float32, or
-bfloat16 / float16 bits), kept as a cubin file and launched through the driver
-(:mod:`gemm.call`); in numba's simulator its twin runs. Imported when a split call first
-reduces (it imports numba).
+Written with :mod:`gemm.cute`: each product's partials are an (M, N) tensor per K range and
+its out an (M, N) tensor, all of run-time extents and strides; thread i takes a (1, VEC)
+tile of them (VEC consecutive columns of one row), sums its K ranges into a register
+fragment, two ranges a turn (VEC loads of each in flight, each sum still taken in the
+ranges' order), and writes it; a row's last columns, fewer than VEC, one at a time. One
+variant per out type and partials' type (float32, or bfloat16 / float16 bits), kept as a
+cubin file and launched through the driver (:mod:`gemm.call`); in numba's simulator its twin
+runs. Imported when a split call first reduces (it imports numba).
 """
 
 from functools import lru_cache
@@ -17,15 +19,20 @@ import numpy as np
 from numba import cuda, float32
 
 from gemm.call.launch import compiled_launcher
+from gemm.cute import (fill, local_tile, make_fragment_like, make_layout, make_tensor,
+                       static, static_range, unroll, unrolled)
 from gemm.dtypes import STORAGE
 from gemm.epilogue_kernel import conversions
 
 __all__ = ["THREADS", "VEC", "SCALARS", "launcher"]
 
 THREADS = 256
-VEC = 4             # consecutive columns of one row per thread (its a0 .. a3)
+VEC = 4             # consecutive columns of one row per thread
 SCALARS = ("uint32",) * 8 + ("float32",) * 2
 U = np.uint32
+ONE = static(1)
+RUN = static((1, VEC))              # a thread's tile of a partial and of the out
+COLUMNS = static_range(VEC)
 
 
 def _reduce_function(out_dtype, part_dtype):
@@ -35,13 +42,7 @@ def _reduce_function(out_dtype, part_dtype):
     store, load = conversions(out_dtype)
     part = conversions(part_dtype)[1]
 
-    @cuda.jit(device=True, inline="always")
-    def finish(C, g, acc, alpha, beta):
-        v = alpha * acc
-        if beta != float32(0):
-            v += beta * load(C[g])
-        C[g] = store(v)
-
+    @unrolled
     def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
         i = U(cuda.blockIdx.x) * U(THREADS) + U(cuda.threadIdx.x)
         nq = (N + U(VEC - 1)) // U(VEC)
@@ -49,43 +50,46 @@ def _reduce_function(out_dtype, part_dtype):
         if i >= NB * mq:
             return
         z = i // mq
-        r = i - z * mq
-        row = r // nq
-        col = (r - row * nq) * U(VEC)
-        w = (z * M + row) * ldw + col
-        step = NB * M * ldw
-        g = z * sCb + row * ldc + col * cs
+        row = (i - z * mq) // nq
+        q = i - z * mq - row * nq                   # this thread's (1, VEC) tile: (row, q)
+        step = NB * M * ldw                         # from one K range's partials to the next
+        partials = make_layout((M, N), (ldw, ONE))
+        gC = local_tile(make_tensor(C, make_layout((M, N), (ldc, cs)), z * sCb), RUN,
+                        (row, q))                                       # (1, VEC)
+        acc = make_fragment_like(gC, float32)                           # (1, VEC)
+        fill(acc, 0)
+        col = q * U(VEC)
         if col + U(VEC) <= N:
-            a0 = a1 = a2 = a3 = float32(0)
             s = U(0)
-            while s + U(1) < S:
-                p = w + s * step
-                q = p + step
-                x0, x1 = part(W[p]), part(W[p + U(1)])
-                x2, x3 = part(W[p + U(2)]), part(W[p + U(3)])
-                y0, y1 = part(W[q]), part(W[q + U(1)])
-                y2, y3 = part(W[q + U(2)]), part(W[q + U(3)])
-                a0 = (a0 + x0) + y0
-                a1 = (a1 + x1) + y1
-                a2 = (a2 + x2) + y2
-                a3 = (a3 + x3) + y3
+            while s + U(1) < S:                     # two K ranges a turn, added in order
+                gX = local_tile(make_tensor(W, partials, (s * NB + z) * M * ldw), RUN,
+                                (row, q))
+                gY = local_tile(make_tensor(W, partials, (s * NB + z) * M * ldw + step),
+                                RUN, (row, q))
+                for j in unroll(COLUMNS):
+                    acc[0, j] = (acc[0, j] + part(gX[0, j])) + part(gY[0, j])
                 s += U(2)
             if s < S:
-                p = w + s * step
-                a0 += part(W[p])
-                a1 += part(W[p + U(1)])
-                a2 += part(W[p + U(2)])
-                a3 += part(W[p + U(3)])
-            finish(C, g, a0, alpha, beta)
-            finish(C, g + cs, a1, alpha, beta)
-            finish(C, g + U(2) * cs, a2, alpha, beta)
-            finish(C, g + U(3) * cs, a3, alpha, beta)
-        else:                                   # the row's last columns, fewer than VEC
+                gX = local_tile(make_tensor(W, partials, (s * NB + z) * M * ldw), RUN,
+                                (row, q))
+                for j in unroll(COLUMNS):
+                    acc[0, j] += part(gX[0, j])
+            for j in unroll(COLUMNS):
+                v = alpha * acc[0, j]
+                if beta != float32(0):
+                    v += beta * load(gC[0, j])
+                gC[0, j] = store(v)
+        else:                                       # the row's last columns, fewer than VEC
             for j in range(N - col):
-                acc = float32(0)
+                a = float32(0)
                 for s in range(S):
-                    acc += part(W[w + U(j) + U(s) * step])
-                finish(C, g + U(j) * cs, acc, alpha, beta)
+                    gX = local_tile(make_tensor(W, partials, (U(s) * NB + z) * M * ldw),
+                                    RUN, (row, q))
+                    a += part(gX[0, j])
+                v = alpha * a
+                if beta != float32(0):
+                    v += beta * load(gC[0, j])
+                gC[0, j] = store(v)
     return kernel
 
 

@@ -32,7 +32,7 @@ and ``bool`` raise TypeError: the value is not known until the kernel runs.
 import numbers
 from math import gcd
 
-__all__ = ["IndexExpr", "index_symbol", "evaluate"]
+__all__ = ["IndexExpr", "index_symbol", "evaluate", "split_multiples"]
 
 
 def _int(x):
@@ -219,6 +219,24 @@ def evaluate(x, values):
             part *= evaluate(atom, values)
         total += part
     return total
+
+
+def split_multiples(x, m):
+    """``(rest, multiple)`` with ``x == rest + multiple``: ``multiple`` the terms of ``x``
+    whose coefficient is a multiple of the positive int ``m`` and the constant's whole
+    multiples of ``m``; ``rest`` the other terms and the constant's remainder, in ``[0, m)``.
+
+    >>> t, s = index_symbol("t"), index_symbol("s")
+    >>> split_multiples(4 * t + 1024 * s + 1100, 512)
+    (4*t + 76, 1024*s + 1024)
+    """
+    whole, rest = {}, {}
+    for monomial, k in _poly(x).items():
+        if monomial == ():
+            whole[()], rest[()] = k - k % m, k % m
+        else:
+            (whole if k % m == 0 else rest)[monomial] = k
+    return _build(rest), _build(whole)
 
 
 def _sort_key(atom):

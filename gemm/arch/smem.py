@@ -25,8 +25,8 @@ from gemm._env import simulator_active
 # numba is imported inside the functions that use it: the kernel builders read the limits
 # below in processes that load no numba.
 
-__all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "STATIC_SHARED_LIMIT",
-           "DYNAMIC_SHARED_LIMIT", "SWIZZLE_ALIGN"]
+__all__ = ["allow_dynamic_shared", "max_dynamic_shared_bytes", "shared_alignment",
+           "STATIC_SHARED_LIMIT", "DYNAMIC_SHARED_LIMIT", "SWIZZLE_ALIGN"]
 
 STATIC_SHARED_LIMIT = 48 * 1024     # static + dynamic shared memory without opting in
 DYNAMIC_SHARED_LIMIT = 227 * 1024   # dynamic shared memory of one block (sm_90 opt-in)
@@ -34,6 +34,13 @@ DYNAMIC_SHARED_LIMIT = 227 * 1024   # dynamic shared memory of one block (sm_90 
 # of 128 bytes
 SWIZZLE_ALIGN = 1024
 _done = {}                  # (kernel handle as int, device id) -> bytes already allowed
+
+
+def shared_alignment():
+    """The alignment a kernel declares for its dynamic shared arrays that hold swizzled
+    tiles: SWIZZLE_ALIGN, so that the pads to the tiles' start fold away; None in numba's
+    simulator, which takes no alignment (there the pads are computed)."""
+    return None if simulator_active() else SWIZZLE_ALIGN
 
 
 def max_dynamic_shared_bytes(static_bytes, optin_bytes):

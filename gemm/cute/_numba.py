@@ -339,21 +339,27 @@ class TensorType(types.Type):
     ``space`` "shared" for a tensor of :func:`cute.make_shared_tensor` and those derived
     from it (its loads and stores address shared memory explicitly), else None; ``swizzle``
     a layoutalg Swizzle applied to the offset of every element from the array's first, or
-    None, and ``bits`` (a swizzled tensor's) the bits its offset can have where they are
-    known (see :func:`_swizzled_index`), else None. An identity
+    None, ``bits`` (a swizzled tensor's) the bits its offset can have where they are
+    known (see :func:`_swizzled_index`), else None, and ``const`` (a swizzled tensor's) a
+    constant added to the offset before the swizzle: a swizzled view keeps its offset's
+    constant here and its offset's whole periods of the swizzle in its array's start (see
+    ``_numba_derive``), so that its elements are its offset's one swizzle XOR constants
+    where the offset's bits allow. An identity
     tensor (``coords`` > 0) has no array: its offset is a tuple of ``coords`` uint32
     coordinates and its elements are coordinates."""
 
-    def __init__(self, array, layout, space=None, coords=0, swizzle=None, bits=None):
+    def __init__(self, array, layout, space=None, coords=0, swizzle=None, bits=None, const=0):
         self.array, self.layout, self.space, self.coords = array, layout, space, coords
         self.swizzle = swizzle if swizzle is not None and swizzle.bits else None
         self.bits = bits if self.swizzle is not None else None
+        self.const = const if self.swizzle is not None else 0
         self.dyn = _dyn_names(_kernel_layout(layout))
         what = f"Coords{coords}" if coords else f"{array}"
         where = f", {space}" if space else ""
         sw = f"{self.swizzle} o " if self.swizzle else ""
         known = f", bits {self.bits:#x}" if self.bits is not None else ""
-        super().__init__(name=f"Tensor[{what}, {sw}{layout}{where}{known}]")
+        plus = f", + {self.const}" if self.const else ""
+        super().__init__(name=f"Tensor[{what}, {sw}{layout}{where}{known}{plus}]")
 
     @property
     def dtype(self):
@@ -433,24 +439,35 @@ def swizzle_ir(builder, sw, x):
     return builder.xor(x, moved)
 
 
+def _swizzled_bits(sw, bits):
+    """The bits ``sw(x)`` can have where ``x`` can have ``bits``."""
+    moved = bits & sw.yyy_mask
+    return bits | (moved >> sw.shift if sw.shift >= 0 else moved << -sw.shift)
+
+
 def _swizzled_index(builder, sw, offset, at, bits):
-    """uint32 IR of ``sw(offset + at)``, ``bits`` the bits ``offset`` can have (None: any).
-    A constant ``at``'s whole periods (the swizzle reads and moves only the bits below its
-    period) are added after the swizzle, so that they fold into the addresses; where the
+    """(uint32 IR, int) whose sum is ``sw(offset + at)``, ``bits`` the bits ``offset`` can
+    have (None: any). A constant ``at``'s whole periods (the swizzle reads and moves only
+    the bits below its period) are the int, added after the swizzle (to the element's
+    address, where they fold into the instruction's immediate offset); where the
     rest shares no bit with ``offset``, the sum is their XOR, and a swizzle, bits XORed
     into bits, is linear: ``sw(offset ^ rest) = sw(offset) ^ sw(rest)``, so that each
-    element is the offset's one swizzle XOR a constant."""
+    element is the offset's one swizzle XOR a constant (an add where their bits are
+    disjoint)."""
     if not isinstance(at, ir.Constant):
-        return swizzle_ir(builder, sw, builder.add(offset, at, flags=NUW))
+        return swizzle_ir(builder, sw, builder.add(offset, at, flags=NUW)), 0
     period = 1 << (sw.yyy_mask | sw.zzz_mask).bit_length()
     whole, rest = divmod(at.constant, period)
+    after = whole * period
     if bits is not None and bits & rest == 0:
         index = swizzle_ir(builder, sw, offset)
-        if rest:
+        if _swizzled_bits(sw, bits) & sw(rest) == 0:
+            after += sw(rest)       # XOR with bits the swizzled offset never has: an add
+        elif rest:
             index = builder.xor(index, ir.Constant(I32, sw(rest)))
     else:
         index = swizzle_ir(builder, sw, builder.add(offset, ir.Constant(I32, rest), flags=NUW))
-    return builder.add(index, ir.Constant(I32, whole * period), flags=NUW) if whole else index
+    return index, after
 
 
 def _tensor_value(context, builder, tensor, array, offset, dyn=None):
@@ -490,9 +507,14 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     array = builder.extract_value(tensor, fields.get_field_position("array"))
     offset = builder.extract_value(tensor, fields.get_field_position("offset"))
     if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset
-        index = _swizzled_index(builder, tensor_ty.swizzle, builder.trunc(offset, I32), at,
-                                tensor_ty.bits)
+        if tensor_ty.const:
+            at = (ir.Constant(I32, at.constant + tensor_ty.const) if isinstance(at, ir.Constant)
+                  else builder.add(at, ir.Constant(I32, tensor_ty.const), flags=NUW))
+        index, after = _swizzled_index(builder, tensor_ty.swizzle, builder.trunc(offset, I32),
+                                       at, tensor_ty.bits)
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)
+        if after:
+            ptr = builder.gep(ptr, [ir.Constant(I64, after)], inbounds=True)
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's
         # elements share one base address and a constant offset folds into the load

@@ -12,7 +12,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg.errors import LayoutError
-from layoutalg.index_expr import evaluate, index_symbol
+from layoutalg.index_expr import IndexExpr, evaluate, index_symbol, split_multiples
 from layoutalg.int_tuple import is_int
 from layoutalg.tensor import ArithTuple
 from gemm.arch._lowering import I64
@@ -117,8 +117,10 @@ def _slice(tensor, crd):
 @lru_cache(maxsize=None)
 def _derive(op, tensor_ty, arg_types):
     """(TensorType of ``op(tensor, *args)``, its offset expression (a tuple of them for an
-    identity tensor), the argument leaves, the parent's offset symbols): computed once per
-    kind of call, for typing and for lowering."""
+    identity tensor), the argument leaves, the parent's offset symbols, and for a swizzled
+    view (the part of its own offset added to the parent's, the whole periods of the swizzle
+    added to the array's start), else None): computed once per kind of call, for typing and
+    for lowering."""
     name = getattr(op, '__name__', op)
     symbol = _symbol if tensor_ty.dyn else index_symbol
     offsets = tuple(symbol(f"offset{j}") for j in range(max(tensor_ty.coords, 1)))
@@ -135,12 +137,22 @@ def _derive(op, tensor_ty, arg_types):
     except TypingError as e:
         raise TypingError(f"{name}: the result's layout depends on values other than the "
                           f"tensor's run-time extents and strides: {e}") from None
+    own = None if tensor_ty.coords else result.engine - offsets[0]
+    parts, const = None, 0
+    if tensor_ty.swizzle is not None and isinstance(own, (int, IndexExpr)):
+        # the offset's whole periods of the swizzle go to the array's start and its constant
+        # to the type: the offset left is the thread's, whose bits are known
+        rest, whole = split_multiples(own, cute.swizzle_period(tensor_ty.swizzle))
+        const = rest if is_int(rest) else rest.args[1] if rest.op == "sum" else 0
+        own = rest - const
+        parts = (own, whole)
+        const += tensor_ty.const
     bits = None
     if tensor_ty.bits is not None:
-        bits = _offset_bits(result.engine - offsets[0], leaves, tensor_ty.bits)
+        bits = _offset_bits(own, leaves, tensor_ty.bits)
     result_ty = TensorType(tensor_ty.array, layout, tensor_ty.space, tensor_ty.coords,
-                           tensor_ty.swizzle, bits)
-    return result_ty, result.engine, leaves, offsets
+                           tensor_ty.swizzle, bits, const)
+    return result_ty, result.engine, leaves, offsets, parts
 
 
 def _offset_bits(own, leaves, parent):
@@ -168,8 +180,9 @@ def _offset_bits(own, leaves, parent):
 
 def _lower_derived(op, context, builder, sig, args):
     tensor_ty = sig.args[0]
-    result_ty, expr, leaves, offsets = _derive(op, tensor_ty, sig.args[1:])
+    result_ty, expr, leaves, offsets, parts = _derive(op, tensor_ty, sig.args[1:])
     parent = _fields(context, builder, tensor_ty, args[0])
+    array = parent.get("array")
     values = _dyn_values(context, builder, tensor_ty, args[0])
     if tensor_ty.coords:
         values.update((o, builder.extract_value(parent["offset"], j))
@@ -190,10 +203,17 @@ def _lower_derived(op, context, builder, sig, args):
         if offsets[0] in getattr(own, "free_symbols", ()):
             raise NotImplementedError(f"{op}: the view's offset {expr} is not the parent's "
                                       f"plus its own")
+        if parts is not None:           # a swizzled view (see _derive)
+            own, whole = parts
+            if not (is_int(whole) and whole == 0):
+                ary = context.make_array(tensor_ty.array)(context, builder, array)
+                at = builder.zext(_value(builder, whole, values), I64)
+                ary.data = builder.gep(ary.data, [at], inbounds=True)
+                array = ary._getvalue()
         offset = builder.add(parent["offset"], builder.zext(_value(builder, own, values), I64),
                              flags=("nuw",))
     dyn = {n: values[_dyn(int(n[1:]))] for n in tensor_ty.dyn}
-    return _tensor_value(context, builder, result_ty, parent.get("array"), offset, dyn)
+    return _tensor_value(context, builder, result_ty, array, offset, dyn)
 
 
 def _register(fn):

@@ -21,6 +21,7 @@ from layoutalg.tensor import make_identity_layout
 from gemm.cute import _python as cute    # the objects gemm.cute re-exports
 from gemm.cute._numba import (I32, LayoutType, StaticType, TensorType, _at, _dyn,
                               _fields, _identity_constant, _in_space, _is_composed,
+                              _make_swizzled_tensor, _make_tensor_at, _make_tensor_at_zero,
                               _struct, _tensor_value, _to_u32, data_tensors, swizzled_layout)
 from gemm.cute._gmma import is_gmma
 from gemm.cute._numba_sm90 import (check_tma_copy, check_tma_store, is_tma, is_wgmma_call,
@@ -126,8 +127,17 @@ def _type_fragment(context):
 
 @type_callable(cute.make_shared_tensor)
 def _type_shared_tensor(context):
-    def typer(dtype, layout):
-        if not isinstance(dtype, types.NumberClass):
+    def typer(dtype, layout, offset=None):
+        if isinstance(dtype, types.Array):          # a view of the block's shared array
+            if offset is not None and not isinstance(offset, types.Integer):
+                return None
+            if isinstance(layout, LayoutType):
+                return TensorType(dtype, layout.layout, "shared")
+            if _is_composed(layout):
+                sw, bits, inner = swizzled_layout(layout, "make_shared_tensor")
+                return TensorType(dtype, inner, "shared", swizzle=sw, bits=bits)
+            return None
+        if offset is not None or not isinstance(dtype, types.NumberClass):
             return None
         array = types.Array(dtype.dtype, 1, "C")
         if isinstance(layout, LayoutType):
@@ -148,6 +158,14 @@ def _make_shared_tensor(context, builder, sig, args):
     if isinstance(sig.args[1], StaticType):
         offset = swizzled_layout(sig.args[1], "make_shared_tensor")[1]
     return _new_tensor(context, builder, sig.return_type, shared=True, offset=offset)
+
+
+# a view of a shared array: make_tensor's lowering, the tensor's type saying "shared"
+lower_builtin(cute.make_shared_tensor, types.Array, LayoutType)(_make_tensor_at_zero)
+lower_builtin(cute.make_shared_tensor, types.Array, LayoutType, types.Integer)(_make_tensor_at)
+lower_builtin(cute.make_shared_tensor, types.Array, StaticType)(_make_swizzled_tensor)
+lower_builtin(cute.make_shared_tensor, types.Array, StaticType, types.Integer)(
+    _make_swizzled_tensor)
 
 
 @lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)

@@ -72,7 +72,8 @@ def _start(context, builder, ty, value):
     offset to one descriptor."""
     fields = _fields(context, builder, ty, value)
     base, step = shared_base(context, builder, ty.array, fields["array"])
-    off = builder.mul(builder.trunc(fields["offset"], I32), step)
+    off = builder.mul(builder.add(builder.trunc(fields["offset"], I32), ir.Constant(I32, ty.const)),
+                      step)
     four, low = ir.Constant(I32, 4), ir.Constant(I32, 15)
     carry = builder.lshr(builder.add(builder.and_(base, low), builder.and_(off, low)), four)
     field = builder.add(builder.add(builder.lshr(base, four), builder.lshr(off, four)), carry)

@@ -27,7 +27,7 @@ from gemm._env import simulator_active
 from gemm.cute._gmma import array_at, is_gmma, wgmma_gemm
 from layoutalg.int_tuple import flatten, is_int, is_tuple, product
 from layoutalg.swizzle import ComposedLayout, Swizzle
-from layoutalg.tensor import ArrayEngine, Tensor, local_partition, local_tile
+from layoutalg.tensor import ArrayEngine, SwizzledEngine, Tensor, local_partition, local_tile
 
 __all__ = ["make_tensor", "make_layout", "make_identity_tensor", "make_shared_tensor", "size",
            "cosize", "static", "Static", "StaticInt", "local_tile", "local_partition",
@@ -158,15 +158,21 @@ def elem_less(crd: Any, bound: Any) -> bool:
     return _tensor.elem_less(tuple(int(c) for c in crd), tuple(int(b) for b in bound))
 
 
-def make_shared_tensor(dtype: Any, layout: Any) -> Tensor:
+def make_shared_tensor(dtype: Any, layout: Any, offset: Any = None) -> Tensor:
     """A tensor over a new shared array of ``dtype`` (a numba type such as ``float32``) and
     ``cosize(layout)`` elements (MoYe's ``MoYeSharedArray(T, layout)``, CuTe's shared-memory
     tensor). Its loads and stores, and those of every tensor derived from it, address shared
     memory explicitly. ``layout`` may be swizzled (a ``ComposedLayout`` of a Swizzle, see
     :func:`make_tensor`): the array is then aligned to the swizzle's period, as TMA and
-    wgmma need. Only in a kernel (compiled, or run by the simulator)."""
+    wgmma need. ``make_shared_tensor(array, layout, offset=0)``: a shared tensor over the
+    block's shared ``array`` (the dynamic one, ``cuda.shared.array(0, dtype)``) from element
+    ``offset`` (CuTe's ``make_tensor(make_smem_ptr(p), layout)``); a swizzled one's offset a
+    multiple of the swizzle's period from a period-aligned address. Only in a kernel
+    (compiled, or run by the simulator)."""
     if not simulator_active():
         raise RuntimeError("make_shared_tensor: only inside a kernel")
+    if hasattr(dtype, "shape"):                 # a view of the block's shared array
+        return make_tensor(dtype, layout, 0 if offset is None else offset)
     # The simulator gives device functions the block's fake cuda module this way, and keys a
     # block's shared arrays by the file and line that asks for one: the caller's call site
     # here (its bytecode offset too: two shared tensors made on one line are two arrays).
@@ -309,8 +315,7 @@ def copy(*args: Any) -> None:
     if kind == "ldmatrix":              # a row of 8 values in, 2 per register out
         n, per_src, per_dst, op = ldmatrix_shape(tiled, src, dst)
         for r in range(n):
-            regs = getattr(arch, op)(src.engine.array,
-                                     src.engine.offset + int(src.layout(r * per_src)))
+            regs = getattr(arch, op)(*_element_at(src, r * per_src))
             for j, reg in enumerate(regs):
                 dst[r * per_dst + 2 * j] = int(reg) & 0xFFFF
                 dst[r * per_dst + 2 * j + 1] = int(reg) >> 16
@@ -326,8 +331,7 @@ def copy(*args: Any) -> None:
     per, nbytes, op = copy_instructions(tiled, src)
     issue = {"cp.async.ca": arch.cp_async_ca, "cp.async.cg": arch.cp_async_cg}[op]
     for r in range(size(src) // per):
-        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)),
-              src.engine.array, src.engine.offset + int(src.layout(r * per)), nbytes)
+        issue(*_element_at(dst, r * per), *_element_at(src, r * per), nbytes)
 
 
 def _tma_boxes(tma: Any, origin: Any, smem: Tensor, what: str) -> Any:
@@ -378,9 +382,17 @@ def copy_if(tiled: Any, pred: Any, src: Any, dst: Any) -> None:
     issue = {"cp.async.ca": arch.cp_async_ca_zfill, "cp.async.cg": arch.cp_async_cg_zfill}[op]
     for r in range(groups):
         ok = bool(pred[r])
-        issue(dst.engine.array, dst.engine.offset + int(dst.layout(r * per)), src.engine.array,
-              src.engine.offset + int(src.layout(r * per)) if ok else 0, nbytes,
-              nbytes if ok else 0)
+        array, at = _element_at(src, r * per)
+        issue(*_element_at(dst, r * per), array, at if ok else 0, nbytes, nbytes if ok else 0)
+
+
+def _element_at(tensor: Any, i: int) -> tuple:
+    """(numpy array, element index) of element ``i`` of a simulator tensor over an array,
+    through its swizzle where it has one (where an instruction's twin finds the element)."""
+    e = tensor.engine
+    if isinstance(e, SwizzledEngine):
+        return e.base.array, e.base.offset + int(e.outer(e.offset + int(tensor.layout(i))))
+    return e.array, e.offset + int(tensor.layout(i))
 
 
 def _copy_values(src: Any, dst: Any, keep: Any = None) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import splitk
-from .._env import simulator_active
 from ..arch.registers import consumer_registers
 from ..arch.smem import DYNAMIC_SHARED_LIMIT, SWIZZLE_ALIGN
 from ..dtypes import DTYPES, FP8_DTYPES, STORAGE, check_variant
@@ -16,7 +15,7 @@ from ..epilogue import ACTIVATIONS, BIASES
 
 __all__ = ["HopperConfig", "HopperVariant", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "FP8_DTYPES",
-           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS", "shared_alignment"]
+           "FP8_TYPES", "SCALES", "BLOCK", "PROMOTE_ACCUMULATORS"]
 
 # the FP8 operand types (torch's names) and the PTX names of their wgmma
 FP8_TYPES = dict(zip(FP8_DTYPES, ("e4m3", "e5m2")))
@@ -35,13 +34,6 @@ MAX_SPLIT_K, MIN_SPLIT_TILES = splitk.MAX_SPLIT_K, splitk.MIN_RANGE_TILES
 X3_ACCUMULATORS = 64        # tf32x3's accumulators per thread (and as many for the sum)
 SM_SHARED = 233472          # bytes of shared memory per SM (sm_90: 228 KiB)
 _SIGNATURE_TYPE = _BIAS_TYPES = STORAGE     # an out's or bias's elements: f32, or 16-bit bits
-
-
-def shared_alignment():
-    """The alignment the kernel declares for its dynamic shared arrays: SWIZZLE_ALIGN, so
-    that its pads to the ring's start fold away; None in numba's simulator, which takes no
-    alignment (there the pads are computed)."""
-    return None if simulator_active() else SWIZZLE_ALIGN
 
 
 def _is_int(x):
@@ -344,8 +336,8 @@ class HopperVariant:
         """Shared memory of a block: the dynamic bytes and the static mbarriers (8 bytes
         each, :attr:`HopperConfig.mbarriers`), which together must fit
         DYNAMIC_SHARED_LIMIT. The kernel declares its dynamic arrays SWIZZLE_ALIGN-aligned
-        (:func:`shared_alignment`), so its static bytes are padded to a multiple of
-        SWIZZLE_ALIGN before them (the same count in the simulator, whose calls then take
+        (:func:`gemm.arch.smem.shared_alignment`), so its static bytes are padded to a
+        multiple of SWIZZLE_ALIGN before them (the same count in the simulator, whose calls then take
         the GPU's variants)."""
         static = -(-8 * self.config.mbarriers // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         return self.shared_bytes + static

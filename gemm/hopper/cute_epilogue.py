@@ -34,7 +34,8 @@ from gemm.cute import (copy, copy_if, elem_less, fence_view_async_shared, get_sl
                        transform, unroll, unrolled)
 from gemm.epilogue import activation_function
 from gemm.epilogue_kernel import conversions
-from gemm.hopper.config import STAGING_BYTES, shared_alignment
+from gemm.arch.smem import shared_alignment
+from gemm.hopper.config import STAGING_BYTES
 from gemm.hopper.plan import atom_of, stage_layout
 
 __all__ = ["epilogue_functions"]

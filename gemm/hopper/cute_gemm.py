@@ -59,7 +59,7 @@ from gemm.cute.divide import ceil_div
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
-from gemm.hopper.config import shared_alignment
+from gemm.arch.smem import shared_alignment
 from gemm.hopper.cute_epilogue import epilogue_functions
 from gemm.hopper.cute_promote import promotion_functions
 from gemm.hopper.cute_tf32x3 import tf32x3_functions

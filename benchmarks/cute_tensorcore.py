@@ -1,90 +1,97 @@
-"""An SM80 tensor-core GEMM written with gemm.cute (tests/cute_kernels.py ``sm80_gemm``:
-cp.async 16-byte copies predicated by identity tensors, two shared stages of padded
-K-contiguous rows, ldmatrix into the MMA's fragments by make_tiled_copy_A/B and retile_D,
-mma.sync m16n8k16, an axpby epilogue; run-time shapes), in the grid's (M, N) order and in
-groups of 8 tile rows ("group 8", the generated kernels' order), beside the generated SM80 kernel of
-the same tile (``gemm.matmul`` with ``TensorCoreConfig(128, 128, 32, (2, 2), stages=2)``:
-swizzled shared tiles, ldmatrix, its pipeline), gemm.matmul's default (on 9.x the Hopper
-kernel) and cuBLAS, in one run. GPU only.
+"""The SM80 tensor-core GEMM written with gemm.cute (``gemm/tensorcore/cute_gemm.py``) beside
+the generated one (``gemm/tensorcore/gen.py``) in the same configuration, in one process
+(issue 34). GPU only.
 
-    python3 benchmarks/cute_tensorcore.py [--sizes 2048 4096] [--reps 20]
+    python3 benchmarks/cute_tensorcore.py [--reps R] [--json PATH]
 
-bf16 A (M, K) row-major and B (K, N) column-major (CUTLASS's TN), f32 out (cuBLAS: bf16
-out, torch.mm's). The cute kernel's compile time is its first call's; the generated
-kernel's too, with a fresh kernel cache. Times: CUDA events around ``--reps`` launches.
+``gemm.matmul(a, b, kernel=TensorCoreConfig(...))`` with the default configuration (256 x
+128 x 64 tiles, 4 x 2 warps, 3 stages), ``cute=True`` (gemm.cute, the default) and
+``cute=False`` (generated): eager calls without an out, A (M, K) row-major and B = W.T
+(K-major, a torch Linear's weight), bf16 or f16 in, the out type of each row. Every rep
+times both calls and torch.matmul (cuBLAS, its own out type) in turn (benchmarks/timing.py's
+``timed_together``, median of R). Before timing: both outs against float64 (max |C - ref| /
+max |ref|) and against each other bit for bit; the first call's seconds (the compile
+included, a fresh kernel cache) of each kernel.
 """
 
-import argparse
+import json
+import math
 import os
 import sys
 import tempfile
+import time
 
-os.environ["LAYOUTALG_CACHE"] = tempfile.mkdtemp()       # the generated kernel compiles anew
+os.environ["LAYOUTALG_CACHE"] = tempfile.mkdtemp()       # both kernels compile anew
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
-from numba import cuda  # noqa: E402
 
-import cute_kernels  # noqa: E402
 import gemm  # noqa: E402
+from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 from gemm.tensorcore import TensorCoreConfig  # noqa: E402
-from cute_moye import events_us, first_call_s, registers  # noqa: E402
 
-SM80 = TensorCoreConfig(bM=128, bN=128, bK=32, warps=(2, 2), stages=2, dtype="bfloat16")
+# (M, N, K, batch, operand type, out type)
+SHAPES = [(4096, 4096, 4096, 1, "bfloat16", "float32"),
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16"),
+          (8192, 8192, 8192, 1, "bfloat16", "bfloat16"),
+          (2048, 2048, 2048, 1, "bfloat16", "bfloat16"),
+          (2048, 14336, 4096, 1, "bfloat16", "bfloat16"),
+          (8192, 4096, 14336, 1, "bfloat16", "bfloat16"),
+          (4095, 4097, 4104, 1, "bfloat16", "bfloat16"),
+          (1000, 3000, 1000, 1, "bfloat16", "float32"),
+          (1024, 1024, 1024, 8, "bfloat16", "bfloat16"),
+          (4096, 4096, 4096, 1, "float16", "float16")]
+TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def calls(m, n, k, batch, dtype, out_dtype):
+    """({name: call}, {name: first call's seconds}, {name: error}, equal): the two kernels'
+    calls and torch's on fresh operands."""
+    lead = (batch,) if batch > 1 else ()
+    a = torch.randn(*lead, m, k, device="cuda").to(TORCH[dtype])
+    b = torch.randn(*lead, n, k, device="cuda").to(TORCH[dtype]).transpose(-1, -2)
+    ref = (a.double() @ b.double())
+    fns, first, err, outs = {}, {}, {}, {}
+    for name, cute in (("generated", False), ("gemm.cute", True)):
+        cfg = TensorCoreConfig(dtype=dtype, cute=cute)
+
+        def call(cfg=cfg):
+            return gemm.matmul(a, b, kernel=cfg, out_dtype=out_dtype)
+        t0 = time.perf_counter()
+        out = call()
+        torch.cuda.synchronize()
+        first[name] = time.perf_counter() - t0
+        outs[name] = out
+        err[name] = float((out.double() - ref).abs().max() / ref.abs().max())
+        fns[name] = call
+    fns["cuBLAS"] = lambda: torch.matmul(a, b)
+    return fns, first, err, bool(torch.equal(outs["generated"], outs["gemm.cute"]))
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--sizes", nargs="+", type=int, default=[2048, 4096])
-    p.add_argument("--reps", type=int, default=20)
-    args = p.parse_args()
-    variants = {}
-    for name, group in (("cute sm80", 1), ("cute sm80 group 8", 8)):
-        kernel, threads, grid = cute_kernels.sm80_gemm("bf16", group_m=group)
-        variants[name] = (cuda.jit(kernel), threads, grid)
+    args = eager_arguments("the SM80 kernel, generated and written with gemm.cute; us a call")
     rows = []
-    for s in args.sizes:
-        m = n = k = s
-        a = torch.randn((m, k), device="cuda").bfloat16()           # (M, K) row-major
-        bt = torch.randn((n, k), device="cuda").bfloat16()          # B as (N, K) row-major
-        b = bt.T                                                    # (K, N) column-major
-        ref = a.double() @ b.double()
-        bound = a.double().abs() @ b.double().abs()
-
-        def error(c):
-            return float(((c.double() - ref).abs() / bound).nan_to_num(nan=9.0).max())
-        runs, compile_s, err = {}, {}, {}
-        bits = [cuda.as_cuda_array(x.reshape(-1).view(torch.uint16)) for x in (a, bt)]
-        for name, (jitted, threads, grid) in variants.items():
-            c1 = torch.full((n, m), float("nan"), device="cuda")   # C (M, N) column-major
-            flat = bits + [cuda.as_cuda_array(c1.reshape(-1))]
-
-            def cute_call(f=flat, j=jitted, th=threads, g=grid(m, n)):
-                j[g, th](*f, m, n, k, k, k, m, 1.0, 0.0)
-            runs[name] = cute_call
-            compile_s[name] = first_call_s(cute_call)
-            err[name] = error(c1.T)
-        for name, cfg in (("generated sm80", SM80), ("gemm.matmul default", None)):
-            c2 = torch.full((m, n), float("nan"), device="cuda")
-            runs[name] = (lambda c=c2, cf=cfg: gemm.matmul(a, b, c, kernel=cf))
-            compile_s[name] = first_call_s(runs[name])
-            err[name] = error(c2)
-        c3 = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
-        runs["cuBLAS"] = lambda: torch.mm(a, b, out=c3)
-        t = {name: events_us(run, args.reps) for name, run in runs.items()}
-        tf = {x: 2 * m * n * k / v / 1e6 for x, v in t.items()}
-        rows.append((s, tf, compile_s, err))
-        print(s, t, compile_s, err, flush=True)
-    regs = registers(variants["cute sm80"][0])
-    names = list(variants) + ["generated sm80", "gemm.matmul default"]
-    print(f"\n{torch.cuda.get_device_name()}, bf16 TN, f32 out, mean of {args.reps} launches; "
-          f"TFLOP/s (compile s of the first call); cute sm80: {regs} registers\n")
-    print("| M = N = K | " + " | ".join(names) + " | cuBLAS (bf16 out) | max error |")
-    print("|---|" + "---|" * (len(names) + 2))
-    for s, tf, cs, err in rows:
-        print(f"| {s} | " + " | ".join(f"{tf[x]:.1f} ({cs[x]:.1f} s)" for x in names)
-              + f" | {tf['cuBLAS']:.1f} | {max(err.values()):.1e} |")
+    for shape in SHAPES:
+        fns, first, err, equal = calls(*shape)
+        t = timed_together(fns, args.reps)
+        m, n, k, batch, dtype, out_dtype = shape
+        row = dict(shape=shape, us={x: v * 1e3 for x, v in t.items()}, first_call_s=first,
+                   error=err, equal=equal, ratio=t["generated"] / t["gemm.cute"])
+        rows.append(row)
+        flops = 2 * m * n * k * batch / (t["gemm.cute"] * 1e-3) / 1e12
+        print(f"{batch} x {m}x{n}x{k} {dtype} -> {out_dtype}: generated "
+              f"{row['us']['generated']:8.1f} us  gemm.cute {row['us']['gemm.cute']:8.1f} us "
+              f"({flops:5.1f} TFLOP/s)  cuBLAS {row['us']['cuBLAS']:8.1f} us  generated / "
+              f"gemm.cute {row['ratio']:.3f}  equal {equal}  error {err['gemm.cute']:.1e}  "
+              f"first call {first['generated']:.1f} / {first['gemm.cute']:.1f} s", flush=True)
+    ratios = [r["ratio"] for r in rows]
+    print(f"generated / gemm.cute: geometric mean "
+          f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, lowest {min(ratios):.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":

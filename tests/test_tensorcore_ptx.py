@@ -1,10 +1,8 @@
 """The tensor-core kernel compiled to PTX on the CPU (no GPU needed): mma.sync, ldmatrix and
-cp.async present, no local memory, no 64-bit division, and ptxas reports no spills for sm_80
-and sm_90.
-
-One NVVM compile of the default configuration (bf16)
-takes about 40 s on a 2-core machine, so it is compiled once and assembled for both
-architectures (PTX for sm_80 runs on sm_90)."""
+cp.async present, no local memory, no 64-bit division, and ptxas reports no spills, for the
+default configuration (bf16), the kernel written with gemm.cute, compiled for sm_80 and for
+sm_90 (numba compiles for the GPU that runs it), and for a variant the generated kernel
+still serves (B MN-major: ldmatrix .trans), compiled for sm_80 and assembled for both."""
 
 import os
 
@@ -15,17 +13,25 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
 
 from gemm.arch.inspect import compile_ptx, local_memory_ops, ptxas_usage  # noqa: E402
 from gemm.tensorcore import TensorCoreConfig, Variant, tensorcore_function  # noqa: E402
+from gemm.tensorcore import cute_gemm  # noqa: E402
 
 CFG = TensorCoreConfig(dtype="bfloat16")          # the default kernel
+KERNELS = {"cute": (Variant(CFG), (8, 0)), "cute sm_90": (Variant(CFG), (9, 0)),
+           "generated": (Variant(CFG, b_major="MN"), (8, 0))}
 
 
-@pytest.fixture(scope="module")
-def ptx():
-    fn = tensorcore_function(CFG)
-    return compile_ptx(fn, Variant(CFG).signature, cc=(8, 0), launch_bounds=(CFG.threads, 1))
+@pytest.fixture(scope="module", params=list(KERNELS))
+def compiled(request):
+    """(name, PTX, the architectures its ptxas usage is checked for)."""
+    v, cc = KERNELS[request.param]
+    assert cute_gemm.supports(v) == request.param.startswith("cute")
+    ptx = compile_ptx(tensorcore_function(v), v.signature, cc=cc,
+                      launch_bounds=(CFG.threads, 1))
+    return request.param, ptx, [cc] if cc == (9, 0) else [(8, 0), (9, 0)]
 
 
-def test_instructions(ptx):
+def test_instructions(compiled):
+    name, ptx, _ = compiled
     kb = CFG.bK // 16
     wm, wn = CFG.warps
     # per k-block: (bM / 16 wm) x (bN / 8 wn) m16n8k16 MMAs per warp, in the body of each of
@@ -33,6 +39,7 @@ def test_instructions(ptx):
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == \
         2 * kb * (CFG.bM // (16 * wm)) * (CFG.bN // (8 * wn))
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx) == (name == "generated")
     assert "cp.async.cg.shared.global" in ptx and "cp.async.commit_group" in ptx
     assert "st.global.v4.f32" in ptx and "st.shared.v2.f32" in ptx   # the staged epilogue
     assert f"cp.async.wait_group {CFG.stages - 2}" in ptx
@@ -41,8 +48,10 @@ def test_instructions(ptx):
         assert op not in ptx, op
 
 
-@pytest.mark.parametrize("cc", [(8, 0), (9, 0)])
-def test_no_spills(ptx, cc):
-    (usage,) = ptxas_usage(ptx, cc)
-    assert usage.spill_stores == 0 and usage.spill_loads == 0 and usage.local == 0, usage
-    assert usage.registers <= 255
+def test_no_spills(compiled):
+    name, ptx, archs = compiled
+    for cc in archs:
+        (usage,) = ptxas_usage(ptx, cc)
+        assert usage.spill_stores == 0 and usage.spill_loads == 0 and usage.local == 0, (
+            name, usage)
+        assert usage.registers <= 255

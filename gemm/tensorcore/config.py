@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..arch.smem import DYNAMIC_SHARED_LIMIT
+from ..arch.smem import DYNAMIC_SHARED_LIMIT, SWIZZLE_ALIGN
 from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_variant  # noqa: F401 - re-exported
 
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "copy_grid",
@@ -56,15 +56,18 @@ class TensorCoreConfig:
     bounds: blocks per SM the registers must allow), ``group_m`` (the launch order: blocks
     that start together sweep ``group_m`` block rows of C, then move one block column on, so
     that they share their A and B tiles in L2; a value at least the number of block rows is
-    plain column-by-column order).
+    plain column-by-column order), ``cute``: the kernel written with gemm.cute
+    (:mod:`gemm.tensorcore.cute_gemm`) where it runs the variant (K-major bf16 / f16
+    operands in 16-byte copies, ``delay_release`` 0), else the generated one; False: the
+    generated one.
 
     The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, is the
     tuned choice (benchmarks/RESULTS.md, "Tensor-core GEMM"; 4 stages need a third more
     shared memory).
 
     >>> cfg = TensorCoreConfig()
-    >>> cfg.bK, cfg.threads, cfg.shared_bytes
-    (64, 256, 147456)
+    >>> cfg.bK, cfg.threads, cfg.ring_bytes, cfg.shared_bytes     # (+ 1024 to align the ring)
+    (64, 256, 147456, 148480)
     >>> TensorCoreConfig(dtype="tfloat32").bK
     32
     """
@@ -78,6 +81,7 @@ class TensorCoreConfig:
     min_blocks: int = 1
     delay_release: int = 0
     group_m: int = 8
+    cute: bool = True
 
     def __post_init__(self):
         if self.dtype in DTYPES and self.bK is None:
@@ -136,8 +140,10 @@ class TensorCoreConfig:
 
     @property
     def shared_bytes(self):
-        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile."""
-        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C))
+        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile (and for
+        the kernel written with gemm.cute, room to align the ring to its swizzle's period)."""
+        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C)) + (
+            SWIZZLE_ALIGN if self.cute else 0)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,275 @@
+"""The SM80 tensor-core GEMM written with :mod:`gemm.cute`: CUTLASS's SM80 mainloop (a ring
+of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands the generated
+kernel of :mod:`gemm.tensorcore.gen` sees (X (MM, K), Y (NN, K), a row-major C (MM, NN), the
+same arguments), for K-major X and Y of 16-bit values in 16-byte rows.
+
+- shared memory: per operand a ``(bMN, bK, stages)`` tensor, the stages of a swizzled atom
+  of 8 rows of K (:func:`smem_atom`: the 16-byte chunks of a row XORed with the row, so the
+  8 rows of an ldmatrix phase and the 8 stores of a cp.async phase fall into 8 different
+  bank groups);
+- global -> shared: a tiled copy of 16-byte cp.async along K, predicated where a block
+  reaches past M or N (the predicates of the rows, the same every k-tile) and in the last
+  k-tile where K is not a multiple of bK (the predicates of rows and columns); the copies
+  of a predicate left out fill zeros;
+- the MMA: ``make_tiled_mma`` of the m16n8k16 atom over (wm, wn) warps, permuted to (16 wm,
+  16 wn, 16) so that an ldmatrix x4 fills two n8 blocks of B; shared -> registers by
+  ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` and ``retile_D``;
+- the mainloop is CUTLASS's: ``stages - 1`` k-tiles in flight, the register fragments of
+  k-block ``kb + 1`` read while ``kb`` is multiplied, the next k-tile's shared stage waited
+  for before the last k-block, and the k-tile ``stages - 1`` ahead issued at the first;
+- launch order: the blocks of ``group_m`` tile rows of one tile column first (L2 reuse);
+- epilogue: ``alpha * acc`` staged through shared memory (a padded float32 tile), then
+  each thread's 16-byte runs of a row of C with ``beta * C`` added, converted to the out
+  type; runs past the edge element by element.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32, int32, uint16
+
+from layoutalg import (ComposedLayout, Layout, Swizzle, UniversalCopy, make_tiled_copy,
+                       make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma, tile_to_shape)
+from layoutalg.atom import (SM75_U32x4_LDSM_N, SM80_16x8x16_F32BF16BF16F32_TN,
+                            SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEGLOBAL)
+from gemm import arch
+from gemm.arch.smem import SWIZZLE_ALIGN, shared_alignment
+from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, local_tile,
+                       make_fragment_like, make_identity_tensor, make_layout, make_shared_tensor,
+                       make_tensor,
+                       partition_A, partition_B, partition_C, partition_D, partition_S, retile_D,
+                       make_warp_uniform, static, static_range, unroll, unrolled)
+from gemm.epilogue_kernel import conversions
+from gemm.tensorcore.config import _PAD_C
+
+__all__ = ["smem_atom", "supports", "kernel_function"]
+
+U = np.uint32
+ONE = static(1)
+ATOMS = {"bfloat16": SM80_16x8x16_F32BF16BF16F32_TN, "float16": SM80_16x8x16_F32F16F16F32_TN}
+
+
+def smem_atom(bk):
+    """The shared layout atom of a K-major operand: 8 rows of ``bk`` 16-bit elements, the
+    16-byte chunks of a row XORed with the row's index (CuTe's ``Sw<3,3,3>`` for 64-element
+    rows, ``Sw<2,3,3>`` for 32)."""
+    chunks = bk // 8
+    return ComposedLayout(Swizzle(chunks.bit_length() - 1, 3, 3), 0,
+                          Layout((8, bk), (bk, 1)))
+
+
+@cuda.jit(device=True, inline="always")
+def block_order(group_m):
+    """(tile row, tile column) of this block: consecutive blocks take ``group_m`` tile rows of
+    one tile column, then the same rows of the next column, so that the blocks running at
+    once read a few A and B panels many times from L2."""
+    gx, gy = U(cuda.gridDim.x), U(cuda.gridDim.y)      # (each result cast back: numba
+    pid = U(U(cuda.blockIdx.x) + U(cuda.blockIdx.y) * gx)  # widens uint32 arithmetic)
+    width = U(U(group_m) * gy)                  # the blocks of one group of rows
+    first = U(U(pid // width) * U(group_m))     # its first tile row
+    rows = U(min(U(gx - first), U(group_m)))    # its rows (fewer in the last group)
+    r = U(pid - U(pid // width) * width)
+    return U(first + U(r % rows)), U(r // rows)
+
+
+def supports(v):
+    """Whether this kernel runs Variant ``v``: K-major X and Y of bf16 or f16 read in 16-byte
+    copies, no delayed release, and an epilogue whose 16-byte runs of a row of C the block's
+    threads cover in whole rows."""
+    cfg = v.config
+    runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
+    return ((v.a_major, v.b_major, v.vec_a, v.vec_b) == ("K", "K", 8, 8)
+            and cfg.dtype in ATOMS and cfg.delay_release == 0 and runs > 0
+            and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0)
+
+
+@lru_cache(maxsize=None)
+def kernel_function(v):
+    """The kernel of Variant ``v`` (see :func:`supports`) as a Python function for
+    ``cuda.jit``: ``kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta)``,
+    the generated kernel's arguments."""
+    if not supports(v):
+        raise ValueError(f"the SM80 kernel written with gemm.cute does not run {v}")
+    cfg = v.config
+    bM, bN, bK, S, GROUP = cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.group_m
+    wm, wn = cfg.warps
+    threads = cfg.threads
+    MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, 16))
+    SA = tile_to_shape(smem_atom(bK), (bM, bK, S))
+    SB = tile_to_shape(smem_atom(bK), (bN, bK, S))
+    A_ELEMS = cosize(SA.inner)
+    along = bK // 8                                 # 16-byte copies along a row
+    G2S = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
+                          Layout((threads // along, along), (along, 1)), Layout((1, 8)))
+    LDSM_A = make_tiled_copy_A(SM75_U32x4_LDSM_N(), MMA)
+    LDSM_B = make_tiled_copy_B(SM75_U32x4_LDSM_N(), MMA)
+    TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
+    COPIES_A = static_range(bM * bK // 8 // threads)
+    COPIES_B = static_range(bN * bK // 8 // threads)
+    KB = bK // 16
+    T = uint16
+
+    # the epilogue: C staged as float32 rows of bN + PAD_C, read back in 16-byte runs
+    half = v.out_dtype != "float32"
+    VE = 8 if half else 4                           # elements per 16-byte run of C
+    SC = Layout((bM, bN), (bN + _PAD_C, 1))
+    runs = bN // VE
+    OUT = np.uint16 if half else np.float32
+    S2G = make_tiled_copy(UniversalCopy(128 if v.vec_c else 8 * np.dtype(OUT).itemsize, OUT),
+                          Layout((threads // runs, runs), (runs, 1)), Layout((1, VE)))
+    LD_C = make_tiled_copy(UniversalCopy(128, np.float32),          # the same runs as float32
+                           Layout((threads // runs, runs), (runs, 1)), Layout((1, VE)))
+    ST_ACC = make_tiled_copy(UniversalCopy(64, np.float32), Layout(threads), Layout(2))
+    N_ACC = bM * bN // threads
+    store, load = conversions(v.out_dtype)
+    C_RUNS = bM * bN // VE // threads
+    RUN = static_range(VE)
+
+    align = shared_alignment()          # (the pads to the ring's start fold away)
+
+    def copy_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
+        """k-tile ``k`` of a block inside the matrices into ``stage``."""
+        copy(G2S, tAgA[None, None, None, k], tAsA[None, None, None, stage])
+        copy(G2S, tBgB[None, None, None, k], tBsB[None, None, None, stage])
+
+    @unrolled
+    def copy_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
+        """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros);
+        the predicates computed anew each time (fewer registers held through the loop)."""
+        for r in unroll(COPIES_A):
+            tApA[r] = elem_less(tAcA[None, None, None, k][r * 8], (M, K))
+        for r in unroll(COPIES_B):
+            tBpB[r] = elem_less(tBcB[None, None, None, k][r * 8], (N, K))
+        copy_if(G2S, tApA, tAgA[None, None, None, k], tAsA[None, None, None, stage])
+        copy_if(G2S, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
+
+    mainloop_inside = _mainloop(cuda.jit(device=True, inline="always")(copy_inside), S, KB,
+                                MMA, LDSM_A, LDSM_B)
+    mainloop_edges = _mainloop(cuda.jit(device=True, inline="always")(copy_edges), S, KB,
+                               MMA, LDSM_A, LDSM_B)
+
+    @unrolled
+    def kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta):
+        t = cuda.threadIdx.x
+        bx, by = block_order(GROUP)
+        bx, by = make_warp_uniform(bx), make_warp_uniform(by)    # (uniform registers)
+        z = U(cuda.blockIdx.z)
+        raw = cuda.shared.array(0, T, alignment=align)
+        base = arch.shared_offset_of(raw, SWIZZLE_ALIGN)
+        sA = make_shared_tensor(raw, SA, base)                                    # (bM, bK, S)
+        sB = make_shared_tensor(raw, SB, base + U(A_ELEMS))                       # (bN, bK, S)
+        gA = local_tile(make_tensor(A, make_layout((M, K), (lda, ONE)), z * sAb), TILE_A,
+                        (bx, None))                                        # (bM, bK, k)
+        gB = local_tile(make_tensor(B, make_layout((N, K), (ldb, ONE)), z * sBb), TILE_B,
+                        (by, None))
+        cA = local_tile(make_identity_tensor((M, K)), TILE_A, (bx, None))
+        cB = local_tile(make_identity_tensor((N, K)), TILE_B, (by, None))
+
+        g2s = get_slice(G2S, t)
+        tAgA, tAsA, tAcA = partition_S(g2s, gA), partition_D(g2s, sA), partition_S(g2s, cA)
+        tBgB, tBsB, tBcB = partition_S(g2s, gB), partition_D(g2s, sB), partition_S(g2s, cB)
+        tApA = make_fragment_like(tAsA[0, None, None, 0], int32)   # rows inside M (and K)
+        tBpB = make_fragment_like(tBsB[0, None, None, 0], int32)
+
+        thr = get_slice(MMA, t)
+        tCrA = make_fragment_like(partition_A(thr, sA[None, None, 0]), T)   # (8, MMA_M, KB)
+        tCrB = make_fragment_like(partition_B(thr, sB[None, None, 0]), T)   # (4, MMA_N, KB)
+        tCrC = make_fragment_like(partition_C(thr, make_identity_tensor(TILE_C)), float32)
+        fill(tCrC, 0)
+        ldsm_a, ldsm_b = get_slice(LDSM_A, t), get_slice(LDSM_B, t)
+        tXsA, tXrA = partition_S(ldsm_a, sA), retile_D(ldsm_a, tCrA)       # (CPY, M, KB, S)
+        tXsB, tXrB = partition_S(ldsm_b, sB), retile_D(ldsm_b, tCrB)
+
+        k_tiles = (K + U(bK - 1)) // U(bK)
+        full = K // U(bK)                       # the k-tiles inside K
+        if (bx + U(1)) * U(bM) <= M and (by + U(1)) * U(bN) <= N and full == k_tiles:
+            mainloop_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB,
+                            tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles, full)
+        else:
+            mainloop_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB,
+                           tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles, full)
+
+        # epilogue: alpha * acc staged in shared memory, then C in 16-byte runs of a row
+        arch.cp_async_wait(0)
+        cuda.syncthreads()                      # every ldmatrix of the ring is done
+        smc = cuda.shared.array(0, float32, alignment=align)
+        sC = make_shared_tensor(smc, SC, base // U(2))
+        tCsC = partition_C(thr, sC)
+        for i in unroll(static_range(N_ACC)):
+            tCrC[i] = alpha * tCrC[i]
+        copy(ST_ACC, tCrC, tCsC)                # a pair of columns a store
+        cuda.syncthreads()
+        s2g = get_slice(S2G, t)
+        gC = local_tile(make_tensor(C, make_layout((M, N), (ldc, ONE)), z * sCb), TILE_C,
+                        (bx, by))
+        cC = local_tile(make_identity_tensor((M, N)), TILE_C, (bx, by))
+        tDsC = partition_S(get_slice(LD_C, t), sC)                          # (VE, runs, 1)
+        tDgC, tDcC = partition_D(s2g, gC), partition_S(s2g, cC)
+        x = make_fragment_like(tDsC[None, 0, 0], float32)                  # (VE)
+        o = make_fragment_like(tDgC[None, 0, 0], T if half else float32)
+        for r in range(C_RUNS):                 # (a loop: NVVM unrolls it, numba compiles it once)
+            copy(LD_C, tDsC[None, r, 0], x)
+            if elem_less(tDcC[None, r, 0][VE - 1], (M, N)):
+                if beta != float32(0):
+                    copy(S2G, tDgC[None, r, 0], o)
+                    for e in unroll(RUN):
+                        x[e] += beta * load(o[e])
+                for e in unroll(RUN):
+                    o[e] = store(x[e])
+                copy(S2G, o, tDgC[None, r, 0])
+            elif elem_less(tDcC[None, r, 0][0], (M, N)):      # a run across N's edge
+                for e in unroll(RUN):
+                    if elem_less(tDcC[None, r, 0][e], (M, N)):
+                        y = x[e]
+                        if beta != float32(0):
+                            y += beta * load(tDgC[None, r, 0][e])
+                        tDgC[None, r, 0][e] = store(y)
+
+    return kernel
+
+
+def _mainloop(issue, S, KB, MMA, LDSM_A, LDSM_B):
+    """CUTLASS's SM80 mainloop over a ring of ``S`` shared stages (a device function),
+    ``issue(..., k, stage, full)`` copying k-tile ``k`` into a stage: ``S - 1`` k-tiles in
+    flight, one commit group each (empty past the last); the register fragments of k-block
+    ``kb + 1`` read while ``kb`` is multiplied; the next k-tile's stage waited for before
+    the last k-block, the k-tile ``S - 1`` ahead issued at the first."""
+    WAIT = S - 2                                    # commit groups left in flight
+    AHEAD = static_range(S - 1)
+    K_BLOCKS = static_range(KB)
+
+    @unrolled
+    def mainloop(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB, tXrB, tCrA,
+                 tCrB, tCrC, M, N, K, k_tiles, full):
+        for s in unroll(AHEAD):
+            if U(s) < k_tiles:
+                issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, U(s), U(s), full)
+            arch.cp_async_commit()
+        read, write = U(0), U(S - 1)            # the stages read and written next
+        arch.cp_async_wait(WAIT)
+        cuda.syncthreads()
+        copy(LDSM_A, tXsA[None, None, 0, read], tXrA[None, None, 0])
+        copy(LDSM_B, tXsB[None, None, 0, read], tXrB[None, None, 0])
+        k = U(0)
+        while k < k_tiles:
+            for kb in unroll(K_BLOCKS):
+                if kb == KB - 1:                # the next k-tile's stage, from here on
+                    arch.cp_async_wait(WAIT)
+                    cuda.syncthreads()
+                    read = U(read + U(1)) if read + U(1) < U(S) else U(0)
+                nb = (kb + 1) % KB
+                copy(LDSM_A, tXsA[None, None, nb, read], tXrA[None, None, nb])
+                copy(LDSM_B, tXsB[None, None, nb, read], tXrB[None, None, nb])
+                if kb == 0:                     # the k-tile S - 1 ahead into its stage
+                    ahead = U(k + U(S - 1))
+                    if ahead < k_tiles:
+                        issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, ahead,
+                              write, full)
+                    arch.cp_async_commit()
+                    write = U(write + U(1)) if write + U(1) < U(S) else U(0)
+                gemm(MMA, tCrC, tCrA[None, None, kb], tCrB[None, None, kb])
+            k = U(k + U(1))
+
+    return cuda.jit(device=True, inline="always")(mainloop)

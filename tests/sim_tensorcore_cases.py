@@ -51,15 +51,19 @@ OUT_ROUNDING = {"float32": 0.0, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 
 def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, col_out=False, a_col=False, b_kmajor=True,
-         out_dtype="float32"):
+         out_dtype="float32", k_pad=0):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K (the .T of
     an (n, k) row-major matrix) or along N; out (m, n) of ``out_dtype`` (16-bit outputs as raw
-    bits for bfloat16)."""
+    bits for bfloat16). ``k_pad``: row-major A and K-major B are views of matrices of k +
+    k_pad columns whose last k_pad hold NaN (a padded leading dimension)."""
     rng = np.random.default_rng(seed)
-    a, a64 = to_operand(rng.standard_normal((m, k)), cfg.dtype)
-    bt, bt64 = to_operand(rng.standard_normal((n, k)), cfg.dtype)
-    A = cuda.to_device(np.asfortranarray(a) if a_col else a)
-    B = cuda.to_device(bt).T if b_kmajor else cuda.to_device(np.ascontiguousarray(bt.T))
+    a, a64 = to_operand(rng.standard_normal((m, k + k_pad)), cfg.dtype)
+    bt, bt64 = to_operand(rng.standard_normal((n, k + k_pad)), cfg.dtype)
+    nan = np.uint16(0x7FC0) if cfg.dtype == "bfloat16" else np.nan
+    a[:, k:], bt[:, k:], a64, bt64 = nan, nan, a64[:, :k], bt64[:, :k]
+    A = cuda.to_device(np.asfortranarray(a) if a_col else a)[:, :k]
+    B = (cuda.to_device(bt)[:, :k].T if b_kmajor
+         else cuda.to_device(np.ascontiguousarray(bt[:, :k].T)))
     init, c0 = out_start(rng.standard_normal((m, n)), out_dtype, beta)
     out = cuda.to_device(np.asfortranarray(init) if col_out else init)
     tensorcore_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
@@ -151,6 +155,10 @@ def main(which):
             TensorCoreConfig(32, 32, 32, (1, 1), 3, dtype, group_m=3), 100, 70, 32, seed=10)
         results["A col, B N-major, bf16 out 40x36x50"] = case(
             small, 40, 36, 50, seed=7, a_col=True, b_kmajor=False, out_dtype="bfloat16")
+        # K a multiple of 8: the kernel written with gemm.cute; not: the generated one
+        results["gemm.cute edges, beta, bf16 out 40x50x72"] = case(
+            small, 40, 50, 72, 0.5, 1.5, seed=13, out_dtype="bfloat16")
+        results["padded K 41 (ld 48) 40x48x41"] = case(small, 40, 48, 41, seed=14, k_pad=7)
     else:
         results["alpha-beta col-out 33x17x40"] = case(small, 33, 17, 40, 0.5, -2.0, seed=5,
                                                       col_out=True)

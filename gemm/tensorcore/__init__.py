@@ -154,6 +154,8 @@ class _Call:
             self.ops, self.swapped, mm, nn, ldc = (b, a, c), True, n, m, c.strides[1]
         ve = 4 if out_dtype == "float32" else 8
         vc = c.ptr % 16 == 0 and (ldc % ve == 0 or mm == 1)
+        if config.cute and k % (16 // eb):      # the kernel written with gemm.cute copies
+            config = _generated(config)         # whole 16-byte runs of K (CUTLASS's rule)
         self.variant = Variant(config, xmaj, ymaj, out_dtype, vx, vy, vc)
         x, y = self.ops[:2]
         self.scalars = (mm, nn, k, ldx, ldy, ldc, x.bstride, y.bstride, c.bstride,
@@ -168,6 +170,12 @@ class _Call:
     @staticmethod
     def _dtype(a, b, config, caller):
         return operand_dtype(a, b, config.dtype, caller)
+
+
+@lru_cache(maxsize=256)
+def _generated(config):
+    """``config`` asking for the generated kernel (cached, as :func:`_with_dtype`)."""
+    return replace(config, cute=False)
 
 
 @lru_cache(maxsize=256)

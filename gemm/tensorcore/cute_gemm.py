@@ -77,7 +77,9 @@ def block_order(group_m):
 def supports(v):
     """Whether this kernel runs Variant ``v``: K-major X and Y of bf16 or f16 read in 16-byte
     copies, no delayed release, and an epilogue whose 16-byte runs of a row of C the block's
-    threads cover in whole rows."""
+    threads cover in whole rows. The call must also have K a multiple of 8 (each copy's
+    predicate is its first element's: a run of K is copied whole or not at all, CUTLASS's
+    alignment rule); :mod:`gemm.tensorcore` gives other calls the generated kernel."""
     cfg = v.config
     runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
     return ((v.a_major, v.b_major, v.vec_a, v.vec_b) == ("K", "K", 8, 8)

@@ -7,7 +7,8 @@ the generated one (``gemm/tensorcore/gen.py``) in the same configuration, in one
 ``gemm.matmul(a, b, kernel=TensorCoreConfig(...))`` with the default configuration (256 x
 128 x 64 tiles, 4 x 2 warps, 3 stages), ``cute=True`` (gemm.cute, the default) and
 ``cute=False`` (generated): eager calls without an out, A (M, K) row-major and B = W.T
-(K-major, a torch Linear's weight), bf16 or f16 in, the out type of each row. Every rep
+(K-major, a torch Linear's weight; "B rows": B (K, N) row-major, N-major; "A cols": A
+column-major, M-major), bf16 or f16 in, the out type of each row. Every rep
 times both calls and torch.matmul (cuBLAS, its own out type) in turn (benchmarks/timing.py's
 ``timed_together``, median of R). Before timing: both outs against float64 (max |C - ref| /
 max |ref|) and against each other bit for bit; the first call's seconds (the compile
@@ -32,7 +33,7 @@ import gemm  # noqa: E402
 from benchmarks.timing import eager_arguments, timed_together  # noqa: E402
 from gemm.tensorcore import TensorCoreConfig  # noqa: E402
 
-# (M, N, K, batch, operand type, out type)
+# (M, N, K, batch, operand type, out type[, operands' form])
 SHAPES = [(4096, 4096, 4096, 1, "bfloat16", "float32"),
           (4096, 4096, 4096, 1, "bfloat16", "bfloat16"),
           (8192, 8192, 8192, 1, "bfloat16", "bfloat16"),
@@ -42,16 +43,23 @@ SHAPES = [(4096, 4096, 4096, 1, "bfloat16", "float32"),
           (4095, 4097, 4104, 1, "bfloat16", "bfloat16"),
           (1000, 3000, 1000, 1, "bfloat16", "float32"),
           (1024, 1024, 1024, 8, "bfloat16", "bfloat16"),
-          (4096, 4096, 4096, 1, "float16", "float16")]
+          (4096, 4096, 4096, 1, "float16", "float16"),
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "B rows"),
+          (2048, 14336, 4096, 1, "bfloat16", "bfloat16", "B rows"),
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "A cols")]
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
-def calls(m, n, k, batch, dtype, out_dtype):
+def calls(m, n, k, batch, dtype, out_dtype, form="TN"):
     """({name: call}, {name: first call's seconds}, {name: error}, equal): the two kernels'
     calls and torch's on fresh operands."""
     lead = (batch,) if batch > 1 else ()
     a = torch.randn(*lead, m, k, device="cuda").to(TORCH[dtype])
     b = torch.randn(*lead, n, k, device="cuda").to(TORCH[dtype]).transpose(-1, -2)
+    if form == "B rows":
+        b = b.contiguous()
+    elif form == "A cols":
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
     ref = (a.double() @ b.double())
     fns, first, err, outs = {}, {}, {}, {}
     for name, cute in (("generated", False), ("gemm.cute", True)):
@@ -76,12 +84,13 @@ def main():
     for shape in SHAPES:
         fns, first, err, equal = calls(*shape)
         t = timed_together(fns, args.reps)
-        m, n, k, batch, dtype, out_dtype = shape
+        m, n, k, batch, dtype, out_dtype, *form = shape
         row = dict(shape=shape, us={x: v * 1e3 for x, v in t.items()}, first_call_s=first,
                    error=err, equal=equal, ratio=t["generated"] / t["gemm.cute"])
         rows.append(row)
         flops = 2 * m * n * k * batch / (t["gemm.cute"] * 1e-3) / 1e12
-        print(f"{batch} x {m}x{n}x{k} {dtype} -> {out_dtype}: generated "
+        print(f"{batch} x {m}x{n}x{k} {dtype} -> {out_dtype}{' ' + form[0] if form else ''}: "
+              f"generated "
               f"{row['us']['generated']:8.1f} us  gemm.cute {row['us']['gemm.cute']:8.1f} us "
               f"({flops:5.1f} TFLOP/s)  cuBLAS {row['us']['cuBLAS']:8.1f} us  generated / "
               f"gemm.cute {row['ratio']:.3f}  equal {equal}  error {err['gemm.cute']:.1e}  "

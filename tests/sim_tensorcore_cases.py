@@ -159,6 +159,8 @@ def main(which):
         results["gemm.cute edges, beta, bf16 out 40x50x72"] = case(
             small, 40, 50, 72, 0.5, 1.5, seed=13, out_dtype="bfloat16")
         results["padded K 41 (ld 48) 40x48x41"] = case(small, 40, 48, 41, seed=14, k_pad=7)
+        results["gemm.cute B N-major 40x48x72"] = case(small, 40, 48, 72, seed=15,
+                                                       b_kmajor=False)
     else:
         results["alpha-beta col-out 33x17x40"] = case(small, 33, 17, 40, 0.5, -2.0, seed=5,
                                                       col_out=True)
@@ -168,6 +170,9 @@ def main(which):
             small, 64, 40, 20, 1.0, 0.5, seed=8, b_kmajor=False, out_dtype="float16")
         results["A col, col f16 out 24x64x33"] = case(small, 24, 64, 33, seed=9, a_col=True,
                                                       col_out=True, out_dtype="float16")
+        results["gemm.cute both MN-major, col f16 out 64x56x48"] = case(
+            small, 64, 56, 48, 1.0, 0.5, seed=16, a_col=True, b_kmajor=False, col_out=True,
+            out_dtype="float16")
     print(json.dumps(results))
 
 

@@ -1,8 +1,8 @@
 """The tensor-core kernel compiled to PTX on the CPU (no GPU needed): mma.sync, ldmatrix and
 cp.async present, no local memory, no 64-bit division, and ptxas reports no spills, for the
 default configuration (bf16), the kernel written with gemm.cute, compiled for sm_80 and for
-sm_90 (numba compiles for the GPU that runs it), and for a variant the generated kernel
-still serves (B MN-major: ldmatrix .trans), compiled for sm_80 and assembled for both."""
+sm_90 (numba compiles for the GPU that runs it), the same with B MN-major (ldmatrix .trans),
+and the generated kernel (``cute=False``), compiled for sm_80 and assembled for both."""
 
 import os
 
@@ -16,15 +16,17 @@ from gemm.tensorcore import TensorCoreConfig, Variant, tensorcore_function  # no
 from gemm.tensorcore import cute_gemm  # noqa: E402
 
 CFG = TensorCoreConfig(dtype="bfloat16")          # the default kernel
+GENERATED = TensorCoreConfig(dtype="bfloat16", cute=False)
 KERNELS = {"cute": (Variant(CFG), (8, 0)), "cute sm_90": (Variant(CFG), (9, 0)),
-           "generated": (Variant(CFG, b_major="MN"), (8, 0))}
+           "cute MN": (Variant(CFG, b_major="MN"), (9, 0)),
+           "generated": (Variant(GENERATED, b_major="MN"), (8, 0))}
 
 
 @pytest.fixture(scope="module", params=list(KERNELS))
 def compiled(request):
     """(name, PTX, the architectures its ptxas usage is checked for)."""
     v, cc = KERNELS[request.param]
-    assert cute_gemm.supports(v) == request.param.startswith("cute")
+    assert (v.config.cute and cute_gemm.supports(v)) == request.param.startswith("cute")
     ptx = compile_ptx(tensorcore_function(v), v.signature, cc=cc,
                       launch_bounds=(CFG.threads, 1))
     return request.param, ptx, [cc] if cc == (9, 0) else [(8, 0), (9, 0)]
@@ -39,7 +41,8 @@ def test_instructions(compiled):
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == \
         2 * kb * (CFG.bM // (16 * wm)) * (CFG.bN // (8 * wn))
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
-    assert ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx) == (name == "generated")
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx) == (
+        name in ("cute MN", "generated"))
     assert "cp.async.cg.shared.global" in ptx and "cp.async.commit_group" in ptx
     assert "st.global.v4.f32" in ptx and "st.shared.v2.f32" in ptx   # the staged epilogue
     assert f"cp.async.wait_group {CFG.stages - 2}" in ptx

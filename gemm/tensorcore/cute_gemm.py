@@ -1,19 +1,20 @@
 """The SM80 tensor-core GEMM written with :mod:`gemm.cute`: CUTLASS's SM80 mainloop (a ring
 of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands the generated
 kernel of :mod:`gemm.tensorcore.gen` sees (X (MM, K), Y (NN, K), a row-major C (MM, NN), the
-same arguments), for K-major X and Y of 16-bit values in 16-byte rows.
+same arguments), for X and Y of 16-bit values, either major, read in 16-byte runs.
 
-- shared memory: per operand a ``(bMN, bK, stages)`` tensor, the stages of a swizzled atom
-  of 8 rows of K (:func:`smem_atom`: the 16-byte chunks of a row XORed with the row, so the
-  8 rows of an ldmatrix phase and the 8 stores of a cp.async phase fall into 8 different
-  bank groups);
-- global -> shared: a tiled copy of 16-byte cp.async along K, predicated where a block
-  reaches past M or N (the predicates of the rows, the same every k-tile) and in the last
-  k-tile where K is not a multiple of bK (the predicates of rows and columns); the copies
-  of a predicate left out fill zeros;
+- shared memory: per operand a ``(bMN, bK, stages)`` tensor of swizzled atoms
+  (:func:`smem_layout`: 8 lines of K or of MN, the 16-byte chunks of a line XORed with the
+  line, so the 8 lines of an ldmatrix phase and the 8 stores of a cp.async phase fall into
+  8 different bank groups);
+- global -> shared: a tiled copy of 16-byte cp.async along the operand's contiguous mode;
+  written twice, as the whole mainloop is: plain copies for a block inside the matrices
+  with K a multiple of bK, and copies predicated by their first element's coordinate
+  (elements past M, N or K fill zeros) for the rest;
 - the MMA: ``make_tiled_mma`` of the m16n8k16 atom over (wm, wn) warps, permuted to (16 wm,
   16 wn, 16) so that an ldmatrix x4 fills two n8 blocks of B; shared -> registers by
-  ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` and ``retile_D``;
+  ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` (K-major) or ``SM75_U16x8_LDSM_T``
+  (MN-major) and ``retile_D``;
 - the mainloop is CUTLASS's: ``stages - 1`` k-tiles in flight, the register fragments of
   k-block ``kb + 1`` read while ``kb`` is multiplied, the next k-tile's shared stage waited
   for before the last k-block, and the k-tile ``stages - 1`` ahead issued at the first;
@@ -32,11 +33,12 @@ from numba import cuda, float32, int32, uint16
 
 from layoutalg import (ComposedLayout, Layout, Swizzle, UniversalCopy, make_tiled_copy,
                        make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma, tile_to_shape)
-from layoutalg.atom import (SM75_U32x4_LDSM_N, SM80_16x8x16_F32BF16BF16F32_TN,
-                            SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEGLOBAL)
+from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
+                            SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x16_F32F16F16F32_TN,
+                            SM80_CP_ASYNC_CACHEGLOBAL)
 from gemm import arch
 from gemm.arch.smem import SWIZZLE_ALIGN, shared_alignment
-from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, local_tile,
+from gemm.cute import (copy, copy_if, cosize, size, elem_less, fill, gemm, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout, make_shared_tensor,
                        make_tensor,
                        partition_A, partition_B, partition_C, partition_D, partition_S, retile_D,
@@ -44,20 +46,51 @@ from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, 
 from gemm.epilogue_kernel import conversions
 from gemm.tensorcore.config import _PAD_C
 
-__all__ = ["smem_atom", "supports", "kernel_function"]
+__all__ = ["smem_layout", "supports", "kernel_function"]
 
 U = np.uint32
 ONE = static(1)
 ATOMS = {"bfloat16": SM80_16x8x16_F32BF16BF16F32_TN, "float16": SM80_16x8x16_F32F16F16F32_TN}
 
 
-def smem_atom(bk):
-    """The shared layout atom of a K-major operand: 8 rows of ``bk`` 16-bit elements, the
-    16-byte chunks of a row XORed with the row's index (CuTe's ``Sw<3,3,3>`` for 64-element
-    rows, ``Sw<2,3,3>`` for 32)."""
-    chunks = bk // 8
-    return ComposedLayout(Swizzle(chunks.bit_length() - 1, 3, 3), 0,
-                          Layout((8, bk), (bk, 1)))
+def smem_layout(major, bmn, bk, stages):
+    """An operand's ``(bmn, bk, stages)`` shared tensor of 16-bit elements: its atoms are
+    8 lines of a row of K (K-major) or of a column of at most 64 of MN (MN-major), the 16-byte
+    chunks of a line XORed with the line's index (CuTe's ``Sw<3,3,3>`` for 128-byte lines),
+    tiled along MN (K-major) or along K first (MN-major), then the stages."""
+    if major == "K":
+        atom, order = Layout((8, bk), (bk, 1)), None
+    else:
+        line = min(64, bmn)
+        atom, order = Layout((line, 8), (1, line)), (2, 1, 3)
+    chunks = size(atom) // 8 // 8                   # 16-byte chunks of a line
+    return tile_to_shape(ComposedLayout(Swizzle(chunks.bit_length() - 1, 3, 3), 0, atom),
+                         (bmn, bk, stages), order)
+
+
+def _operand(major, bmn, bk, stages, threads, mma, which):
+    """(shared layout, global -> shared tiled copy, shared -> register ldmatrix copy, the
+    device function making the operand's global (MN, K) tensor) of an operand."""
+    if major == "K":
+        along = bk // 8                             # 16-byte copies along a row of K
+        g2s = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
+                              Layout((threads // along, along), (along, 1)), Layout((1, 8)))
+        ldsm = SM75_U32x4_LDSM_N()
+
+        @cuda.jit(device=True, inline="always")
+        def matrix(X, MN, K, ld, at):
+            return make_tensor(X, make_layout((MN, K), (ld, ONE)), at)
+    else:
+        along = min(bmn // 8, threads)              # 16-byte copies along a column of MN
+        g2s = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
+                              Layout((along, threads // along)), Layout((8, 1)))
+        ldsm = SM75_U16x8_LDSM_T()
+
+        @cuda.jit(device=True, inline="always")
+        def matrix(X, MN, K, ld, at):
+            return make_tensor(X, make_layout((MN, K), (ONE, ld)), at)
+    tiled_ldsm = (make_tiled_copy_A if which == "A" else make_tiled_copy_B)(ldsm, mma)
+    return smem_layout(major, bmn, bk, stages), g2s, tiled_ldsm, matrix
 
 
 @cuda.jit(device=True, inline="always")
@@ -75,16 +108,16 @@ def block_order(group_m):
 
 
 def supports(v):
-    """Whether this kernel runs Variant ``v``: K-major X and Y of bf16 or f16 read in 16-byte
-    copies, no delayed release, and an epilogue whose 16-byte runs of a row of C the block's
-    threads cover in whole rows. The call must also have K a multiple of 8 (each copy's
-    predicate is its first element's: a run of K is copied whole or not at all, CUTLASS's
+    """Whether this kernel runs Variant ``v``: X and Y of bf16 or f16 (either major) read in
+    16-byte copies, no delayed release, and an epilogue whose 16-byte runs of a row of C the
+    block's threads cover in whole rows. The call must also have its operands' contiguous
+    extents (K of a K-major one, M or N of an MN-major one) multiples of 8: each copy's
+    predicate is its first element's, so a run is copied whole or not at all (CUTLASS's
     alignment rule); :mod:`gemm.tensorcore` gives other calls the generated kernel."""
     cfg = v.config
     runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
-    return ((v.a_major, v.b_major, v.vec_a, v.vec_b) == ("K", "K", 8, 8)
-            and cfg.dtype in ATOMS and cfg.delay_release == 0 and runs > 0
-            and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0)
+    return ((v.vec_a, v.vec_b) == (8, 8) and cfg.dtype in ATOMS and cfg.delay_release == 0
+            and runs > 0 and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0)
 
 
 @lru_cache(maxsize=None)
@@ -99,14 +132,9 @@ def kernel_function(v):
     wm, wn = cfg.warps
     threads = cfg.threads
     MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, 16))
-    SA = tile_to_shape(smem_atom(bK), (bM, bK, S))
-    SB = tile_to_shape(smem_atom(bK), (bN, bK, S))
+    SA, G2S_A, LDSM_A, matrix_a = _operand(v.a_major, bM, bK, S, threads, MMA, "A")
+    SB, G2S_B, LDSM_B, matrix_b = _operand(v.b_major, bN, bK, S, threads, MMA, "B")
     A_ELEMS = cosize(SA.inner)
-    along = bK // 8                                 # 16-byte copies along a row
-    G2S = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
-                          Layout((threads // along, along), (along, 1)), Layout((1, 8)))
-    LDSM_A = make_tiled_copy_A(SM75_U32x4_LDSM_N(), MMA)
-    LDSM_B = make_tiled_copy_B(SM75_U32x4_LDSM_N(), MMA)
     TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
     COPIES_A = static_range(bM * bK // 8 // threads)
     COPIES_B = static_range(bN * bK // 8 // threads)
@@ -133,8 +161,8 @@ def kernel_function(v):
 
     def copy_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
         """k-tile ``k`` of a block inside the matrices into ``stage``."""
-        copy(G2S, tAgA[None, None, None, k], tAsA[None, None, None, stage])
-        copy(G2S, tBgB[None, None, None, k], tBsB[None, None, None, stage])
+        copy(G2S_A, tAgA[None, None, None, k], tAsA[None, None, None, stage])
+        copy(G2S_B, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
     @unrolled
     def copy_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
@@ -144,8 +172,8 @@ def kernel_function(v):
             tApA[r] = elem_less(tAcA[None, None, None, k][r * 8], (M, K))
         for r in unroll(COPIES_B):
             tBpB[r] = elem_less(tBcB[None, None, None, k][r * 8], (N, K))
-        copy_if(G2S, tApA, tAgA[None, None, None, k], tAsA[None, None, None, stage])
-        copy_if(G2S, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
+        copy_if(G2S_A, tApA, tAgA[None, None, None, k], tAsA[None, None, None, stage])
+        copy_if(G2S_B, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
     mainloop_inside = _mainloop(cuda.jit(device=True, inline="always")(copy_inside), S, KB,
                                 MMA, LDSM_A, LDSM_B)
@@ -162,16 +190,15 @@ def kernel_function(v):
         base = arch.shared_offset_of(raw, SWIZZLE_ALIGN)
         sA = make_shared_tensor(raw, SA, base)                                    # (bM, bK, S)
         sB = make_shared_tensor(raw, SB, base + U(A_ELEMS))                       # (bN, bK, S)
-        gA = local_tile(make_tensor(A, make_layout((M, K), (lda, ONE)), z * sAb), TILE_A,
-                        (bx, None))                                        # (bM, bK, k)
-        gB = local_tile(make_tensor(B, make_layout((N, K), (ldb, ONE)), z * sBb), TILE_B,
-                        (by, None))
+        gA = local_tile(matrix_a(A, M, K, lda, z * sAb), TILE_A, (bx, None))    # (bM, bK, k)
+        gB = local_tile(matrix_b(B, N, K, ldb, z * sBb), TILE_B, (by, None))    # (bN, bK, k)
         cA = local_tile(make_identity_tensor((M, K)), TILE_A, (bx, None))
         cB = local_tile(make_identity_tensor((N, K)), TILE_B, (by, None))
 
-        g2s = get_slice(G2S, t)
-        tAgA, tAsA, tAcA = partition_S(g2s, gA), partition_D(g2s, sA), partition_S(g2s, cA)
-        tBgB, tBsB, tBcB = partition_S(g2s, gB), partition_D(g2s, sB), partition_S(g2s, cB)
+        g2s_a, g2s_b = get_slice(G2S_A, t), get_slice(G2S_B, t)
+        tAgA, tAsA = partition_S(g2s_a, gA), partition_D(g2s_a, sA)     # (CPY, CPY_M, CPY_K, k)
+        tBgB, tBsB = partition_S(g2s_b, gB), partition_D(g2s_b, sB)
+        tAcA, tBcB = partition_S(g2s_a, cA), partition_S(g2s_b, cB)
         tApA = make_fragment_like(tAsA[0, None, None, 0], int32)   # rows inside M (and K)
         tBpB = make_fragment_like(tBsB[0, None, None, 0], int32)
 

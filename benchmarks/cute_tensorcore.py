@@ -8,7 +8,8 @@ the generated one (``gemm/tensorcore/gen.py``) in the same configuration, in one
 128 x 64 tiles, 4 x 2 warps, 3 stages), ``cute=True`` (gemm.cute, the default) and
 ``cute=False`` (generated): eager calls without an out, A (M, K) row-major and B = W.T
 (K-major, a torch Linear's weight; "B rows": B (K, N) row-major, N-major; "A cols": A
-column-major, M-major), bf16 or f16 in, the out type of each row. Every rep
+column-major, M-major; K = 4100 and 4098: 8- and 4-byte copies), bf16, f16, or float32
+multiplied as tf32 (cuBLAS with TF32 allowed), the out type of each row. Every rep
 times both calls and torch.matmul (cuBLAS, its own out type) in turn (benchmarks/timing.py's
 ``timed_together``, median of R). Before timing: both outs against float64 (max |C - ref| /
 max |ref|) and against each other bit for bit; the first call's seconds (the compile
@@ -46,8 +47,13 @@ SHAPES = [(4096, 4096, 4096, 1, "bfloat16", "float32"),
           (4096, 4096, 4096, 1, "float16", "float16"),
           (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "B rows"),
           (2048, 14336, 4096, 1, "bfloat16", "bfloat16", "B rows"),
-          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "A cols")]
-TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "A cols"),
+          (4096, 4096, 4100, 1, "bfloat16", "bfloat16"),
+          (4096, 4096, 4098, 1, "bfloat16", "bfloat16"),
+          (4096, 4096, 4096, 1, "tfloat32", "float32"),
+          (2048, 14336, 4096, 1, "tfloat32", "float32", "B rows")]
+TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+         "tfloat32": torch.float32}
 
 
 def calls(m, n, k, batch, dtype, out_dtype, form="TN"):
@@ -66,7 +72,8 @@ def calls(m, n, k, batch, dtype, out_dtype, form="TN"):
         cfg = TensorCoreConfig(dtype=dtype, cute=cute)
 
         def call(cfg=cfg):
-            return gemm.matmul(a, b, kernel=cfg, out_dtype=out_dtype)
+            return gemm.matmul(a, b, kernel=cfg, out_dtype=out_dtype,
+                               allow_tf32=dtype == "tfloat32")
         t0 = time.perf_counter()
         out = call()
         torch.cuda.synchronize()
@@ -74,7 +81,11 @@ def calls(m, n, k, batch, dtype, out_dtype, form="TN"):
         outs[name] = out
         err[name] = float((out.double() - ref).abs().max() / ref.abs().max())
         fns[name] = call
-    fns["cuBLAS"] = lambda: torch.matmul(a, b)
+    def cublas():
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tfloat32"
+        torch.matmul(a, b)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    fns["cuBLAS"] = cublas
     return fns, first, err, bool(torch.equal(outs["generated"], outs["gemm.cute"]))
 
 

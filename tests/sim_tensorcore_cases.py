@@ -139,6 +139,11 @@ def main(which):
         results["MN MN bK32 stages2 col-out 33x30x70"] = case(
             TensorCoreConfig(32, 32, 32, (1, 1), 2, "tfloat32"), 33, 30, 70, 0.5, -1.0,
             seed=12, col_out=True, a_col=True, b_kmajor=False)
+        results["K K bf16 out, beta 40x48x48"] = case(small, 40, 48, 48, 1.0, 0.5, seed=18,
+                                                      out_dtype="bfloat16")
+        results["generated (cute=False) 40x48x48"] = case(
+            TensorCoreConfig(32, 32, 16, (1, 1), 3, "tfloat32", cute=False), 40, 48, 48,
+            seed=17)
         print(json.dumps(results))
         return
     dtype, warps = which.split("-")
@@ -161,6 +166,9 @@ def main(which):
         results["padded K 41 (ld 48) 40x48x41"] = case(small, 40, 48, 41, seed=14, k_pad=7)
         results["gemm.cute B N-major 40x48x72"] = case(small, 40, 48, 72, seed=15,
                                                        b_kmajor=False)
+        results["gemm.cute 8-byte copies 40x48x36"] = case(small, 40, 48, 36, seed=18)
+        results["gemm.cute 4-byte copies, B N-major 40x48x34"] = case(
+            small, 40, 48, 34, seed=19, b_kmajor=False, out_dtype="bfloat16")
     else:
         results["alpha-beta col-out 33x17x40"] = case(small, 33, 17, 40, 0.5, -2.0, seed=5,
                                                       col_out=True)

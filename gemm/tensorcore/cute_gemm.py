@@ -1,20 +1,22 @@
 """The SM80 tensor-core GEMM written with :mod:`gemm.cute`: CUTLASS's SM80 mainloop (a ring
 of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands the generated
 kernel of :mod:`gemm.tensorcore.gen` sees (X (MM, K), Y (NN, K), a row-major C (MM, NN), the
-same arguments), for X and Y of 16-bit values, either major, read in 16-byte runs.
+same arguments), for X and Y of bf16 / f16 or float32 multiplied as tf32, either major,
+read in cp.async copies of 4 to 16 bytes.
 
 - shared memory: per operand a ``(bMN, bK, stages)`` tensor of swizzled atoms
   (:func:`smem_layout`: 8 lines of K or of MN, the 16-byte chunks of a line XORed with the
   line, so the 8 lines of an ldmatrix phase and the 8 stores of a cp.async phase fall into
   8 different bank groups);
-- global -> shared: a tiled copy of 16-byte cp.async along the operand's contiguous mode;
+- global -> shared: a tiled copy of cp.async along the operand's contiguous mode;
   written twice, as the whole mainloop is: plain copies for a block inside the matrices
   with K a multiple of bK, and copies predicated by their first element's coordinate
   (elements past M, N or K fill zeros) for the rest;
 - the MMA: ``make_tiled_mma`` of the m16n8k16 atom over (wm, wn) warps, permuted to (16 wm,
   16 wn, 16) so that an ldmatrix x4 fills two n8 blocks of B; shared -> registers by
   ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` (K-major) or ``SM75_U16x8_LDSM_T``
-  (MN-major) and ``retile_D``;
+  (MN-major) and ``retile_D``, or for tf32 of 4-byte loads (ldmatrix moves 16-bit values),
+  ``gemm`` rounding each value to tf32;
 - the mainloop is CUTLASS's: ``stages - 1`` k-tiles in flight, the register fragments of
   k-block ``kb + 1`` read while ``kb`` is multiplied, the next k-tile's shared stage waited
   for before the last k-block, and the k-tile ``stages - 1`` ahead issued at the first;
@@ -34,7 +36,8 @@ from numba import cuda, float32, int32, uint16
 from layoutalg import (ComposedLayout, Layout, Swizzle, UniversalCopy, make_tiled_copy,
                        make_tiled_copy_A, make_tiled_copy_B, make_tiled_mma, tile_to_shape)
 from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
-                            SM80_16x8x16_F32BF16BF16F32_TN, SM80_16x8x16_F32F16F16F32_TN,
+                            SM80_16x8x8_F32TF32TF32F32_TN, SM80_16x8x16_F32BF16BF16F32_TN,
+                            SM80_16x8x16_F32F16F16F32_TN, SM80_CP_ASYNC_CACHEALWAYS,
                             SM80_CP_ASYNC_CACHEGLOBAL)
 from gemm import arch
 from gemm.arch.smem import SWIZZLE_ALIGN, shared_alignment
@@ -50,47 +53,56 @@ __all__ = ["smem_layout", "supports", "kernel_function"]
 
 U = np.uint32
 ONE = static(1)
-ATOMS = {"bfloat16": SM80_16x8x16_F32BF16BF16F32_TN, "float16": SM80_16x8x16_F32F16F16F32_TN}
+ATOMS = {"bfloat16": SM80_16x8x16_F32BF16BF16F32_TN, "float16": SM80_16x8x16_F32F16F16F32_TN,
+         "tfloat32": SM80_16x8x8_F32TF32TF32F32_TN}
 
 
-def smem_layout(major, bmn, bk, stages):
-    """An operand's ``(bmn, bk, stages)`` shared tensor of 16-bit elements: its atoms are
-    8 lines of a row of K (K-major) or of a column of at most 64 of MN (MN-major), the 16-byte
-    chunks of a line XORed with the line's index (CuTe's ``Sw<3,3,3>`` for 128-byte lines),
-    tiled along MN (K-major) or along K first (MN-major), then the stages."""
+def smem_layout(major, bmn, bk, stages, bits=16):
+    """An operand's ``(bmn, bk, stages)`` shared tensor of ``bits``-bit elements: its atoms
+    are 8 lines of a row of K (K-major) or of a column of at most 128 bytes of MN (MN-major),
+    the 16-byte chunks of a line XORed with the line's index (CuTe's ``Sw<3,3,3>`` for
+    128-byte lines of 16-bit values, ``Sw<3,2,3>`` of 32-bit ones), tiled along MN (K-major)
+    or along K first (MN-major), then the stages."""
+    per_chunk = 128 // bits                         # elements of a 16-byte chunk
     if major == "K":
         atom, order = Layout((8, bk), (bk, 1)), None
     else:
-        line = min(64, bmn)
+        line = min(1024 // bits, bmn)
         atom, order = Layout((line, 8), (1, line)), (2, 1, 3)
-    chunks = size(atom) // 8 // 8                   # 16-byte chunks of a line
-    return tile_to_shape(ComposedLayout(Swizzle(chunks.bit_length() - 1, 3, 3), 0, atom),
-                         (bmn, bk, stages), order)
+    chunks = size(atom) // 8 // per_chunk           # 16-byte chunks of a line
+    swizzle = Swizzle(chunks.bit_length() - 1, per_chunk.bit_length() - 1, 3)
+    return tile_to_shape(ComposedLayout(swizzle, 0, atom), (bmn, bk, stages), order)
 
 
-def _operand(major, bmn, bk, stages, threads, mma, which):
-    """(shared layout, global -> shared tiled copy, shared -> register ldmatrix copy, the
-    device function making the operand's global (MN, K) tensor) of an operand."""
+def _operand(major, vec, bmn, bk, stages, threads, mma, which, tf32):
+    """(shared layout, global -> shared tiled copy, shared -> register tiled copy, the device
+    function making the operand's global (MN, K) tensor) of an operand read in copies of
+    ``vec`` elements along its contiguous mode."""
+    element = np.float32 if tf32 else np.uint16
+    nbytes = vec * np.dtype(element).itemsize
+    atom = (SM80_CP_ASYNC_CACHEGLOBAL(16, element) if nbytes == 16
+            else SM80_CP_ASYNC_CACHEALWAYS(nbytes, element))
     if major == "K":
-        along = bk // 8                             # 16-byte copies along a row of K
-        g2s = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
-                              Layout((threads // along, along), (along, 1)), Layout((1, 8)))
-        ldsm = SM75_U32x4_LDSM_N()
+        along = bk // vec                           # copies along a row of K
+        g2s = make_tiled_copy(atom, Layout((threads // along, along), (along, 1)),
+                              Layout((1, vec)))
 
         @cuda.jit(device=True, inline="always")
         def matrix(X, MN, K, ld, at):
             return make_tensor(X, make_layout((MN, K), (ld, ONE)), at)
     else:
-        along = min(bmn // 8, threads)              # 16-byte copies along a column of MN
-        g2s = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.uint16),
-                              Layout((along, threads // along)), Layout((8, 1)))
-        ldsm = SM75_U16x8_LDSM_T()
+        along = min(bmn // vec, threads)            # copies along a column of MN
+        g2s = make_tiled_copy(atom, Layout((along, threads // along)), Layout((vec, 1)))
 
         @cuda.jit(device=True, inline="always")
         def matrix(X, MN, K, ld, at):
             return make_tensor(X, make_layout((MN, K), (ONE, ld)), at)
-    tiled_ldsm = (make_tiled_copy_A if which == "A" else make_tiled_copy_B)(ldsm, mma)
-    return smem_layout(major, bmn, bk, stages), g2s, tiled_ldsm, matrix
+    # shared -> registers: ldmatrix for 16-bit values, 4-byte loads of the MMA's own values
+    # for tf32 (ldmatrix moves 16-bit elements)
+    s2r = (UniversalCopy(32, np.float32) if tf32
+           else SM75_U32x4_LDSM_N() if major == "K" else SM75_U16x8_LDSM_T())
+    tiled_s2r = (make_tiled_copy_A if which == "A" else make_tiled_copy_B)(s2r, mma)
+    return (smem_layout(major, bmn, bk, stages, 32 if tf32 else 16), g2s, tiled_s2r, matrix)
 
 
 @cuda.jit(device=True, inline="always")
@@ -108,15 +120,16 @@ def block_order(group_m):
 
 
 def supports(v):
-    """Whether this kernel runs Variant ``v``: X and Y of bf16 or f16 (either major) read in
-    16-byte copies, no delayed release, and an epilogue whose 16-byte runs of a row of C the
-    block's threads cover in whole rows. The call must also have its operands' contiguous
-    extents (K of a K-major one, M or N of an MN-major one) multiples of 8: each copy's
-    predicate is its first element's, so a run is copied whole or not at all (CUTLASS's
-    alignment rule); :mod:`gemm.tensorcore` gives other calls the generated kernel."""
+    """Whether this kernel runs Variant ``v``: X and Y of bf16, f16 or float32 multiplied as
+    tf32 (either major) read in cp.async copies (4, 8 or 16 bytes), no delayed release, and
+    an epilogue whose 16-byte runs of a row of C the block's threads cover in whole rows. The
+    call must also have its operands' contiguous extents (K of a K-major one, M or N of an
+    MN-major one) multiples of its copies' elements: each copy's predicate is its first
+    element's, so a run is copied whole or not at all (CUTLASS's alignment rule);
+    :mod:`gemm.tensorcore` gives other calls the generated kernel."""
     cfg = v.config
     runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
-    return ((v.vec_a, v.vec_b) == (8, 8) and cfg.dtype in ATOMS and cfg.delay_release == 0
+    return (min(v.vec_a, v.vec_b) * cfg.element_bytes >= 4 and cfg.delay_release == 0
             and runs > 0 and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0)
 
 
@@ -131,15 +144,21 @@ def kernel_function(v):
     bM, bN, bK, S, GROUP = cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.group_m
     wm, wn = cfg.warps
     threads = cfg.threads
-    MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, 16))
-    SA, G2S_A, LDSM_A, matrix_a = _operand(v.a_major, bM, bK, S, threads, MMA, "A")
-    SB, G2S_B, LDSM_B, matrix_b = _operand(v.b_major, bN, bK, S, threads, MMA, "B")
+    tf32 = cfg.dtype == "tfloat32"
+    kmma = 8 if tf32 else 16                        # the atom's K
+    MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, kmma))
+    SA, G2S_A, LDSM_A, matrix_a = _operand(v.a_major, v.vec_a, bM, bK, S, threads, MMA, "A",
+                                           tf32)
+    SB, G2S_B, LDSM_B, matrix_b = _operand(v.b_major, v.vec_b, bN, bK, S, threads, MMA, "B",
+                                           tf32)
     A_ELEMS = cosize(SA.inner)
     TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
-    COPIES_A = static_range(bM * bK // 8 // threads)
-    COPIES_B = static_range(bN * bK // 8 // threads)
-    KB = bK // 16
-    T = uint16
+    VEC_A, VEC_B = v.vec_a, v.vec_b
+    COPIES_A = static_range(bM * bK // VEC_A // threads)
+    COPIES_B = static_range(bN * bK // VEC_B // threads)
+    KB = bK // kmma
+    T = float32 if tf32 else uint16
+    PER_FLOAT = 1 if tf32 else 2                    # operand elements in 4 bytes
 
     # the epilogue: C staged as float32 rows of bN + PAD_C, read back in 16-byte runs
     half = v.out_dtype != "float32"
@@ -169,9 +188,9 @@ def kernel_function(v):
         """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros);
         the predicates computed anew each time (fewer registers held through the loop)."""
         for r in unroll(COPIES_A):
-            tApA[r] = elem_less(tAcA[None, None, None, k][r * 8], (M, K))
+            tApA[r] = elem_less(tAcA[None, None, None, k][r * VEC_A], (M, K))
         for r in unroll(COPIES_B):
-            tBpB[r] = elem_less(tBcB[None, None, None, k][r * 8], (N, K))
+            tBpB[r] = elem_less(tBcB[None, None, None, k][r * VEC_B], (N, K))
         copy_if(G2S_A, tApA, tAgA[None, None, None, k], tAsA[None, None, None, stage])
         copy_if(G2S_B, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
@@ -224,7 +243,7 @@ def kernel_function(v):
         arch.cp_async_wait(0)
         cuda.syncthreads()                      # every ldmatrix of the ring is done
         smc = cuda.shared.array(0, float32, alignment=align)
-        sC = make_shared_tensor(smc, SC, base // U(2))
+        sC = make_shared_tensor(smc, SC, base // U(PER_FLOAT))
         tCsC = partition_C(thr, sC)
         for i in unroll(static_range(N_ACC)):
             tCrC[i] = alpha * tCrC[i]
@@ -237,7 +256,7 @@ def kernel_function(v):
         tDsC = partition_S(get_slice(LD_C, t), sC)                          # (VE, runs, 1)
         tDgC, tDcC = partition_D(s2g, gC), partition_S(s2g, cC)
         x = make_fragment_like(tDsC[None, 0, 0], float32)                  # (VE)
-        o = make_fragment_like(tDgC[None, 0, 0], T if half else float32)
+        o = make_fragment_like(tDgC[None, 0, 0], uint16 if half else float32)
         for r in range(C_RUNS):                 # (a loop: NVVM unrolls it, numba compiles it once)
             copy(LD_C, tDsC[None, r, 0], x)
             if elem_less(tDcC[None, r, 0][VE - 1], (M, N)):

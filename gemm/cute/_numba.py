@@ -497,15 +497,35 @@ def _at(context, builder, tensor_ty, tensor, crd):
     return _pointer(context, builder, tensor_ty, tensor, _value(builder, at, values))
 
 
+def _once(builder, tensor, key, make):
+    """``make()``, emitted once per tensor value and ``key`` while the builder appends to one
+    block: the elements a lowering reads or writes share their tensor's fields and base
+    address (LLVM would merge the copies, but building, printing and parsing tens of
+    thousands of them was much of a kernel's compile time)."""
+    block = builder.block
+    if builder._anchor != len(block.instructions):      # inserting before: make anew
+        return make()
+    memo = getattr(builder, "_cute_once", None)
+    if memo is None or memo[0] is not block:
+        memo = builder._cute_once = (block, {})
+    hit = memo[1].get((id(tensor), key))
+    if hit is None or hit[0] is not tensor:
+        hit = memo[1][(id(tensor), key)] = (tensor, make())
+    return hit[1]
+
+
 def _pointer(context, builder, tensor_ty, tensor, at):
     """Pointer to the element ``at`` (uint32 IR) past the tensor's offset: in the shared
     address space for a shared tensor (NVVM cannot always infer it, e.g. through a view
     reassigned in a loop, and a generic load or store is slower), else generic. The fields
     are read with extract_value (numba's struct proxies cost milliseconds per element: most
-    of a kernel's compile)."""
+    of a kernel's compile), once per tensor value (:func:`_once`)."""
     fields = context.data_model_manager[tensor_ty]
-    array = builder.extract_value(tensor, fields.get_field_position("array"))
-    offset = builder.extract_value(tensor, fields.get_field_position("offset"))
+
+    def read_fields():
+        return (builder.extract_value(tensor, fields.get_field_position("array")),
+                builder.extract_value(tensor, fields.get_field_position("offset")))
+    array, offset = _once(builder, tensor, "fields", read_fields)
     if tensor_ty.swizzle is not None:   # the swizzle sees the whole offset
         if tensor_ty.const:
             at = (ir.Constant(I32, at.constant + tensor_ty.const) if isinstance(at, ir.Constant)
@@ -518,10 +538,14 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's
         # elements share one base address and a constant offset folds into the load
-        data = builder.extract_value(
-            array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
-        base = builder.gep(data, [offset], inbounds=True)
-        ptr = builder.gep(base, [builder.zext(at, I64)], inbounds=True)
+        def first():
+            data = builder.extract_value(
+                array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
+            base = builder.gep(data, [offset], inbounds=True)
+            return _in_space(builder, base, SHARED) if tensor_ty.space == "shared" else base
+        base = _once(builder, tensor, "base", first)
+        at = ir.Constant(I64, at.constant) if isinstance(at, ir.Constant) else builder.zext(at, I64)
+        return builder.gep(base, [at], inbounds=True)
     else:
         index = builder.add(builder.trunc(offset, I32), at, flags=NUW)
         ptr = item_pointer(context, builder, tensor_ty.array, array, types.uint32, index)

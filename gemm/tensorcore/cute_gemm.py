@@ -41,11 +41,11 @@ from layoutalg.atom import (SM75_U16x8_LDSM_T, SM75_U32x4_LDSM_N,
                             SM80_CP_ASYNC_CACHEGLOBAL)
 from gemm import arch
 from gemm.arch.smem import SWIZZLE_ALIGN, shared_alignment
-from gemm.cute import (copy, copy_if, cosize, size, elem_less, fill, gemm, get_slice, local_tile,
+from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout, make_shared_tensor,
-                       make_tensor,
-                       partition_A, partition_B, partition_C, partition_D, partition_S, retile_D,
-                       make_warp_uniform, static, static_range, unroll, unrolled)
+                       make_tensor, make_warp_uniform, partition_A, partition_B, partition_C,
+                       partition_D, partition_S, retile_D, size, static, static_range, unroll,
+                       unrolled)
 from gemm.epilogue_kernel import conversions
 from gemm.tensorcore.config import _PAD_C
 
@@ -147,10 +147,10 @@ def kernel_function(v):
     tf32 = cfg.dtype == "tfloat32"
     kmma = 8 if tf32 else 16                        # the atom's K
     MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, kmma))
-    SA, G2S_A, LDSM_A, matrix_a = _operand(v.a_major, v.vec_a, bM, bK, S, threads, MMA, "A",
-                                           tf32)
-    SB, G2S_B, LDSM_B, matrix_b = _operand(v.b_major, v.vec_b, bN, bK, S, threads, MMA, "B",
-                                           tf32)
+    SA, G2S_A, S2R_A, matrix_a = _operand(v.a_major, v.vec_a, bM, bK, S, threads, MMA, "A",
+                                          tf32)
+    SB, G2S_B, S2R_B, matrix_b = _operand(v.b_major, v.vec_b, bN, bK, S, threads, MMA, "B",
+                                          tf32)
     A_ELEMS = cosize(SA.inner)
     TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
     VEC_A, VEC_B = v.vec_a, v.vec_b
@@ -178,13 +178,13 @@ def kernel_function(v):
 
     align = shared_alignment()          # (the pads to the ring's start fold away)
 
-    def copy_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
+    def copy_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage):
         """k-tile ``k`` of a block inside the matrices into ``stage``."""
         copy(G2S_A, tAgA[None, None, None, k], tAsA[None, None, None, stage])
         copy(G2S_B, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
     @unrolled
-    def copy_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage, full):
+    def copy_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage):
         """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros);
         the predicates computed anew each time (fewer registers held through the loop)."""
         for r in unroll(COPIES_A):
@@ -195,9 +195,9 @@ def kernel_function(v):
         copy_if(G2S_B, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
     mainloop_inside = _mainloop(cuda.jit(device=True, inline="always")(copy_inside), S, KB,
-                                MMA, LDSM_A, LDSM_B)
+                                MMA, S2R_A, S2R_B)
     mainloop_edges = _mainloop(cuda.jit(device=True, inline="always")(copy_edges), S, KB,
-                               MMA, LDSM_A, LDSM_B)
+                               MMA, S2R_A, S2R_B)
 
     @unrolled
     def kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta):
@@ -218,26 +218,26 @@ def kernel_function(v):
         tAgA, tAsA = partition_S(g2s_a, gA), partition_D(g2s_a, sA)     # (CPY, CPY_M, CPY_K, k)
         tBgB, tBsB = partition_S(g2s_b, gB), partition_D(g2s_b, sB)
         tAcA, tBcB = partition_S(g2s_a, cA), partition_S(g2s_b, cB)
-        tApA = make_fragment_like(tAsA[0, None, None, 0], int32)   # rows inside M (and K)
+        tApA = make_fragment_like(tAsA[0, None, None, 0], int32)   # a predicate per copy
         tBpB = make_fragment_like(tBsB[0, None, None, 0], int32)
 
         thr = get_slice(MMA, t)
-        tCrA = make_fragment_like(partition_A(thr, sA[None, None, 0]), T)   # (8, MMA_M, KB)
-        tCrB = make_fragment_like(partition_B(thr, sB[None, None, 0]), T)   # (4, MMA_N, KB)
+        tCrA = make_fragment_like(partition_A(thr, sA[None, None, 0]), T)   # (V, MMA_M, KB)
+        tCrB = make_fragment_like(partition_B(thr, sB[None, None, 0]), T)   # (V, MMA_N, KB)
         tCrC = make_fragment_like(partition_C(thr, make_identity_tensor(TILE_C)), float32)
         fill(tCrC, 0)
-        ldsm_a, ldsm_b = get_slice(LDSM_A, t), get_slice(LDSM_B, t)
-        tXsA, tXrA = partition_S(ldsm_a, sA), retile_D(ldsm_a, tCrA)       # (CPY, M, KB, S)
-        tXsB, tXrB = partition_S(ldsm_b, sB), retile_D(ldsm_b, tCrB)
+        s2r_a, s2r_b = get_slice(S2R_A, t), get_slice(S2R_B, t)
+        tXsA, tXrA = partition_S(s2r_a, sA), retile_D(s2r_a, tCrA)         # (CPY, M, KB, S)
+        tXsB, tXrB = partition_S(s2r_b, sB), retile_D(s2r_b, tCrB)
 
         k_tiles = (K + U(bK - 1)) // U(bK)
-        full = K // U(bK)                       # the k-tiles inside K
-        if (bx + U(1)) * U(bM) <= M and (by + U(1)) * U(bN) <= N and full == k_tiles:
+        # a block inside the matrices with whole k-tiles: its copies need no predicates
+        if (bx + U(1)) * U(bM) <= M and (by + U(1)) * U(bN) <= N and K % U(bK) == 0:
             mainloop_inside(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB,
-                            tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles, full)
+                            tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles)
         else:
             mainloop_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB,
-                           tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles, full)
+                           tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles)
 
         # epilogue: alpha * acc staged in shared memory, then C in 16-byte runs of a row
         arch.cp_async_wait(0)
@@ -253,7 +253,7 @@ def kernel_function(v):
         gC = local_tile(make_tensor(C, make_layout((M, N), (ldc, ONE)), z * sCb), TILE_C,
                         (bx, by))
         cC = local_tile(make_identity_tensor((M, N)), TILE_C, (bx, by))
-        tDsC = partition_S(get_slice(LD_C, t), sC)                          # (VE, runs, 1)
+        tDsC = partition_S(get_slice(LD_C, t), sC)                     # (VE, C_RUNS, 1)
         tDgC, tDcC = partition_D(s2g, gC), partition_S(s2g, cC)
         x = make_fragment_like(tDsC[None, 0, 0], float32)                  # (VE)
         o = make_fragment_like(tDgC[None, 0, 0], uint16 if half else float32)
@@ -278,9 +278,9 @@ def kernel_function(v):
     return kernel
 
 
-def _mainloop(issue, S, KB, MMA, LDSM_A, LDSM_B):
+def _mainloop(issue, S, KB, MMA, S2R_A, S2R_B):
     """CUTLASS's SM80 mainloop over a ring of ``S`` shared stages (a device function),
-    ``issue(..., k, stage, full)`` copying k-tile ``k`` into a stage: ``S - 1`` k-tiles in
+    ``issue(..., k, stage)`` copying k-tile ``k`` into a stage: ``S - 1`` k-tiles in
     flight, one commit group each (empty past the last); the register fragments of k-block
     ``kb + 1`` read while ``kb`` is multiplied; the next k-tile's stage waited for before
     the last k-block, the k-tile ``S - 1`` ahead issued at the first."""
@@ -290,16 +290,16 @@ def _mainloop(issue, S, KB, MMA, LDSM_A, LDSM_B):
 
     @unrolled
     def mainloop(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB, tXrB, tCrA,
-                 tCrB, tCrC, M, N, K, k_tiles, full):
+                 tCrB, tCrC, M, N, K, k_tiles):
         for s in unroll(AHEAD):
             if U(s) < k_tiles:
-                issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, U(s), U(s), full)
+                issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, U(s), U(s))
             arch.cp_async_commit()
         read, write = U(0), U(S - 1)            # the stages read and written next
         arch.cp_async_wait(WAIT)
         cuda.syncthreads()
-        copy(LDSM_A, tXsA[None, None, 0, read], tXrA[None, None, 0])
-        copy(LDSM_B, tXsB[None, None, 0, read], tXrB[None, None, 0])
+        copy(S2R_A, tXsA[None, None, 0, read], tXrA[None, None, 0])
+        copy(S2R_B, tXsB[None, None, 0, read], tXrB[None, None, 0])
         k = U(0)
         while k < k_tiles:
             for kb in unroll(K_BLOCKS):
@@ -308,13 +308,13 @@ def _mainloop(issue, S, KB, MMA, LDSM_A, LDSM_B):
                     cuda.syncthreads()
                     read = U(read + U(1)) if read + U(1) < U(S) else U(0)
                 nb = (kb + 1) % KB
-                copy(LDSM_A, tXsA[None, None, nb, read], tXrA[None, None, nb])
-                copy(LDSM_B, tXsB[None, None, nb, read], tXrB[None, None, nb])
+                copy(S2R_A, tXsA[None, None, nb, read], tXrA[None, None, nb])
+                copy(S2R_B, tXsB[None, None, nb, read], tXrB[None, None, nb])
                 if kb == 0:                     # the k-tile S - 1 ahead into its stage
                     ahead = U(k + U(S - 1))
                     if ahead < k_tiles:
                         issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, ahead,
-                              write, full)
+                              write)
                     arch.cp_async_commit()
                     write = U(write + U(1)) if write + U(1) < U(S) else U(0)
                 gemm(MMA, tCrC, tCrA[None, None, kb], tCrB[None, None, kb])

@@ -32,7 +32,7 @@ and ``bool`` raise TypeError: the value is not known until the kernel runs.
 import numbers
 from math import gcd
 
-__all__ = ["IndexExpr", "index_symbol", "evaluate", "split_multiples"]
+__all__ = ["IndexExpr", "index_symbol", "evaluate", "split_multiples", "constant_term"]
 
 
 def _int(x):
@@ -237,6 +237,15 @@ def split_multiples(x, m):
         else:
             (whole if k % m == 0 else rest)[monomial] = k
     return _build(rest), _build(whole)
+
+
+def constant_term(x):
+    """The constant term of an expression (an int: itself).
+
+    >>> constant_term(4 * index_symbol("t") + 76), constant_term(index_symbol("t") // 2)
+    (76, 0)
+    """
+    return _poly(x).get((), 0)
 
 
 def _sort_key(atom):

@@ -34,7 +34,8 @@ written this way is checked on a CPU as the generated ones are.
 (24, 8)
 
 Also in kernels: ``make_shared_tensor(dtype, layout)`` (a shared array through a layout,
-MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly),
+MoYe's ``MoYeSharedArray``; its loads and stores address shared memory explicitly; or
+``make_shared_tensor(array, layout, offset)``, a view of the block's dynamic shared array),
 ``get_slice(tiled, t)`` and ``partition_S/D/A/B/C(thr, T)`` of a static
 TiledCopy / TiledMMA, ``make_fragment_like(T, dtype)`` (a register tensor), ``fill``,
 ``copy(src, dst)``, ``copy(tiled_copy, src, dst)`` (cp.async for a cp.async atom, ldmatrix

@@ -12,7 +12,8 @@ from numba.cuda.extending import lower_builtin, type_callable
 from numba.cuda.typing import signature
 
 from layoutalg.errors import LayoutError
-from layoutalg.index_expr import IndexExpr, evaluate, index_symbol, split_multiples
+from layoutalg.index_expr import (IndexExpr, constant_term, evaluate, index_symbol,
+                                  split_multiples)
 from layoutalg.int_tuple import is_int
 from layoutalg.tensor import ArithTuple
 from gemm.arch._lowering import I64
@@ -143,7 +144,7 @@ def _derive(op, tensor_ty, arg_types):
         # the offset's whole periods of the swizzle go to the array's start and its constant
         # to the type: the offset left is the thread's, whose bits are known
         rest, whole = split_multiples(own, cute.swizzle_period(tensor_ty.swizzle))
-        const = rest if is_int(rest) else rest.args[1] if rest.op == "sum" else 0
+        const = constant_term(rest)
         own = rest - const
         parts = (own, whole)
         const += tensor_ty.const

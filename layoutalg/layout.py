@@ -135,7 +135,7 @@ class Layout:
 
     # The parts live in private slots behind read-only properties: immutable, and cheap to
     # build (the algebra builds many intermediate layouts).
-    __slots__ = ("_shape", "_stride", "_hash", "_flat")
+    __slots__ = ("_shape", "_stride", "_hash", "_flat", "_calls")
 
     def __init__(self, shape, stride=None):
         shp = _norm_shape(shape, shape)
@@ -149,6 +149,7 @@ class Layout:
         self._stride = std
         self._hash = None
         self._flat = None
+        self._calls = None
 
     shape = property(lambda self: self._shape, doc="The shape, an IntTuple.")
     stride = property(lambda self: self._stride, doc="The stride, congruent with the shape.")
@@ -197,12 +198,27 @@ class Layout:
                 total = total + (c % s) * d
                 c //= s
             return total + c * flat[-1][1]
+        calls = self._calls
+        flat_ints = type(c) is tuple and all(type(x) is int for x in c)
+        if calls is not None and flat_ints:
+            hit = calls.get(c)
+            if hit is not None:
+                return hit
         _check_coordinate(c, self)
         if has_none(c):
             return slice_and_offset(c, self)[0]
         if not _weakly_congruent(c, self.shape):
             raise LayoutError(f"coordinate {fmt(c)} does not fit shape {fmt(self.shape)}")
-        return _crd2idx(c, self.shape, self.stride)
+        offset = _crd2idx(c, self.shape, self.stride)
+        # a layout is immutable: the offsets of the flat int coordinates it is called with
+        # (a simulated kernel's fragments, each element many times) are remembered, up to a
+        # bound
+        if flat_ints:
+            if calls is None:
+                calls = self._calls = {}
+            if len(calls) < _MEMO_CALLS:
+                calls[c] = offset
+        return offset
 
     def __getitem__(self, i):
         if type(self._shape) is tuple:
@@ -242,6 +258,9 @@ class Layout:
 _new = object.__new__
 
 
+_MEMO_CALLS = 4096          # coordinates a layout remembers the offsets of
+
+
 def _make(shp, std, flat=None):
     """Build a Layout from already-valid parts (internal: skips the checks). ``flat``, when
     given, is the tuple of its (shape, stride) leaves."""
@@ -250,6 +269,7 @@ def _make(shp, std, flat=None):
     L._stride = std
     L._hash = None
     L._flat = flat
+    L._calls = None
     return L
 
 

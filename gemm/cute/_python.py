@@ -607,6 +607,13 @@ def _mma_gemm(tiled, C, A, B):
     """gemm(tiled_mma, C, A, B) of an mma.sync atom, in the simulator (gemm.arch's twins)."""
     op, (vc, va, vb), (m, n, k) = mma_shapes(tiled.atom, C, A, B)
     issue = getattr(arch, op)
+    plan = None
+    if type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
+        plan = _mma_plan(C.layout, A.layout, B.layout, vc, va, vb, m, n, k)
+    if plan is not None and all(x.engine.offset >= 0 and x.engine.offset + top
+                                < x.engine.array.size for x, top in zip((C, A, B), plan[3])):
+        _mma_gemm_planned(op, op.endswith("tf32"), plan, C, A, B, m, n, k)
+        return
 
     def registers(X, per, j, kk):
         def value(v):
@@ -622,6 +629,56 @@ def _mma_gemm(tiled, C, A, B):
                 acc = issue(*registers(A, va, i, kk), *registers(B, vb, j, kk), *acc)
             for v in range(vc):
                 C[v, i, j] = acc[v]
+
+
+@functools.lru_cache(maxsize=1024)
+def _mma_plan(c, a, b, vc, va, vb, m, n, k):
+    """For mma.sync fragments of layouts ``c``, ``a``, ``b`` over plain arrays: their
+    elements' offsets as (V_C, M, N), (V_A, M, K) and (V_B, N, K) index arrays and each one's
+    largest offset (remembered per layouts: a kernel's fragments keep theirs); None where
+    an offset is negative or C's elements alias."""
+    idx = []
+    for lay, shape in ((c, (vc, m, n)), (a, (va, m, k)), (b, (vb, n, k))):
+        try:
+            off = _tensor.layout_offsets(lay)
+        except (LayoutError, TypeError, ValueError):    # the general path says why
+            return None
+        if off.ndim != 1 or off.size != shape[0] * shape[1] * shape[2] or off.min() < 0:
+            return None
+        idx.append(off.reshape(shape[::-1]).T)              # colexicographic: (v, i, j)
+    if not _distinct_offsets(c):
+        return None
+    return (*idx, tuple(int(x.max()) for x in idx))
+
+
+def _mma_gemm_planned(op, tf32, plan, C, A, B, m, n, k):
+    """:func:`_mma_gemm` on the fragments' arrays through their index arrays (``plan``): every
+    MMA of the call in one warp rendezvous (gemm.arch's ``mma_tile``), in the same order."""
+    (ci, ai, bi, _), (c, a, b) = plan, (x.engine.array[x.engine.offset:] for x in (C, A, B))
+
+    def registers(x, idx):              # (regs, M or N, K) -> the registers, flat
+        if tf32:
+            return [arch.cvt_rna_tf32_f32(v) for v in x[idx.T.reshape(-1)]]
+        bits = x[idx.T.reshape(-1)].astype(np.uint32) & 0xFFFF
+        return [np.uint32(lo | hi << 16) for lo, hi in zip(bits[0::2], bits[1::2])]
+    c_flat = ci.T.reshape(-1)
+    acc = list(c[c_flat])
+    tile = _mma_tile(op, ci.shape[0], ai.shape[0] // (1 if tf32 else 2),
+                     bi.shape[0] // (1 if tf32 else 2), m, n, k)
+    tile(acc, registers(a, ai), registers(b, bi))
+    c[c_flat] = acc
+
+
+@functools.lru_cache(maxsize=256)
+def _mma_tile(op, vc, ra, rb, m, n, k):
+    """gemm.arch's ``mma_tile`` of the MMAs of one gemm call: for each (i, j, kk) in order,
+    C's values (i, j), A's registers (i, kk) and B's (j, kk), positions in the flat lists
+    :func:`_mma_gemm_planned` makes (colexicographic: v fastest)."""
+    plan = tuple((tuple(v + vc * (i + m * j) for v in range(vc)),
+                  tuple(r + ra * (i + m * kk) for r in range(ra)),
+                  tuple(r + rb * (j + n * kk) for r in range(rb)))
+                 for i in range(m) for j in range(n) for kk in range(k))
+    return arch.mma_tile(op, plan)
 
 
 def mma_crd(x: Any, v: int, j: int, kk: int) -> tuple:

@@ -14,6 +14,7 @@ of a copy or an MMA).
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from typing import Any
 
@@ -517,14 +518,10 @@ def _fma_arrays(C, A, B, m, n, k):
 def _fma_indices(C, A, B, m, n, k):
     """((array, indices) of C as (M, N), of A as (M, K), of B as (N, K)), or None (see
     :func:`_fma_arrays`). Fragments over plain arrays take their indices from
-    :func:`_fma_plan`, remembered per layouts; others work them out."""
-    if type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
-        plan = _fma_plan(C.layout, A.layout, B.layout, m, n, k)
-        views = [x.engine.array[x.engine.offset:] for x in (C, A, B)]
-        if plan is not None and all(
-                x.engine.offset >= 0 and top < view.size
-                for x, view, top in zip((C, A, B), views, plan[3])):
-            return list(zip(views, plan[:3]))
+    :func:`_planned`, remembered per layouts; others work them out."""
+    planned = _planned(C, A, B, ((m, n), (m, k), (n, k)))
+    if planned is not None:
+        return list(zip(*planned))
     got = []
     for x, rows, cols in ((C, m, n), (A, m, k), (B, n, k)):
         try:
@@ -539,21 +536,35 @@ def _fma_indices(C, A, B, m, n, k):
     return got
 
 
+def _planned(C, A, B, shapes):
+    """((C's, A's, B's arrays from their offsets), (their index arrays, of ``shapes``)) for
+    fragments over plain arrays whose elements lie inside them (:func:`_fragment_plan`),
+    else None."""
+    if not type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
+        return None
+    plan = _fragment_plan(C.layout, A.layout, B.layout, shapes)
+    if plan is None or not all(x.engine.offset >= 0 and x.engine.offset + top
+                               < x.engine.array.size for x, top in zip((C, A, B), plan[3])):
+        return None
+    return [x.engine.array[x.engine.offset:] for x in (C, A, B)], plan[:3]
+
+
 @functools.lru_cache(maxsize=1024)
-def _fma_plan(c, a, b, m, n, k):
+def _fragment_plan(c, a, b, shapes):
     """For fragments of layouts ``c``, ``a``, ``b`` over plain arrays: their elements'
-    offsets as (M, N), (M, K) and (N, K) index arrays and each one's largest offset; None
-    where an offset is negative or C's elements alias (remembered per layouts: a kernel's
-    fragments keep theirs)."""
+    offsets as index arrays of ``shapes`` (a gemm's C, A and B: (M, N), (M, K), (N, K), or
+    with a mode of values first, (V, M, N) ...) and each one's largest offset; None where an
+    offset is negative or C's elements alias (remembered per layouts: a kernel's fragments
+    keep theirs)."""
     idx = []
-    for lay, rows, cols in ((c, m, n), (a, m, k), (b, n, k)):
+    for lay, shape in zip((c, a, b), shapes):
         try:
             off = _tensor.layout_offsets(lay)
         except (LayoutError, TypeError, ValueError):    # the general path says why
             return None
-        if off.ndim != 1 or off.size != rows * cols or off.size and off.min() < 0:
+        if off.ndim != 1 or off.size != math.prod(shape) or off.size and off.min() < 0:
             return None
-        idx.append(off.reshape(cols, rows).T)               # colexicographic: (rows, cols)
+        idx.append(off.reshape(shape[::-1]).T)              # colexicographic
     if not _distinct_offsets(c):
         return None
     return (*idx, tuple(int(x.max()) if x.size else -1 for x in idx))
@@ -607,12 +618,9 @@ def _mma_gemm(tiled, C, A, B):
     """gemm(tiled_mma, C, A, B) of an mma.sync atom, in the simulator (gemm.arch's twins)."""
     op, (vc, va, vb), (m, n, k) = mma_shapes(tiled.atom, C, A, B)
     issue = getattr(arch, op)
-    plan = None
-    if type(C.engine) is type(A.engine) is type(B.engine) is ArrayEngine:
-        plan = _mma_plan(C.layout, A.layout, B.layout, vc, va, vb, m, n, k)
-    if plan is not None and all(x.engine.offset >= 0 and x.engine.offset + top
-                                < x.engine.array.size for x, top in zip((C, A, B), plan[3])):
-        _mma_gemm_planned(op, op.endswith("tf32"), plan, C, A, B, m, n, k)
+    planned = _planned(C, A, B, ((vc, m, n), (va, m, k), (vb, n, k)))
+    if planned is not None:
+        _mma_gemm_planned(op, op.endswith("tf32"), *planned, m, n, k)
         return
 
     def registers(X, per, j, kk):
@@ -631,30 +639,11 @@ def _mma_gemm(tiled, C, A, B):
                 C[v, i, j] = acc[v]
 
 
-@functools.lru_cache(maxsize=1024)
-def _mma_plan(c, a, b, vc, va, vb, m, n, k):
-    """For mma.sync fragments of layouts ``c``, ``a``, ``b`` over plain arrays: their
-    elements' offsets as (V_C, M, N), (V_A, M, K) and (V_B, N, K) index arrays and each one's
-    largest offset (remembered per layouts: a kernel's fragments keep theirs); None where
-    an offset is negative or C's elements alias."""
-    idx = []
-    for lay, shape in ((c, (vc, m, n)), (a, (va, m, k)), (b, (vb, n, k))):
-        try:
-            off = _tensor.layout_offsets(lay)
-        except (LayoutError, TypeError, ValueError):    # the general path says why
-            return None
-        if off.ndim != 1 or off.size != shape[0] * shape[1] * shape[2] or off.min() < 0:
-            return None
-        idx.append(off.reshape(shape[::-1]).T)              # colexicographic: (v, i, j)
-    if not _distinct_offsets(c):
-        return None
-    return (*idx, tuple(int(x.max()) for x in idx))
-
-
-def _mma_gemm_planned(op, tf32, plan, C, A, B, m, n, k):
-    """:func:`_mma_gemm` on the fragments' arrays through their index arrays (``plan``): every
-    MMA of the call in one warp rendezvous (gemm.arch's ``mma_tile``), in the same order."""
-    (ci, ai, bi, _), (c, a, b) = plan, (x.engine.array[x.engine.offset:] for x in (C, A, B))
+def _mma_gemm_planned(op, tf32, arrays, indices, m, n, k):
+    """:func:`_mma_gemm` on the fragments' arrays through their index arrays (see
+    :func:`_planned`): every MMA of the call in one warp rendezvous (gemm.arch's
+    ``mma_tile``), in the same order."""
+    (c, a, b), (ci, ai, bi) = arrays, indices
 
     def registers(x, idx):              # (regs, M or N, K) -> the registers, flat
         if tf32:

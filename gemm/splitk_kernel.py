@@ -42,6 +42,14 @@ def _reduce_function(out_dtype, part_dtype):
     store, load = conversions(out_dtype)
     part = conversions(part_dtype)[1]
 
+    @cuda.jit(device=True, inline="always")
+    def finish(gC, j, acc, alpha, beta):
+        """Column j of a thread's tile of the out: alpha * acc + beta * the out."""
+        v = alpha * acc
+        if beta != float32(0):
+            v += beta * load(gC[0, j])
+        gC[0, j] = store(v)
+
     @unrolled
     def kernel(W, C, M, N, ldw, NB, S, ldc, cs, sCb, alpha, beta):
         i = U(cuda.blockIdx.x) * U(THREADS) + U(cuda.threadIdx.x)
@@ -75,10 +83,7 @@ def _reduce_function(out_dtype, part_dtype):
                 for j in unroll(COLUMNS):
                     acc[0, j] += part(gX[0, j])
             for j in unroll(COLUMNS):
-                v = alpha * acc[0, j]
-                if beta != float32(0):
-                    v += beta * load(gC[0, j])
-                gC[0, j] = store(v)
+                finish(gC, j, acc[0, j], alpha, beta)
         else:                                       # the row's last columns, fewer than VEC
             for j in range(N - col):
                 a = float32(0)
@@ -86,10 +91,7 @@ def _reduce_function(out_dtype, part_dtype):
                     gX = local_tile(make_tensor(W, partials, (U(s) * NB + z) * M * ldw),
                                     RUN, (row, q))
                     a += part(gX[0, j])
-                v = alpha * a
-                if beta != float32(0):
-                    v += beta * load(gC[0, j])
-                gC[0, j] = store(v)
+                finish(gC, j, a, alpha, beta)
     return kernel
 
 

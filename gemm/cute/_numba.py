@@ -538,12 +538,12 @@ def _pointer(context, builder, tensor_ty, tensor, at):
     elif tensor_ty.array.layout in "CF":
         # two steps: the tensor's element, then the offset from it, so that a tensor's
         # elements share one base address and a constant offset folds into the load
-        def first():
+        def base_address():
             data = builder.extract_value(
                 array, context.data_model_manager[tensor_ty.array].get_field_position("data"))
             base = builder.gep(data, [offset], inbounds=True)
             return _in_space(builder, base, SHARED) if tensor_ty.space == "shared" else base
-        base = _once(builder, tensor, "base", first)
+        base = _once(builder, tensor, "base", base_address)
         at = ir.Constant(I64, at.constant) if isinstance(at, ir.Constant) else builder.zext(at, I64)
         return builder.gep(base, [at], inbounds=True)
     else:

@@ -4,19 +4,18 @@ Used by tests/test_pipeline.py in a child process (the simulator must be chosen 
 imported): ``NUMBA_ENABLE_CUDASIM=1 python tests/sim_pipeline_cases.py WHICH`` with WHICH
 ``strict:STAGES:DELAY:SHARED`` (SHARED: static or dynamic), ``stock`` or ``errors``.
 
-``strict`` replaces gemm.arch's cp.async twins (which copy at once) by a model that defers each
-copy until a wait of the issuing thread retires its group: ``cp_async_wait(n)`` retires all but
-the newest n committed groups of the thread, copies not yet committed are never retired by it.
-A kernel that reads a tile before the right wait reads stale or uninitialised shared memory and
-fails the exact comparison. It also records the cp.async calls, commits, waits and syncthreads
-of thread 0 of block 0, which the test compares with ``Pipeline.schedule``.
+``strict`` runs it with gemm.arch's cp.async twins, which defer each copy until a wait of the
+issuing thread retires its group (``cp_async_wait(n)`` retires all but the newest n committed
+groups of the thread; copies not yet committed are never retired by it): a kernel that reads a
+tile before the right wait reads stale or uninitialised shared memory and fails the exact
+comparison. It also records the cp.async calls, commits, waits and syncthreads of thread 0 of
+block 0, which the test compares with ``Pipeline.schedule``.
 """
 
 import json
 import os
 import sys
 import threading
-from collections import deque
 
 import numpy as np
 
@@ -39,20 +38,14 @@ SHAPES = [((16, 64), "C", "C", "C", False),    # whole blocks, 16-byte copies
 BLOCK, THREADS = (4, 16), 16
 
 
-class StrictCopies:
-    """Per-thread cp.async groups with deferred copies, and a trace of one thread."""
+class TracedCopies:
+    """gemm.arch's cp.async twins, their calls by thread 0 of block 0 recorded."""
 
     def __init__(self):
-        self.local = threading.local()
         self.trace = []
         self.stock = {name: getattr(arch, name) for name in
-                      ("cp_async_ca_zfill", "cp_async_cg_zfill")}
-
-    def _state(self):
-        s = self.local
-        if not hasattr(s, "groups"):
-            s.groups, s.open = deque(), []
-        return s
+                      ("cp_async_ca_zfill", "cp_async_cg_zfill", "cp_async_commit",
+                       "cp_async_wait")}
 
     def _traced(self):
         th = threading.current_thread()
@@ -62,30 +55,24 @@ class StrictCopies:
     def copy(self, name):
         stock = self.stock[name]
 
-        def deferred(dst, di, src, si, nbytes, src_bytes):
-            args = (dst, int(di), src, int(si), nbytes, int(src_bytes))
-            self._state().open.append(lambda: stock(*args))
+        def traced(dst, di, src, si, nbytes, src_bytes):
             if self._traced():
                 self.trace.append(["copy", int(di)])
-        return deferred
+            stock(dst, di, src, si, nbytes, src_bytes)
+        return traced
 
     def commit(self):
-        s = self._state()
-        s.groups.append(s.open)
-        s.open = []
         if self._traced():
             self.trace.append(["commit"])
+        self.stock["cp_async_commit"]()
 
     def wait(self, n):
-        s = self._state()
-        while len(s.groups) > n:
-            for do in s.groups.popleft():
-                do()
+        self.stock["cp_async_wait"](n)
         if self._traced():
             self.trace.append(["wait", int(n)])
 
     def install(self):
-        for name in self.stock:
+        for name in ("cp_async_ca_zfill", "cp_async_cg_zfill"):
             setattr(arch, name, self.copy(name))
         arch.cp_async_commit = self.commit
         arch.cp_async_wait = self.wait
@@ -110,7 +97,7 @@ def run_case(add_matrices, shape, xo, yo, oo, in_place, seed, **kw):
 
 
 def strict(stages, delay, shared):
-    model = StrictCopies()
+    model = TracedCopies()
     model.install()
     from gemm.elementwise import add_matrices
     results = {}
@@ -129,8 +116,8 @@ def strict(stages, delay, shared):
 
 
 def stock():
-    """The stock twins (copies at once): default block and threads, and a small block in
-    dynamic shared memory, a few shapes."""
+    """The twins untraced: default block and threads, and a small block in dynamic shared
+    memory, a few shapes."""
     from gemm.elementwise import add_matrices
     rng = np.random.default_rng(5)
     results = {}

@@ -466,10 +466,31 @@ def test_cp_async_twins_copy_and_zero_fill():
     sim.cp_async_cg(dst, 8, src, 16, 16)
     sim.cp_async_cg_zfill(dst, 16, src, 24, 16, 5)   # 5 bytes: 2 elements and a low byte
     sim.cp_async_ca_zfill(dst, 24, src, 10 ** 6, 8, 0)  # src_bytes 0: src is not read
+    sim.cp_async_wait_all()
     assert dst[:2].tolist() == [8, 9] and dst[2:8].tolist() == [0xFFFF] * 6
     assert dst[8:16].tolist() == list(range(16, 24))
     assert dst[16:24].tolist() == [24, 25, 26 & 0xFF, 0, 0, 0, 0, 0]
     assert dst[24:28].tolist() == [0] * 4 and dst[28:].tolist() == [0xFFFF] * 4
+
+
+def test_cp_async_twins_land_when_a_wait_covers_their_group():
+    """As on the GPU, shared memory holds a copy's bytes only after a wait covering its commit
+    group: a kernel whose wait is one group too lax reads old values in the simulator."""
+    src = np.arange(16, dtype=np.uint16)
+    dst = np.zeros(16, np.uint16)
+    sim.cp_async_ca(dst, 0, src, 0, 8)
+    sim.cp_async_commit()
+    src[:4] = 99                                # read when issued
+    sim.cp_async_ca(dst, 4, src, 4, 8)
+    sim.cp_async_commit()
+    sim.cp_async_ca(dst, 8, src, 8, 8)          # in the open group
+    assert not dst.any()
+    sim.cp_async_wait(1)                        # the older group
+    assert dst[:4].tolist() == [0, 1, 2, 3] and not dst[4:].any()
+    sim.cp_async_wait(0)                        # every committed group, not the open one
+    assert dst[4:8].tolist() == [4, 5, 6, 7] and not dst[8:].any()
+    sim.cp_async_wait_all()
+    assert dst[8:12].tolist() == [8, 9, 10, 11]
 
 
 @pytest.mark.parametrize("call, message", [

@@ -3,7 +3,10 @@
 Same names, signatures and semantics as ``gemm.arch.ptx``; ``gemm.arch`` picks these when
 ``NUMBA_ENABLE_CUDASIM=1``. The module imports only numpy and the standard library.
 
-- cp.async is a synchronous copy (so commit and wait are no-ops), zero-fill honoured.
+- cp.async reads its source when issued and writes its destination when a wait covers its
+  commit group (``cp_async_wait(n)``: all but the thread's ``n`` newest committed groups;
+  ``cp_async_wait_all``: every copy), zero-fill honoured: a kernel that reads shared memory
+  before its copies are waited for reads the old values, as it may on the GPU.
 - ldmatrix and mma.sync are warp-collective: each lane deposits its operands at a rendezvous of
   its warp (the simulator runs one Python thread per CUDA thread); the last lane to arrive
   computes the whole warp's result from the PTX ISA fragment layouts and every lane takes its
@@ -22,6 +25,7 @@ Same names, signatures and semantics as ``gemm.arch.ptx``; ``gemm.arch`` picks t
 >>> import numpy as np
 >>> src = np.arange(8, dtype=np.uint16); dst = np.full(8, 7, np.uint16)
 >>> cp_async_ca_zfill(dst, 0, src, 4, 8, 6)  # 8 bytes from src[4:], only 6 of them read
+>>> cp_async_wait_all()
 >>> dst.tolist()
 [4, 5, 6, 0, 7, 7, 7, 7]
 """
@@ -103,6 +107,16 @@ def _window(a, idx, nbytes, op, name, align, itemsizes=None):
 
 # --- cp.async ------------------------------------------------------------------------------------
 
+_copies = threading.local()     # .groups: this thread's cp.async groups, the open one last
+
+
+def _groups():
+    groups = getattr(_copies, "groups", None)
+    if groups is None:
+        groups = _copies.groups = [[]]
+    return groups
+
+
 def _cp_async(op, sizes, dst, di, src, si, nbytes, src_bytes):
     if nbytes not in sizes:
         raise ValueError(f"{op}: nbytes must be one of {sizes}, got {nbytes}")
@@ -111,15 +125,17 @@ def _cp_async(op, sizes, dst, di, src, si, nbytes, src_bytes):
         raise ValueError(f"{op}: src_bytes must be in 0..{nbytes}, got {src_bytes}")
     out = _window(dst, di, nbytes, op, "dst", nbytes)
     _window(src, si, 0, op, "src", nbytes)  # the source address is checked even if unread
+    data = np.zeros(nbytes, np.uint8)
     if src_bytes:
         ary = _ndarray(src, op, "src")
         read = -(-src_bytes // ary.itemsize) * ary.itemsize  # whole elements covering src_bytes
-        out[:src_bytes] = _window(src, si, read, op, "src", nbytes)[:src_bytes]
-    out[src_bytes:] = 0
+        data[:src_bytes] = _window(src, si, read, op, "src", nbytes)[:src_bytes]
+    _groups()[-1].append((out, data))       # written when a wait covers the group
 
 
 def cp_async_ca(dst, di, src, si, nbytes):
-    """Copy ``nbytes`` (4, 8 or 16) bytes from ``src[si:]`` to ``dst[di:]`` (synchronously)."""
+    """Copy ``nbytes`` (4, 8 or 16) bytes from ``src[si:]`` to ``dst[di:]`` (landing at a
+    wait that covers the copy's group)."""
     _cp_async("cp_async_ca", (4, 8, 16), dst, di, src, si, nbytes, nbytes)
 
 
@@ -139,17 +155,31 @@ def cp_async_cg_zfill(dst, di, src, si, nbytes, src_bytes):
 
 
 def cp_async_commit():
-    """No-op: the twin's copies complete at once."""
+    """Close this thread's open group of copies."""
+    _groups().append([])
+
+
+def _land(groups):
+    for group in groups:
+        for out, data in group:
+            out[:] = data
 
 
 def cp_async_wait(n):
-    """No-op apart from checking ``n`` (the twin's copies complete at once)."""
+    """Land the copies of this thread's committed groups but the ``n`` newest."""
     if int(n) != n or n < 0:
         raise ValueError(f"cp_async_wait: n must be an integer >= 0, got {n}")
+    groups = _groups()
+    done = max(0, len(groups) - 1 - int(n))
+    _land(groups[:done])
+    del groups[:done]
 
 
 def cp_async_wait_all():
-    """No-op: the twin's copies complete at once."""
+    """Land every copy this thread issued (its open group committed first)."""
+    groups = _groups()
+    _land(groups)
+    groups[:] = [[]]
 
 
 # --- the warp rendezvous -------------------------------------------------------------------------

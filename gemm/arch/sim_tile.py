@@ -126,7 +126,7 @@ def load_tile(op, plan, swizzle=None):
 
 @lru_cache(maxsize=None)
 def cp_async_tile(kind, nbytes, plan, swizzle=None):
-    """Twin of ``gemm.arch.tile.cp_async_tile`` (synchronous copies)."""
+    """Twin of ``gemm.arch.tile.cp_async_tile`` (the copies of :func:`gemm.arch.sim.cp_async_ca`)."""
     check_cp_async("cp_async_tile", kind, nbytes, plan, ("mode", "uint", "uint", "uint"))
     swizzle = check_swizzle("cp_async_tile", plan, swizzle)
     copy = sim.cp_async_cg if kind == "cg" else sim.cp_async_ca
@@ -140,7 +140,7 @@ def cp_async_tile(kind, nbytes, plan, swizzle=None):
 
 @lru_cache(maxsize=None)
 def cp_async_zfill_tile(kind, nbytes, esize, along, plan, swizzle=None):
-    """Twin of ``gemm.arch.tile.cp_async_zfill_tile`` (synchronous copies)."""
+    """Twin of ``gemm.arch.tile.cp_async_zfill_tile`` (the copies of ``cp_async_ca_zfill``)."""
     vec = check_zfill("cp_async_zfill_tile", kind, nbytes, esize, along, plan)
     swizzle = check_swizzle("cp_async_zfill_tile", plan, swizzle)
     copy = sim.cp_async_cg_zfill if kind == "cg" else sim.cp_async_ca_zfill

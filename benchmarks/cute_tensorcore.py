@@ -8,7 +8,9 @@ the generated one (``gemm/tensorcore/gen.py``) in the same configuration, in one
 128 x 64 tiles, 4 x 2 warps, 3 stages), ``cute=True`` (gemm.cute, the default) and
 ``cute=False`` (generated): eager calls without an out, A (M, K) row-major and B = W.T
 (K-major, a torch Linear's weight; "B rows": B (K, N) row-major, N-major; "A cols": A
-column-major, M-major; K = 4100 and 4098: 8- and 4-byte copies), bf16, f16, or float32
+column-major, M-major; K = 4100 and 4098: 8- and 4-byte copies; "A odd": A a view one
+element into rows of K + 1, so 2-byte copies; "delay 1": 4 stages, ``delay_release=1``),
+bf16, f16, or float32
 multiplied as tf32 (cuBLAS with TF32 allowed), the out type of each row. Every rep
 times both calls and torch.matmul (cuBLAS, its own out type) in turn (benchmarks/timing.py's
 ``timed_together``, median of R). Before timing: both outs against float64 (max |C - ref| /
@@ -50,6 +52,8 @@ SHAPES = [(4096, 4096, 4096, 1, "bfloat16", "float32"),
           (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "A cols"),
           (4096, 4096, 4100, 1, "bfloat16", "bfloat16"),
           (4096, 4096, 4098, 1, "bfloat16", "bfloat16"),
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "A odd"),
+          (4096, 4096, 4096, 1, "bfloat16", "bfloat16", "delay 1"),
           (4096, 4096, 4096, 1, "tfloat32", "float32"),
           (2048, 14336, 4096, 1, "tfloat32", "float32", "B rows")]
 TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
@@ -66,10 +70,13 @@ def calls(m, n, k, batch, dtype, out_dtype, form="TN"):
         b = b.contiguous()
     elif form == "A cols":
         a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    elif form == "A odd":
+        a = torch.randn(*lead, m, k + 1, device="cuda").to(TORCH[dtype])[..., 1:]
+    more = dict(stages=4, delay_release=1) if form == "delay 1" else {}
     ref = (a.double() @ b.double())
     fns, first, err, outs = {}, {}, {}, {}
     for name, cute in (("generated", False), ("gemm.cute", True)):
-        cfg = TensorCoreConfig(dtype=dtype, cute=cute)
+        cfg = TensorCoreConfig(dtype=dtype, cute=cute, **more)
 
         def call(cfg=cfg):
             return gemm.matmul(a, b, kernel=cfg, out_dtype=out_dtype,

@@ -160,7 +160,7 @@ def main(which):
             TensorCoreConfig(32, 32, 32, (1, 1), 3, dtype, group_m=3), 100, 70, 32, seed=10)
         results["A col, B N-major, bf16 out 40x36x50"] = case(
             small, 40, 36, 50, seed=7, a_col=True, b_kmajor=False, out_dtype="bfloat16")
-        # K a multiple of 8: the kernel written with gemm.cute; not: the generated one
+        # K odd or padded: 2-byte copies; K a multiple of 4 or 2: 8- and 4-byte copies
         results["gemm.cute edges, beta, bf16 out 40x50x72"] = case(
             small, 40, 50, 72, 0.5, 1.5, seed=13, out_dtype="bfloat16")
         results["padded K 41 (ld 48) 40x48x41"] = case(small, 40, 48, 41, seed=14, k_pad=7)

@@ -15,7 +15,7 @@ import pytest
 
 from gemm.codegen import Source, issued, module_tiles
 from gemm.pipeline import check_ring
-from gemm.tensorcore import TensorCoreConfig, Variant
+from gemm.tensorcore import TensorCoreConfig, Variant, cute_gemm
 from gemm.tensorcore.gen import _block_order, bank_conflicts, ring_events, tensorcore_source
 
 HERE = os.path.dirname(__file__)
@@ -92,6 +92,49 @@ def test_block_order_covers_every_tile_once(gx, gy, group_m):
     assert tiles[:g] == [(x, 0) for x in range(g)]          # the first group's first column
     if gy > 1:
         assert tiles[g] == (0, 1)
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n", [(1, 1), (4, 3), (16, 32), (7, 5), (33, 2)])
+@pytest.mark.parametrize("group_m", [1, 3, 8, 1000])
+def test_grouped_order_covers_every_tile_once(tiles_m, tiles_n, group_m):
+    """The SM80 kernel written with gemm.cute maps its blocks one to one onto the tiles of C;
+    consecutive blocks sweep group_m tile rows, then the next column (its device function
+    run as Python, on uint32 as in the kernel)."""
+    order = cute_gemm.grouped_tile.py_func
+    U = np.uint32
+    tiles = [tuple(int(x) for x in order(U(pid), U(tiles_m), U(tiles_n), U(group_m)))
+             for pid in range(tiles_m * tiles_n)]
+    assert sorted(tiles) == [(x, y) for x in range(tiles_m) for y in range(tiles_n)]
+    g = min(group_m, tiles_m)
+    assert tiles[:g] == [(x, 0) for x in range(g)]          # the first group's first column
+    if tiles_n > 1:
+        assert tiles[g] == (0, 1)
+
+
+@pytest.mark.parametrize("cfg", [TensorCoreConfig(), TensorCoreConfig(bK=32, stages=4),
+                                 TensorCoreConfig(bM=64, bN=128, warps=(1, 4), stages=2),
+                                 TensorCoreConfig(bM=32, bN=32, warps=(1, 1))])
+@pytest.mark.parametrize("majors", [("K", "K"), ("MN", "MN"), ("K", "MN")])
+def test_cute_kernels_shared_accesses_are_conflict_free(cfg, majors):
+    """One wavefront per phase for every 16-byte cp.async store and ldmatrix row read of the
+    kernel written with gemm.cute (its own tiled copies over its shared layouts), K-major or
+    MN-major (ldmatrix .trans); the layouts without their swizzle make ldmatrix conflict (so
+    the count can tell the difference)."""
+    counts = cute_gemm.bank_conflicts(Variant(cfg, *majors))
+    assert set(counts) == {"cp.async A", "cp.async B", "ldmatrix A", "ldmatrix B"}
+    assert all(v == 1 for v in counts.values()), counts
+    plain = cute_gemm.bank_conflicts(Variant(cfg, *majors), swizzle=False)
+    assert plain["ldmatrix A"] > 1 and plain["ldmatrix B"] > 1, plain
+
+
+def test_cute_kernels_tf32_fragment_loads():
+    """tf32 fragments come by 4-byte shared loads: conflict-free from K-major and MN-major
+    tiles (two- and four-way without the swizzle)."""
+    v = Variant(TensorCoreConfig(dtype="tfloat32"), "K", "MN")
+    counts = cute_gemm.bank_conflicts(v)
+    assert counts == {"cp.async A": 1, "cp.async B": 1, "lds A": 1, "lds B": 1}, counts
+    plain = cute_gemm.bank_conflicts(v, swizzle=False)
+    assert plain["lds A"] >= 2 and plain["lds B"] >= 4, plain
 
 
 @pytest.mark.parametrize("cfg", [TensorCoreConfig(), TensorCoreConfig(bK=32, stages=4),

@@ -57,9 +57,7 @@ class TensorCoreConfig:
     that start together sweep ``group_m`` block rows of C, then move one block column on, so
     that they share their A and B tiles in L2; a value at least the number of block rows is
     plain column-by-column order), ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.tensorcore.cute_gemm`) where it runs the call (operands read in cp.async
-    copies of 4 to 16 bytes, ``delay_release`` 0), else the generated one; False: the
-    generated one.
+    (:mod:`gemm.tensorcore.cute_gemm`); False: the generated one.
 
     The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, is the
     tuned choice (benchmarks/RESULTS.md, "Tensor-core GEMM"; 4 stages need a third more

@@ -2,24 +2,26 @@
 of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands the generated
 kernel of :mod:`gemm.tensorcore.gen` sees (X (MM, K), Y (NN, K), a row-major C (MM, NN), the
 same arguments), for X and Y of bf16 / f16 or float32 multiplied as tf32, either major,
-read in cp.async copies of 4 to 16 bytes.
+read in cp.async copies of 4 to 16 bytes (plain 2-byte copies where 16-bit operands are not
+4-byte aligned).
 
 - shared memory: per operand a ``(bMN, bK, stages)`` tensor of swizzled atoms
   (:func:`smem_layout`: 8 lines of K or of MN, the 16-byte chunks of a line XORed with the
   line, so the 8 lines of an ldmatrix phase and the 8 stores of a cp.async phase fall into
   8 different bank groups);
-- global -> shared: a tiled copy of cp.async along the operand's contiguous mode;
-  written twice, as the whole mainloop is: plain copies for a block inside the matrices
-  with K a multiple of bK, and copies predicated by their first element's coordinate
-  (elements past M, N or K fill zeros) for the rest;
+- global -> shared: a tiled copy of cp.async (or of plain 2-byte copies) along the
+  operand's contiguous mode; written twice, as the whole mainloop is: unpredicated copies
+  for a block inside the matrices with K a multiple of bK, and copies predicated by their
+  first element's coordinate (elements past M, N or K fill zeros) for the rest;
 - the MMA: ``make_tiled_mma`` of the m16n8k16 atom over (wm, wn) warps, permuted to (16 wm,
   16 wn, 16) so that an ldmatrix x4 fills two n8 blocks of B; shared -> registers by
   ``make_tiled_copy_A/B`` of ``SM75_U32x4_LDSM_N`` (K-major) or ``SM75_U16x8_LDSM_T``
   (MN-major) and ``retile_D``, or for tf32 of 4-byte loads (ldmatrix moves 16-bit values),
   ``gemm`` rounding each value to tf32;
-- the mainloop is CUTLASS's: ``stages - 1`` k-tiles in flight, the register fragments of
-  k-block ``kb + 1`` read while ``kb`` is multiplied, the next k-tile's shared stage waited
-  for before the last k-block, and the k-tile ``stages - 1`` ahead issued at the first;
+- the mainloop is CUTLASS's: ``stages - 1 - delay_release`` k-tiles in flight, the
+  register fragments of k-block ``kb + 1`` read while ``kb`` is multiplied, the next
+  k-tile's shared stage waited for before the last k-block, and the k-tile that many ahead
+  issued at the first;
 - launch order: the blocks of ``group_m`` tile rows of one tile column first (L2 reuse);
 - epilogue: ``alpha * acc`` staged through shared memory (a padded float32 tile), then
   each thread's 16-byte runs of a row of C with ``beta * C`` added, converted to the out
@@ -47,7 +49,7 @@ from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, 
                        partition_D, partition_S, retile_D, size, static, static_range, unroll,
                        unrolled)
 from gemm.epilogue_kernel import conversions
-from gemm.tensorcore.config import _PAD_C
+from gemm.tensorcore.config import _PAD_C, copy_grid
 
 __all__ = ["smem_layout", "supports", "kernel_function"]
 
@@ -74,25 +76,25 @@ def smem_layout(major, bmn, bk, stages, bits=16):
     return tile_to_shape(ComposedLayout(swizzle, 0, atom), (bmn, bk, stages), order)
 
 
-def _operand(major, vec, bmn, bk, stages, threads, mma, which, tf32):
+def _operand(cfg, major, vec, bmn, mma, which):
     """(shared layout, global -> shared tiled copy, shared -> register tiled copy, the device
     function making the operand's global (MN, K) tensor) of an operand read in copies of
-    ``vec`` elements along its contiguous mode."""
+    ``vec`` elements along its contiguous mode (cp.async, or plain copies of 2 bytes)."""
+    tf32, bk, stages = cfg.dtype == "tfloat32", cfg.bK, cfg.stages
     element = np.float32 if tf32 else np.uint16
     nbytes = vec * np.dtype(element).itemsize
     atom = (SM80_CP_ASYNC_CACHEGLOBAL(16, element) if nbytes == 16
-            else SM80_CP_ASYNC_CACHEALWAYS(nbytes, element))
+            else SM80_CP_ASYNC_CACHEALWAYS(nbytes, element) if nbytes >= 4
+            else UniversalCopy(16, element))        # 2 bytes: a plain load and store
+    threads_layout = Layout(*copy_grid(cfg, bmn, major, vec))   # along the contiguous mode
     if major == "K":
-        along = bk // vec                           # copies along a row of K
-        g2s = make_tiled_copy(atom, Layout((threads // along, along), (along, 1)),
-                              Layout((1, vec)))
+        g2s = make_tiled_copy(atom, threads_layout, Layout((1, vec)))
 
         @cuda.jit(device=True, inline="always")
         def matrix(X, MN, K, ld, at):
             return make_tensor(X, make_layout((MN, K), (ld, ONE)), at)
     else:
-        along = min(bmn // vec, threads)            # copies along a column of MN
-        g2s = make_tiled_copy(atom, Layout((along, threads // along)), Layout((vec, 1)))
+        g2s = make_tiled_copy(atom, threads_layout, Layout((vec, 1)))
 
         @cuda.jit(device=True, inline="always")
         def matrix(X, MN, K, ld, at):
@@ -105,32 +107,78 @@ def _operand(major, vec, bmn, bk, stages, threads, mma, which, tf32):
     return (smem_layout(major, bmn, bk, stages, 32 if tf32 else 16), g2s, tiled_s2r, matrix)
 
 
+def _tiled_mma(cfg):
+    """The kernel's MMA: the m16n8k16 atom (m16n8k8 for tf32) over (wm, wn) warps, permuted
+    to (16 wm, 16 wn, k) so that an ldmatrix x4 fills two n8 blocks of B."""
+    wm, wn = cfg.warps
+    return make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)),
+                          (16 * wm, 16 * wn, 8 if cfg.dtype == "tfloat32" else 16))
+
+
 @cuda.jit(device=True, inline="always")
-def block_order(group_m):
-    """(tile row, tile column) of this block: consecutive blocks take ``group_m`` tile rows of
-    one tile column, then the same rows of the next column, so that the blocks running at
-    once read a few A and B panels many times from L2."""
-    gx, gy = U(cuda.gridDim.x), U(cuda.gridDim.y)      # (each result cast back: numba
-    pid = U(U(cuda.blockIdx.x) + U(cuda.blockIdx.y) * gx)  # widens uint32 arithmetic)
-    width = U(U(group_m) * gy)                  # the blocks of one group of rows
+def grouped_tile(pid, tiles_m, tiles_n, group_m):
+    """(tile row, tile column) of the ``pid``-th block of a (tiles_m, tiles_n) grid of tiles
+    in grouped order: consecutive blocks take ``group_m`` tile rows of one tile column, then
+    the same rows of the next column, so that the blocks running at once read a few A and B
+    panels many times from L2. uint32 arithmetic (each result cast back: numba widens it)."""
+    width = U(U(group_m) * U(tiles_n))          # the blocks of one group of rows
     first = U(U(pid // width) * U(group_m))     # its first tile row
-    rows = U(min(U(gx - first), U(group_m)))    # its rows (fewer in the last group)
+    rows = U(min(U(tiles_m - first), U(group_m)))   # its rows (fewer in the last group)
     r = U(pid - U(pid // width) * width)
     return U(first + U(r % rows)), U(r // rows)
 
 
+@cuda.jit(device=True, inline="always")
+def block_order(group_m):
+    """(tile row, tile column) of this block of the (tiles of C) grid, in grouped order."""
+    gx, gy = U(cuda.gridDim.x), U(cuda.gridDim.y)
+    return grouped_tile(U(U(cuda.blockIdx.x) + U(cuda.blockIdx.y) * gx), gx, gy, group_m)
+
+
 def supports(v):
-    """Whether this kernel runs Variant ``v``: X and Y of bf16, f16 or float32 multiplied as
-    tf32 (either major) read in cp.async copies (4, 8 or 16 bytes), no delayed release, and
-    an epilogue whose 16-byte runs of a row of C the block's threads cover in whole rows. The
-    call must also have its operands' contiguous extents (K of a K-major one, M or N of an
-    MN-major one) multiples of its copies' elements: each copy's predicate is its first
-    element's, so a run is copied whole or not at all (CUTLASS's alignment rule);
-    :mod:`gemm.tensorcore` gives other calls the generated kernel."""
+    """Whether this kernel runs Variant ``v``: an epilogue whose 16-byte runs of a row of C
+    the block's threads cover in whole rows (every config :mod:`gemm.tuning` makes). Each
+    copy's predicate is its first element's, so a run is copied whole or not at all
+    (CUTLASS's alignment rule): :mod:`gemm.tensorcore` picks copies whose elements divide
+    the operands' contiguous extents."""
     cfg = v.config
     runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
-    return (min(v.vec_a, v.vec_b) * cfg.element_bytes >= 4 and cfg.delay_release == 0
-            and runs > 0 and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0)
+    return runs > 0 and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0
+
+
+def bank_conflicts(v, swizzle=True):
+    """The most shared-memory wavefronts a phase of one of Variant ``v``'s shared accesses
+    takes (1: conflict-free), by access: "cp.async A", "cp.async B" (the global -> shared
+    copies), "ldmatrix A", "ldmatrix B" (for tf32 "lds A", "lds B": its 4-byte loads),
+    from the kernel's own tiled copies over its shared layouts. A warp's accesses of ``w``
+    bytes are served ``128 // w`` threads (a phase) at a time; a phase takes as many
+    wavefronts as the most distinct ``w``-byte units that fall on one bank group.
+    ``swizzle=False``: the same accesses on the layouts without their swizzle (what the
+    swizzle buys)."""
+    cfg = v.config
+    mma, eb = _tiled_mma(cfg), cfg.element_bytes
+    out = {}
+    for which, major, vec, bmn in (("A", v.a_major, v.vec_a, cfg.bM),
+                                   ("B", v.b_major, v.vec_b, cfg.bN)):
+        layout, g2s, s2r, _ = _operand(cfg, major, vec, bmn, mma, which)
+        offsets = np.arange(cosize(layout.inner))
+        stage = make_tensor(offsets, layout if swizzle else layout.inner)[None, None, 0]
+        for name, tiled, part in (("cp.async", g2s, partition_D),
+                                  ("lds" if s2r.atom.kind == "universal" else "ldmatrix", s2r,
+                                   partition_S)):
+            parts = [part(get_slice(tiled, t), stage) for t in range(cfg.threads)]
+            per = size(parts[0].layout[0])                  # elements of one access
+            width = per * eb
+            worst = 1
+            for r in range(size(parts[0]) // per):
+                units = [int(p[r * per]) * eb // width for p in parts]
+                for first in range(0, cfg.threads, 128 // width):
+                    groups = {}
+                    for u in units[first:first + 128 // width]:
+                        groups.setdefault(u % (128 // width), set()).add(u)
+                    worst = max(worst, max(len(g) for g in groups.values()))
+            out[f"{name} {which}"] = worst
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -142,18 +190,16 @@ def kernel_function(v):
         raise ValueError(f"the SM80 kernel written with gemm.cute does not run {v}")
     cfg = v.config
     bM, bN, bK, S, GROUP = cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.group_m
-    wm, wn = cfg.warps
     threads = cfg.threads
     tf32 = cfg.dtype == "tfloat32"
     kmma = 8 if tf32 else 16                        # the atom's K
-    MMA = make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)), (16 * wm, 16 * wn, kmma))
-    SA, G2S_A, S2R_A, matrix_a = _operand(v.a_major, v.vec_a, bM, bK, S, threads, MMA, "A",
-                                          tf32)
-    SB, G2S_B, S2R_B, matrix_b = _operand(v.b_major, v.vec_b, bN, bK, S, threads, MMA, "B",
-                                          tf32)
+    MMA = _tiled_mma(cfg)
+    SA, G2S_A, S2R_A, matrix_a = _operand(cfg, v.a_major, v.vec_a, bM, MMA, "A")
+    SB, G2S_B, S2R_B, matrix_b = _operand(cfg, v.b_major, v.vec_b, bN, MMA, "B")
     A_ELEMS = cosize(SA.inner)
     TILE_A, TILE_B, TILE_C = static((bM, bK)), static((bN, bK)), static((bM, bN))
     VEC_A, VEC_B = v.vec_a, v.vec_b
+    PLAIN_A, PLAIN_B = (G.atom.kind == "universal" for G in (G2S_A, G2S_B))
     COPIES_A = static_range(bM * bK // VEC_A // threads)
     COPIES_B = static_range(bN * bK // VEC_B // threads)
     KB = bK // kmma
@@ -185,19 +231,23 @@ def kernel_function(v):
 
     @unrolled
     def copy_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, k, stage):
-        """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros);
-        the predicates computed anew each time (fewer registers held through the loop)."""
+        """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros:
+        cp.async fills them, a plain copy's are written first); the predicates computed anew
+        each time (fewer registers held through the loop)."""
         for r in unroll(COPIES_A):
             tApA[r] = elem_less(tAcA[None, None, None, k][r * VEC_A], (M, K))
         for r in unroll(COPIES_B):
             tBpB[r] = elem_less(tBcB[None, None, None, k][r * VEC_B], (N, K))
+        if PLAIN_A:
+            fill(tAsA[None, None, None, stage], 0)
+        if PLAIN_B:
+            fill(tBsB[None, None, None, stage], 0)
         copy_if(G2S_A, tApA, tAgA[None, None, None, k], tAsA[None, None, None, stage])
         copy_if(G2S_B, tBpB, tBgB[None, None, None, k], tBsB[None, None, None, stage])
 
-    mainloop_inside = _mainloop(cuda.jit(device=True, inline="always")(copy_inside), S, KB,
-                                MMA, S2R_A, S2R_B)
-    mainloop_edges = _mainloop(cuda.jit(device=True, inline="always")(copy_edges), S, KB,
-                               MMA, S2R_A, S2R_B)
+    mainloop_inside, mainloop_edges = (
+        _mainloop(cuda.jit(device=True, inline="always")(issue), S, cfg.delay_release, KB, MMA,
+                  S2R_A, S2R_B) for issue in (copy_inside, copy_edges))
 
     @unrolled
     def kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta):
@@ -278,14 +328,16 @@ def kernel_function(v):
     return kernel
 
 
-def _mainloop(issue, S, KB, MMA, S2R_A, S2R_B):
+def _mainloop(issue, S, delay, KB, MMA, S2R_A, S2R_B):
     """CUTLASS's SM80 mainloop over a ring of ``S`` shared stages (a device function),
-    ``issue(..., k, stage)`` copying k-tile ``k`` into a stage: ``S - 1`` k-tiles in
-    flight, one commit group each (empty past the last); the register fragments of k-block
-    ``kb + 1`` read while ``kb`` is multiplied; the next k-tile's stage waited for before
-    the last k-block, the k-tile ``S - 1`` ahead issued at the first."""
-    WAIT = S - 2                                    # commit groups left in flight
-    AHEAD = static_range(S - 1)
+    ``issue(..., k, stage)`` copying k-tile ``k`` into a stage: ``S - 1 - delay`` k-tiles
+    in flight (a stage is refilled ``delay`` k-tiles after its last read), one commit group
+    each (empty past the last); the register fragments of k-block ``kb + 1`` read while
+    ``kb`` is multiplied; the next k-tile's stage waited for before the last k-block, the
+    k-tile ``S - 1 - delay`` ahead issued at the first."""
+    LEAD = S - 1 - delay                            # k-tiles in flight
+    WAIT = LEAD - 1                                 # commit groups left in flight
+    AHEAD = static_range(LEAD)
     K_BLOCKS = static_range(KB)
 
     @unrolled
@@ -295,7 +347,7 @@ def _mainloop(issue, S, KB, MMA, S2R_A, S2R_B):
             if U(s) < k_tiles:
                 issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, U(s), U(s))
             arch.cp_async_commit()
-        read, write = U(0), U(S - 1)            # the stages read and written next
+        read, write = U(0), U(LEAD)             # the stages read and written next
         arch.cp_async_wait(WAIT)
         cuda.syncthreads()
         copy(S2R_A, tXsA[None, None, 0, read], tXrA[None, None, 0])
@@ -310,8 +362,8 @@ def _mainloop(issue, S, KB, MMA, S2R_A, S2R_B):
                 nb = (kb + 1) % KB
                 copy(S2R_A, tXsA[None, None, nb, read], tXrA[None, None, nb])
                 copy(S2R_B, tXsB[None, None, nb, read], tXrB[None, None, nb])
-                if kb == 0:                     # the k-tile S - 1 ahead into its stage
-                    ahead = U(k + U(S - 1))
+                if kb == 0:                     # the k-tile LEAD ahead into its stage
+                    ahead = U(k + U(LEAD))
                     if ahead < k_tiles:
                         issue(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, M, N, K, ahead,
                               write)

@@ -12,7 +12,8 @@ the first has filled them:
 
 - with a GPU, each process times its first ``gemm.matmul`` call (torch operands made before,
   module load and the wait for the result included) and splits it into phases by wrapping
-  numba-cuda's own steps: source generation (the package's generator), numba typing and
+  numba-cuda's own steps: the kernel's making (a generator's source, or the Python function of
+  a kernel written with gemm.cute, its layouts computed), numba typing and
   lowering (``compile_cuda``), NVVM (``nvvm.compile_ir``), ptxas (the linker, PTX -> cubin,
   NVVM excluded), numba's disk cache lookup, module load; "other" is the rest of the call;
 - without one, the cold process compiles the same kernel to PTX (``compile_ptx`` for sm_90a)
@@ -126,7 +127,7 @@ def _instrument():
         "gemm.codegen": on_gemm_codegen,
         "gemm.call.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
         "gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
-        "gemm.tensorcore": lambda m: phases.wrap(m, "tensorcore_source", "source"),
+        "gemm.tensorcore.cute_gemm": lambda m: phases.wrap(m, "kernel_function", "source"),
     }
     for name in [n for n in callbacks if n in sys.modules]:
         callbacks.pop(name)(sys.modules[name])
@@ -232,28 +233,15 @@ def _typical_session():
     returns the number of distinct kernels they compile."""
     import numpy as np
     from numba import cuda
-    from gemm import codegen
     from gemm.call import launch
     import gemm
-    sources = set()
-    if hasattr(codegen, "_import"):         # every generated module is imported through it
-        original = codegen._import
+    made = []                               # a Launcher per distinct kernel compiled
+    init = launch.Launcher.__init__
 
-        def counting(name, make_source):
-            sources.add(name)
-            return original(name, make_source)
-        codegen._import = counting
-    else:                                   # an older tree
-        original = codegen.load_module
-
-        def counting(source, prefix="kernel"):
-            sources.add(source)
-            return original(source, prefix)
-        codegen.load_module = counting
-        for mod in ("simt", "tensorcore"):
-            module = sys.modules.get(f"gemm.{mod}")
-            if module is not None and hasattr(module, "load_module"):
-                module.load_module = counting
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+    launch.Launcher.__init__ = counting
     launch.Launcher.__call__ = lambda self, *a, **k: None        # compile, do not run
 
     def dev(shape, dtype, transpose=False):
@@ -273,7 +261,7 @@ def _typical_session():
     ]
     for A, B, kw in calls:
         gemm.matmul(A, B, **kw)
-    return len(sources)
+    return len(made)
 
 
 def _count_all():
@@ -352,7 +340,7 @@ def main(argv=None):
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
             _run_child(None, base_env, tree, code="import sympy, numba.cuda, layoutalg.tiled, "
                        "gemm.api, gemm.simt.gen, "
-                       "gemm.tensorcore.gen" + (", torch" if gpu else ""))
+                       "gemm.tensorcore.cute_gemm" + (", torch" if gpu else ""))
         results["bytecode_cached"] = not args.no_bytecode
         for kernel in args.kernels:
             with tempfile.TemporaryDirectory() as tmp:

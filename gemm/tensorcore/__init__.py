@@ -8,13 +8,11 @@ for a column-major one. Each of X and Y is "K"-major (K contiguous) or "MN"-majo
 :class:`Variant` names everything a compiled kernel depends on.
 
 The kernel (SM80 mma.sync atoms, swizzled shared tiles, an N-stage cp.async ring) is written
-with gemm.cute (:mod:`gemm.tensorcore.cute_gemm`); ``TensorCoreConfig(cute=False)`` asks
-for the one :mod:`gemm.tensorcore.gen` generates. Either is compiled by numba only when a
-variant is first needed: a process that finds the variant's compiled kernel on disk
-(:func:`tensorcore_binary`) imports neither gemm.cute, the generator, sympy nor numba. The
-generator's names (``smem_layout``, ``ring_events``, ``bank_conflicts``) are reachable from
-here too. The configuration (:class:`TensorCoreConfig`, :class:`Variant`) is defined in
-:mod:`gemm.tensorcore.config`, below the generator that reads it.
+with gemm.cute (:mod:`gemm.tensorcore.cute_gemm`, which also has its shared layouts,
+``smem_layout``, and their bank conflicts, ``bank_conflicts``). numba compiles it only when
+a variant is first needed: a process that finds the variant's compiled kernel on disk
+(:func:`tensorcore_binary`) imports neither gemm.cute nor numba. The configuration
+(:class:`TensorCoreConfig`, :class:`Variant`) is defined in :mod:`gemm.tensorcore.config`.
 """
 
 from __future__ import annotations
@@ -26,46 +24,26 @@ from typing import Any, Optional
 import numpy as np
 
 from .._env import simulator_active
-from ..arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT  # noqa: F401 - as before
+from ..arch.smem import STATIC_SHARED_LIMIT
 from ..call.binary import compiled_binary, load_or_compile
 from ..call.launch import kept_launcher
 from ..call.operands import MAX_GRID_YZ, kernel_buffer, product_operands, stream_handle
-from ..codegen import kernel_module, module_name
+from ..codegen import module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, RAW16, check_scalars,  # noqa: F401
                       checked_out, operand_dtype)
 from .config import TensorCoreConfig, Variant, copy_grid, variant_of
 
-__all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "smem_layout",
-           "tensorcore_source", "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul",
-           "plan_call", "launch_matmul", "compile_variant", "bank_conflicts", "ring_events",
-           "RAW16", "copy_grid", "variant_of", "tensorcore_binary"]
-
-_GENERATOR = ("smem_layout", "ring_events", "bank_conflicts", "tensorcore_source")
-
-
-def __getattr__(name):
-    # the generator's names, imported on first use (sympy and layoutalg come with it)
-    if name in _GENERATOR:
-        from . import gen
-        return getattr(gen, name)
-    raise AttributeError(f"module 'gemm.tensorcore' has no attribute {name!r}")
+__all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS",
+           "tensorcore_function", "tensorcore_kernel", "tensorcore_matmul", "plan_call",
+           "launch_matmul", "compile_variant", "RAW16", "copy_grid", "variant_of",
+           "tensorcore_binary"]
 
 
 def tensorcore_function(variant):
-    """The variant's kernel as a plain Python function (for ``compile_ptx``): written with
-    gemm.cute (:mod:`gemm.tensorcore.cute_gemm`) where the config asks for it and it runs the
-    variant, else generated, its module generated once (:func:`gemm.codegen.kernel_module`)
-    and imported from the file by later processes."""
-    v, sim = variant_of(variant), simulator_active()
-    if v.config.cute:                       # written with gemm.cute where it runs the variant
-        from gemm.tensorcore import cute_gemm
-        if cute_gemm.supports(v):
-            return cute_gemm.kernel_function(v)
-
-    def source():
-        from gemm.tensorcore.gen import tensorcore_source     # sympy: only to generate
-        return tensorcore_source(v, sim)
-    return kernel_module("tensorcore", (v, sim), source).kernel
+    """The variant's kernel as a plain Python function (for ``compile_ptx``), written with
+    gemm.cute (:func:`gemm.tensorcore.cute_gemm.kernel_function`)."""
+    from gemm.tensorcore import cute_gemm      # numba and gemm.cute: only to compile
+    return cute_gemm.kernel_function(variant_of(variant))
 
 
 @lru_cache(maxsize=None)

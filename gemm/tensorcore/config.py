@@ -1,7 +1,7 @@
 """The tensor-core GEMM's configuration: :class:`TensorCoreConfig` (one kernel's tiles, warps,
-ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), with
-the tables both :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore.gen` (the
-generator) read. The operand and output types are :mod:`gemm.dtypes`'."""
+ring and operand type) and :class:`Variant` (everything one compiled kernel depends on), read
+by :mod:`gemm.tensorcore` (the call) and :mod:`gemm.tensorcore.cute_gemm` (the kernel). The
+operand and output types are :mod:`gemm.dtypes`'."""
 
 from __future__ import annotations
 
@@ -13,10 +13,7 @@ from ..dtypes import DTYPES, MAJORS, OUT_DTYPES, check_variant  # noqa: F401 - r
 __all__ = ["TensorCoreConfig", "Variant", "DTYPES", "OUT_DTYPES", "MAJORS", "copy_grid",
            "variant_of"]
 
-# dtype -> (gemm.arch mma, k of the atom, bytes per element in memory)
-_MMA = {"bfloat16": ("mma_m16n8k16_f32_bf16", 16, 2),
-        "float16": ("mma_m16n8k16_f32_f16", 16, 2),
-        "tfloat32": ("mma_m16n8k8_f32_tf32", 8, 4)}
+_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4}     # in memory
 _PAD_C = 8          # f32 elements of padding per row of the staged C tile (the epilogue)
 
 
@@ -56,8 +53,9 @@ class TensorCoreConfig:
     bounds: blocks per SM the registers must allow), ``group_m`` (the launch order: blocks
     that start together sweep ``group_m`` block rows of C, then move one block column on, so
     that they share their A and B tiles in L2; a value at least the number of block rows is
-    plain column-by-column order), ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.tensorcore.cute_gemm`); False: the generated one.
+    plain column-by-column order). The block's threads must store C's 16-byte runs of a
+    row in whole rows (4 float32 or 8 16-bit values a run; bN runs of a row at most the
+    threads, and bM a multiple of the rows they cover).
 
     The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, is the
     tuned choice (benchmarks/RESULTS.md, "Tensor-core GEMM"; 4 stages need a third more
@@ -79,7 +77,6 @@ class TensorCoreConfig:
     min_blocks: int = 1
     delay_release: int = 0
     group_m: int = 8
-    cute: bool = True
 
     def __post_init__(self):
         if self.dtype in DTYPES and self.bK is None:
@@ -119,6 +116,12 @@ class TensorCoreConfig:
             raise ValueError(f"TensorCoreConfig: {self.shared_bytes} bytes of shared memory "
                              f"(stages x (bM + bN) x bK x {eb} bytes) exceed the "
                              f"{DYNAMIC_SHARED_LIMIT} a block can have on any GPU (sm_90)")
+        for run in (4, 8):                      # float32 and 16-bit outs' runs of C
+            runs = self.bN // run
+            if self.threads % runs or self.bM % (self.threads // runs):
+                raise ValueError(f"TensorCoreConfig: the {self.threads} threads cannot store "
+                                 f"C's {runs} runs of {run} values a row of bN={self.bN} in "
+                                 f"whole rows of bM={self.bM} (the epilogue)")
         for bmn in (self.bM, self.bN):
             for major in MAJORS:
                 for vec in [v for v in (1, 2, 4, 8) if v * eb <= 16]:   # every copy width
@@ -130,7 +133,7 @@ class TensorCoreConfig:
 
     @property
     def element_bytes(self):
-        return _MMA[self.dtype][2]
+        return _ELEMENT_BYTES[self.dtype]
 
     @property
     def ring_bytes(self):
@@ -138,10 +141,9 @@ class TensorCoreConfig:
 
     @property
     def shared_bytes(self):
-        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile (and for
-        the kernel written with gemm.cute, room to align the ring to its swizzle's period)."""
-        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C)) + (
-            SWIZZLE_ALIGN if self.cute else 0)
+        """Dynamic shared memory: the ring, reused by the epilogue's staged C tile, and
+        room to align the ring to its swizzle's period."""
+        return max(self.ring_bytes, 4 * self.bM * (self.bN + _PAD_C)) + SWIZZLE_ALIGN
 
 
 @dataclass(frozen=True)

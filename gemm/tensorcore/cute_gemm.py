@@ -1,7 +1,7 @@
 """The SM80 tensor-core GEMM written with :mod:`gemm.cute`: CUTLASS's SM80 mainloop (a ring
-of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands the generated
-kernel of :mod:`gemm.tensorcore.gen` sees (X (MM, K), Y (NN, K), a row-major C (MM, NN), the
-same arguments), for X and Y of bf16 / f16 or float32 multiplied as tf32, either major,
+of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands
+:mod:`gemm.tensorcore` hands it (X (MM, K), Y (NN, K), a row-major C (MM, NN)), for X and Y
+of bf16 / f16 or float32 multiplied as tf32, either major,
 read in cp.async copies of 4 to 16 bytes (plain 2-byte copies where 16-bit operands are not
 4-byte aligned).
 
@@ -51,7 +51,7 @@ from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, 
 from gemm.epilogue_kernel import conversions
 from gemm.tensorcore.config import _PAD_C, copy_grid
 
-__all__ = ["smem_layout", "supports", "kernel_function"]
+__all__ = ["smem_layout", "bank_conflicts", "grouped_tile", "kernel_function"]
 
 U = np.uint32
 ONE = static(1)
@@ -135,17 +135,6 @@ def block_order(group_m):
     return grouped_tile(U(U(cuda.blockIdx.x) + U(cuda.blockIdx.y) * gx), gx, gy, group_m)
 
 
-def supports(v):
-    """Whether this kernel runs Variant ``v``: an epilogue whose 16-byte runs of a row of C
-    the block's threads cover in whole rows (every config :mod:`gemm.tuning` makes). Each
-    copy's predicate is its first element's, so a run is copied whole or not at all
-    (CUTLASS's alignment rule): :mod:`gemm.tensorcore` picks copies whose elements divide
-    the operands' contiguous extents."""
-    cfg = v.config
-    runs = cfg.bN // (4 if v.out_dtype == "float32" else 8)
-    return runs > 0 and cfg.threads % runs == 0 and cfg.bM % (cfg.threads // runs) == 0
-
-
 def bank_conflicts(v, swizzle=True):
     """The most shared-memory wavefronts a phase of one of Variant ``v``'s shared accesses
     takes (1: conflict-free), by access: "cp.async A", "cp.async B" (the global -> shared
@@ -183,11 +172,12 @@ def bank_conflicts(v, swizzle=True):
 
 @lru_cache(maxsize=None)
 def kernel_function(v):
-    """The kernel of Variant ``v`` (see :func:`supports`) as a Python function for
-    ``cuda.jit``: ``kernel(A, B, C, M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta)``,
-    the generated kernel's arguments."""
-    if not supports(v):
-        raise ValueError(f"the SM80 kernel written with gemm.cute does not run {v}")
+    """The kernel of Variant ``v`` as a Python function for ``cuda.jit``: ``kernel(A, B, C,
+    M, N, K, lda, ldb, ldc, sAb, sBb, sCb, alpha, beta)``: X, Y and C as 1-D arrays, the
+    extents, leading dimensions and batch strides in elements (uint32), alpha and beta.
+    Each copy's predicate is its first element's, so a run is copied whole or not at all
+    (CUTLASS's alignment rule): :mod:`gemm.tensorcore` picks copies whose elements divide
+    the operands' contiguous extents."""
     cfg = v.config
     bM, bN, bK, S, GROUP = cfg.bM, cfg.bN, cfg.bK, cfg.stages, cfg.group_m
     threads = cfg.threads

@@ -160,11 +160,12 @@ def test_tile_decoder_visits_units_in_grouped_order(tiles_m, tiles_n, nb, group,
     then matrices, then sweeps of ``group`` tile rows (the last one shorter), column by
     column, down a sweep's rows."""
     import numpy as np
+    from gemm.cute.scheduler import grouped_tile
     from gemm.hopper.cute_gemm import tile_decoder
     want = [(g0 + r, tn, bz, ks) for ks in range(sk) for bz in range(nb)
             for g0 in range(0, tiles_m, group) for tn in range(tiles_n)
             for r in range(min(group, tiles_m - g0))]
-    decode = tile_decoder(group, sk > 1).py_func
+    decode = tile_decoder(group, sk > 1, grouped_tile.py_func).py_func
     u32 = np.uint32
     got = [tuple(int(c) for c in decode(u32(u), u32(tiles_m), u32(tiles_n), u32(nb)))
            for u in range(len(want))]

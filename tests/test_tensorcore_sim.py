@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from gemm.cute.scheduler import grouped_tile
 from gemm.tensorcore import TensorCoreConfig, Variant, cute_gemm
 
 HERE = os.path.dirname(__file__)
@@ -66,10 +67,11 @@ def test_bad_input_gets_a_clear_error():
 @pytest.mark.parametrize("tiles_m,tiles_n", [(1, 1), (4, 3), (16, 32), (7, 5), (33, 2)])
 @pytest.mark.parametrize("group_m", [1, 3, 8, 1000])
 def test_grouped_order_covers_every_tile_once(tiles_m, tiles_n, group_m):
-    """The kernel maps its blocks one to one onto the tiles of C;
-    consecutive blocks sweep group_m tile rows, then the next column (its device function
-    run as Python, on uint32 as in the kernel)."""
-    order = cute_gemm.grouped_tile.py_func
+    """The launch order of the SM80 and Hopper kernels (gemm.cute.scheduler.grouped_tile)
+    maps the blocks one to one onto the tiles of C; consecutive blocks sweep group_m tile
+    rows, then the next column (the device function run as Python, on uint32 as in the
+    kernels)."""
+    order = grouped_tile.py_func
     U = np.uint32
     tiles = [tuple(int(x) for x in order(U(pid), U(tiles_m), U(tiles_n), U(group_m)))
              for pid in range(tiles_m * tiles_n)]

@@ -56,6 +56,7 @@ from gemm.cute import (axpby, copy, dynamic_range, fill, gemm, get_slice, local_
                        tma_store_wait, warpgroup_arrive, warpgroup_commit_batch,
                        warpgroup_reg_alloc, warpgroup_reg_dealloc, warpgroup_wait)
 from gemm.cute.divide import ceil_div
+from gemm.cute.scheduler import grouped_tile
 from gemm.cute.pipeline import (advance, advance_by, consumer_release, consumer_start,
                                 consumer_wait, pipeline_init, producer_acquire,
                                 producer_expect_tx, producer_start)
@@ -82,23 +83,24 @@ def supports(v):
     return None
 
 
-def tile_decoder(group, split):
+def tile_decoder(group, split, order=grouped_tile):
     """The device function ``tile_coords(tile, tiles_m, tiles_n, NB)``: (row, column, matrix,
     K range) of work unit ``tile`` (uint32s), the K ranges outermost (``split``: there are
-    ranges), then the ``NB`` matrices, each in grouped order: sweeps of ``group`` tile rows
-    (fewer in the last), each sweep down its rows column after column."""
+    ranges), then the ``NB`` matrices, each in grouped order (``order``:
+    :func:`gemm.cute.scheduler.grouped_tile`, or its Python function to run the decoder as
+    Python): sweeps of ``group`` tile rows (fewer in the last), each sweep down its rows
+    column after column."""
+    U = np.uint32
+
     @cuda.jit(device=True, inline="always")
     def tile_coords(tile, tiles_m, tiles_n, NB):
-        tiles_mn = tiles_m * tiles_n
-        ks = tile // (tiles_mn * NB) if split else np.uint32(0)
-        tile -= ks * (tiles_mn * NB)
-        bz = tile // tiles_mn
-        tp = tile - bz * tiles_mn
-        per_group = np.uint32(group) * tiles_n
-        g0 = tp // per_group * np.uint32(group)
-        gs = min(tiles_m - g0, np.uint32(group))
-        gr = tp - tp // per_group * per_group
-        return g0 + gr % gs, gr // gs, bz, ks
+        tiles_mn = U(tiles_m * tiles_n)         # (each result cast back: numba widens
+        per_range = U(tiles_mn * NB)            # uint32 products to 64 bits)
+        ks = U(tile // per_range) if split else U(0)
+        tile = U(tile - U(ks * per_range))
+        bz = U(tile // tiles_mn)
+        row, col = order(U(tile - U(bz * tiles_mn)), tiles_m, tiles_n, group)
+        return row, col, bz, ks
     return tile_coords
 
 

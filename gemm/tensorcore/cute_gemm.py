@@ -48,10 +48,11 @@ from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, 
                        make_tensor, make_warp_uniform, partition_A, partition_B, partition_C,
                        partition_D, partition_S, retile_D, size, static, static_range, unroll,
                        unrolled)
+from gemm.cute.scheduler import grouped_tile
 from gemm.epilogue_kernel import conversions
 from gemm.tensorcore.config import _PAD_C, copy_grid
 
-__all__ = ["smem_layout", "bank_conflicts", "grouped_tile", "kernel_function"]
+__all__ = ["smem_layout", "bank_conflicts", "kernel_function"]
 
 U = np.uint32
 ONE = static(1)
@@ -113,19 +114,6 @@ def _tiled_mma(cfg):
     wm, wn = cfg.warps
     return make_tiled_mma(ATOMS[cfg.dtype](), Layout((wm, wn, 1)),
                           (16 * wm, 16 * wn, 8 if cfg.dtype == "tfloat32" else 16))
-
-
-@cuda.jit(device=True, inline="always")
-def grouped_tile(pid, tiles_m, tiles_n, group_m):
-    """(tile row, tile column) of the ``pid``-th block of a (tiles_m, tiles_n) grid of tiles
-    in grouped order: consecutive blocks take ``group_m`` tile rows of one tile column, then
-    the same rows of the next column, so that the blocks running at once read a few A and B
-    panels many times from L2. uint32 arithmetic (each result cast back: numba widens it)."""
-    width = U(U(group_m) * U(tiles_n))          # the blocks of one group of rows
-    first = U(U(pid // width) * U(group_m))     # its first tile row
-    rows = U(min(U(tiles_m - first), U(group_m)))   # its rows (fewer in the last group)
-    r = U(pid - U(pid // width) * width)
-    return U(first + U(r % rows)), U(r // rows)
 
 
 @cuda.jit(device=True, inline="always")

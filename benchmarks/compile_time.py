@@ -126,7 +126,7 @@ def _instrument():
                                                            "module_load"),
         "gemm.codegen": on_gemm_codegen,
         "gemm.call.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
-        "gemm.simt": lambda m: phases.wrap(m, "simt_source", "source"),
+        "gemm.cute_kernels": lambda m: phases.wrap(m, "kernel_function", "source"),
         "gemm.tensorcore.cute_gemm": lambda m: phases.wrap(m, "kernel_function", "source"),
     }
     for name in [n for n in callbacks if n in sys.modules]:
@@ -339,7 +339,7 @@ def main(argv=None):
             base_env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=pyc)
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
             _run_child(None, base_env, tree, code="import sympy, numba.cuda, layoutalg.tiled, "
-                       "gemm.api, gemm.simt.gen, "
+                       "gemm.api, gemm.cute_kernels, "
                        "gemm.tensorcore.cute_gemm" + (", torch" if gpu else ""))
         results["bytecode_cached"] = not args.no_bytecode
         for kernel in args.kernels:

@@ -1,5 +1,5 @@
-"""The seed's two MoYe kernels written with gemm.cute beside the generated kernels of the same
-pipelines and configuration and cuBLAS, in one run. GPU only.
+"""The seed's two MoYe kernels written with gemm.cute, as the seed writes them and as
+gemm.matmul's kernels, beside cuBLAS, in one run. GPU only.
 
     python3 benchmarks/cute_moye.py [--sizes 2048 4096 4095] [--reps 20]
 
@@ -7,10 +7,9 @@ pipelines and configuration and cuBLAS, in one run. GPU only.
   static size (a size that is not a multiple of the tile is skipped: "-"). The first
   pipeline with universal copies global -> shared and with the seed's cp.async copies, and
   the double-buffered one.
-- gemm.matmul's kernels: "prefetch" and "double_buffer" (generated) and "cute_prefetch" and
-  "cute_double_buffer" (gemm.cute_kernels: written with gemm.cute, run-time shapes,
-  predicated partial tiles), all 128 x 128 x 8 tiles over 256 threads (16 x 16 for the
-  MMA), compiled once for every size.
+- gemm.matmul's kernels "prefetch" and "double_buffer" (gemm.cute_kernels: written with
+  gemm.cute, run-time shapes, predicated partial tiles), 128 x 128 x 8 tiles over 256
+  threads (16 x 16 for the MMA), compiled once for every size.
 
 MoYe's operands: A (M, K) and B as (N, K), column-major; C (M, N) column-major. Compile
 times are each kernel's first call, with a fresh kernel cache. Times: CUDA events around
@@ -23,7 +22,7 @@ import sys
 import tempfile
 import time
 
-os.environ["LAYOUTALG_CACHE"] = tempfile.mkdtemp()       # the generated kernel compiles anew
+os.environ["LAYOUTALG_CACHE"] = tempfile.mkdtemp()       # every kernel compiles anew
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
@@ -63,7 +62,7 @@ def first_call_s(fn):
 CUTE = (("cute prefetch", cute_kernels.moye_prefetch, {}),
         ("cute prefetch cp.async", cute_kernels.moye_prefetch, {"cp_async": True}),
         ("cute double buffer", cute_kernels.moye_double_buffer, {}))
-MATMUL = ("prefetch", "cute_prefetch", "double_buffer", "cute_double_buffer")   # gemm.KERNELS
+MATMUL = ("prefetch", "double_buffer")   # gemm.KERNELS
 
 
 def main():

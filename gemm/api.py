@@ -46,18 +46,16 @@ __all__ = ["matmul", "KERNELS", "TENSORCORE_KERNELS", "PRECISIONS", "kernel_conf
 # "small_m": 32-row tiles for calls of at most SMALL_M rows (the prefetch pipeline allows
 # bM != bN), which an unnamed call of so few rows gets (benchmarks/RESULTS.md, "fp32 with
 # few rows": faster than the 128-row tile there).
-# The two an unnamed call takes, "tuned" and "small_m", are written with gemm.cute
-# (gemm.cute_kernels); the seed's two are still generated as source text (gemm.simt.gen).
+# All are written with gemm.cute (gemm.cute_kernels); "cute_prefetch" and "cute_double_buffer"
+# name the seed's two as they did beside generated ones (ALIASES).
 KERNELS = {
     "prefetch": simt.SimtConfig(pipeline="prefetch"),
     "double_buffer": simt.SimtConfig(pipeline="double_buffer"),
-    "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2,
-                             cute=True),
+    "tuned": simt.SimtConfig(pipeline="double_buffer", bK=16, pad=4, vector_mn=4, min_blocks=2),
     "small_m": simt.SimtConfig(bM=32, bN=128, bK=8, mma_threads=(8, 16), pipeline="prefetch",
-                               vector_mn=4, pad=4, min_blocks=4, cute=True),
-    "cute_prefetch": simt.SimtConfig(pipeline="prefetch", cute=True),
-    "cute_double_buffer": simt.SimtConfig(pipeline="double_buffer", cute=True),
+                               vector_mn=4, pad=4, min_blocks=4),
 }
+ALIASES = {"cute_prefetch": "prefetch", "cute_double_buffer": "double_buffer"}
 DEFAULT_KERNEL = "tuned"
 SMALL_M = 64
 # Tensor-core choices by name: "tensorcore" is the tuned config from the autotune cache, else
@@ -89,11 +87,11 @@ def kernel_config(kernel: Any) -> simt.SimtConfig:
         kernel = DEFAULT_KERNEL
     if isinstance(kernel, simt.SimtConfig):
         return kernel
-    if isinstance(kernel, str) and kernel in KERNELS:
-        return KERNELS[kernel]
+    if isinstance(kernel, str) and ALIASES.get(kernel, kernel) in KERNELS:
+        return KERNELS[ALIASES.get(kernel, kernel)]
     if isinstance(kernel, str) or isinstance(kernel, _TC_CONFIGS):
-        raise ValueError(f"matmul: unknown SIMT kernel {kernel!r}; use one of {sorted(KERNELS)} "
-                         "or a gemm.simt.SimtConfig")
+        raise ValueError(f"matmul: unknown SIMT kernel {kernel!r}; use one of "
+                         f"{sorted(KERNELS) + sorted(ALIASES)} or a gemm.simt.SimtConfig")
     raise TypeError(f"matmul: kernel must be a name, a SimtConfig, a TensorCoreConfig or a "
                     "HopperConfig, not "
                     f"{type(kernel).__name__}")
@@ -106,7 +104,7 @@ def _family(kernel):
     if isinstance(kernel, (simt.SimtConfig,) + _TC_CONFIGS):
         return "simt" if isinstance(kernel, simt.SimtConfig) else "tensorcore"
     if isinstance(kernel, str):
-        if kernel in KERNELS:
+        if kernel in KERNELS or kernel in ALIASES:
             return "simt"
         if kernel in TENSORCORE_KERNELS:
             return "tensorcore"
@@ -292,13 +290,14 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     default stream for numba arrays). Returns ``out``.
 
     - float32 A and B: ``precision`` "ieee" runs a SIMT kernel (exact fp32); ``out``
-      float32. ``kernel``: a name from ``KERNELS`` or a ``gemm.simt.SimtConfig`` (default
-      "tuned"; "small_m" for at most ``SMALL_M`` rows, and the small-M kernel
-      ``gemm.skinny`` where ``skinny.fits``). ``precision="tf32x3"``: 3xTF32 on the Hopper
-      kernel (each operand split into two tf32 parts, three tensor-core products, each
-      step's sum added on the CUDA cores: about float32's accuracy), its tiles and split-K
-      by the shape (``kernel`` None, "tensorcore" or "autotune": no tuned config is used;
-      "hopper" or a HopperConfig); where an unnamed call cannot run there (not a 9.x GPU;
+      float32. ``kernel``: a name from ``KERNELS`` (or ``ALIASES``) or a
+      ``gemm.simt.SimtConfig`` (default "tuned"; "small_m" for at most ``SMALL_M`` rows, and
+      the small-M kernel ``gemm.skinny`` where ``skinny.fits``). ``precision="tf32x3"``:
+      3xTF32 on the Hopper kernel (each operand split into two tf32 parts, three tensor-core
+      products, each step's sum added on the CUDA cores: about float32's accuracy), its
+      tiles and split-K by the shape (``kernel`` None, "tensorcore" or "autotune": no tuned
+      config is used; "hopper" or a HopperConfig); where an unnamed call cannot run there
+      (not a 9.x GPU;
       operands TMA cannot read: A must be row-major and B column-major, or for torch
       tensors and at least ``X3_COPY_ROWS`` rows row-major, then copied column-major
       first) the SIMT kernel runs it. With ``allow_tf32=True`` (or ``precision="tf32"``) and no SIMT kernel named,
@@ -611,9 +610,9 @@ def _matmul(A, B, out, alpha, beta, kernel, allow_tf32=False, out_dtype=None, st
     # The kernels see MoYe's operands: A as (M, K), B as (N, K), C as (M, N).
     b_unit = 1 - b.unit_mode
     simt_choice = kernel if kernel is not None else ("small_m" if m <= SMALL_M else None)
-    va, vb = _vector(a), _vector(b)
-    if kernel_config(simt_choice).cute:     # a predicate per vector: it must divide the extent
-        va, vb = _dividing(va, m if a.unit_mode == 0 else 1), _dividing(vb, n if b_unit == 0 else 1)
+    # a predicate per vector (CUTLASS's alignment rule): it must divide the extent
+    va = _dividing(_vector(a), m if a.unit_mode == 0 else 1)
+    vb = _dividing(_vector(b), n if b_unit == 0 else 1)
     cfg, launch = _launcher(simt_choice, a.unit_mode, b_unit, va, vb)
     (sam, sak), (sbk, sbn), (scm, scn) = a.strides, b.strides, c.strides
     tiles = (m + cfg.bM - 1) // cfg.bM, (n + cfg.bN - 1) // cfg.bN

@@ -1,8 +1,9 @@
-"""The seed's two MoYe kernels written with :mod:`gemm.cute`, as ``gemm.matmul`` kernels.
+"""The SIMT kernels: the seed's two MoYe pipelines written with :mod:`gemm.cute`, as
+``gemm.matmul`` kernels.
 
-``gemm.matmul(A, B, kernel="cute_prefetch")`` and ``"cute_double_buffer"`` (or a
-``SimtConfig(cute=True)``) run the seed's two SIMT pipelines written in CuTe's vocabulary,
-in the seed's structure (tests/cute_kernels.py has them line for line, for static sizes).
+Every :class:`gemm.simt.SimtConfig` (``gemm.matmul(A, B, kernel="prefetch")``,
+``"double_buffer"``, the defaults "tuned" and "small_m") runs one of the seed's two SIMT
+pipelines written in CuTe's vocabulary, in the seed's structure (tests/cute_kernels.py has them line for line, for static sizes).
 What a library kernel needs on top of the seed is written in the same vocabulary:
 
 - **run-time shapes**: the global tensors are ``make_tensor(A, make_layout((M, K), (ONE,
@@ -17,8 +18,7 @@ What a library kernel needs on top of the seed is written in the same vocabulary
 
 The kernels take :data:`gemm.simt.SIGNATURE`'s arguments (``A, B, C, M, N, K, sAm, sAk,
 sBn, sBk, sCm, sCn, sAb, sBb, sCb, NB, KPS, alpha, beta``: MoYe's A (M, K), B (N, K), C (M,
-N) and their strides, batch strides, the batch count and the k-tiles per split-K range), so
-``gemm.matmul`` launches them as it launches the generated ones.
+N) and their strides, batch strides, the batch count and the k-tiles per split-K range).
 """
 
 import numpy as np
@@ -56,7 +56,7 @@ def tiled_copy(unit, bmn, bk, vec, threads):
 
 
 def kernel_function(cfg, a_unit, b_unit, vec_a, vec_b):
-    """The kernel of a ``SimtConfig(cute=True)`` for A's and B's unit modes (0: along M or
+    """The kernel of a ``SimtConfig`` for A's and B's unit modes (0: along M or
     N) and the copy vectors their addresses allow (values per cp.async, narrowed by
     ``gemm.simt.copy_vector`` to what the tile takes), as a Python function for
     ``cuda.jit(gemm.simt.SIGNATURE)``."""

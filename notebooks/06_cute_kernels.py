@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 6. Writing a kernel with the algebra: `gemm.cute`
 #
-# The other notebooks show kernels that `gemm` *generates*. This one writes a kernel by hand,
+# The other notebooks show what `gemm` builds kernels from. This one writes a kernel by hand,
 # in CuTe's vocabulary, inside `numba.cuda.jit`: layouts and tensors are values of the kernel,
 # `local_tile` cuts a block's tile, `partition_S/D/A/B/C` give a thread its share of it,
 # `copy` and `gemm` move and multiply fragments. The layouts are compile-time constants (they
@@ -29,7 +29,7 @@
 # GPU is usable, before anything imports numba. In the simulator the same kernel runs as
 # Python on a small problem (a 32x16x8 tile on 8x4 threads), and is checked against numpy. On
 # a GPU it runs in the seed's configuration (128x128x8 tiles, 16x16 threads) at 2048^3, beside
-# the generated kernel of the same pipeline.
+# gemm.matmul's kernel of the same pipeline.
 
 # %%
 from gemm._env import use_simulator_without_gpu     # imports no numba
@@ -177,11 +177,11 @@ print(f"max |C - A B| / (|A| |B|) = {err:.1e}")
 assert err < 1e-5
 
 # %% [markdown]
-# On a GPU: the time of the kernel beside the generated kernel of the same pipeline and
-# configuration (`gemm.matmul(..., kernel="prefetch")`), and its registers (no local
-# memory: the fragments are registers). `benchmarks/cute_moye.py` measures both seed kernels
-# beside the generated ones; on an H100 this one runs at the generated kernel's speed
-# (`benchmarks/RESULTS.md`, "Kernels in CuTe's vocabulary").
+# On a GPU: the time of the kernel beside gemm.matmul's kernel of the same pipeline and
+# configuration (`gemm.matmul(..., kernel="prefetch")`: the same code with run-time shapes
+# and predicated partial tiles, `gemm.cute_kernels`), and its registers (no local memory:
+# the fragments are registers). `benchmarks/cute_moye.py` measures both seed kernels both
+# ways (`benchmarks/RESULTS.md`, "Kernels in CuTe's vocabulary").
 
 # %%
 if not SIMULATOR:
@@ -206,7 +206,7 @@ if not SIMULATOR:
     regs = jitted.get_regs_per_thread()
     regs = regs if isinstance(regs, int) else max(regs.values())
     print(f"cute kernel:      {flops / ms(launch) / 1e9:.1f} TFLOP/s, {regs} registers")
-    print(f"generated kernel: "
+    print(f"gemm.matmul's:    "
           f"{flops / ms(lambda: matmul(A, B, C, kernel='prefetch')) / 1e9:.1f} TFLOP/s")
 else:
     print("the simulator runs kernels as Python: nothing to time")

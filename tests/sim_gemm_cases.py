@@ -241,7 +241,7 @@ def empty():
 
 
 def cute_kernels():
-    """The gemm.cute kernels (SimtConfig(cute=True), gemm.cute_kernels) on small tiles: odd
+    """The SIMT kernels (written with gemm.cute: gemm.cute_kernels) on small tiles: odd
     shapes (partial tiles in M, N and K), every major, 2-value copies (the double buffer's
     column-major A of even rows), alpha and beta, a batch and split-K ranges; runs of 4 rows
     a thread (vector_mn 4: read by vector loads with pad 4, value by value with pad 2):
@@ -251,18 +251,18 @@ def cute_kernels():
                           ("CF 19x23x9", 19, 23, 9, "C", "F", 1.0, 0.0)),
              "double_buffer": (("FF 38x20x7", 38, 20, 7, "F", "F", 1.0, 0.0),)}
     for pipeline, shapes in cases.items():
-        cfg = SimtConfig(bM=16, bN=16, bK=4, mma_threads=(4, 4), pipeline=pipeline, cute=True)
+        cfg = SimtConfig(bM=16, bN=16, bK=4, mma_threads=(4, 4), pipeline=pipeline)
         for seed, (name, m, n, k, ao, bo, alpha, beta) in enumerate(shapes):
             got[f"{pipeline} {name}"] = case(cfg, m, n, k, ao, bo, alpha, beta, seed=11 + seed)
     for seed, (pipeline, pad, ao, bo) in enumerate((("double_buffer", 4, "C", "F"),
                                                    ("prefetch", 2, "F", "C"))):
         cfg = SimtConfig(bM=32, bN=16, bK=4, mma_threads=(4, 4), pipeline=pipeline,
-                         vector_mn=4, pad=pad, cute=True)
+                         vector_mn=4, pad=pad)
         got[f"{pipeline} vector_mn 4 pad {pad} {ao}{bo} 37x45x19 alpha beta"] = case(
             cfg, 37, 45, 19, ao, bo, 0.5, -2.0, seed=21 + seed)
     # both pipelines share the problem's tiles and copies: split-K and a batch on one
     cfg = SimtConfig(bM=16, bN=16, bK=4, mma_threads=(4, 4), pipeline="double_buffer",
-                     cute=True, split_k=3)
+                     split_k=3)
     got["double_buffer split 3, batch 2, CC alpha beta"] = batch_case(
         cfg, "float32", 2, 2, 17, 20, 26, alpha=1.5, beta=0.5, out="row", seed=14)
     return got

@@ -141,13 +141,13 @@ def test_double_buffer_kernel_unrolls_to_registers(numba_cute):
 
 @pytest.mark.parametrize("pipeline", ["prefetch", "double_buffer"])
 def test_matmul_kernels_of_run_time_shapes_stay_in_registers(numba_cute, pipeline):
-    """gemm.matmul's cute kernels (gemm.cute_kernels: run-time extents and strides, identity
+    """gemm.matmul's SIMT kernels (gemm.cute_kernels: run-time extents and strides, identity
     tensors, copy_if, axpby), default tiles, A and B column-major with 2-value copies where
     the pipeline's padding allows: no local memory or spills, the FMAs of a k-tile unrolled,
     zero-filling cp.async (src-size operand) at both copy sites, shared loads not generic."""
     from gemm import api, simt
     from gemm.arch.inspect import local_memory_ops, ptxas_usage
-    cfg = api.KERNELS[f"cute_{pipeline}"]
+    cfg = api.KERNELS[pipeline]
     vec = simt.copy_vector(cfg, 0, cfg.bM, 4)
     assert vec == (1 if pipeline == "prefetch" else 2)
     ptx = _ptx(simt.simt_function(cfg, 0, 0, vec, vec), simt.SIGNATURE)

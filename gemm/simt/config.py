@@ -1,7 +1,6 @@
 """The SIMT GEMM's configuration: :class:`SimtConfig` (one kernel's tiles, threads, pipeline
 and split-K) and :func:`copy_vector` (the cp.async width a tile allows). :mod:`gemm.simt`
-compiles and runs the kernels; its generators, :mod:`gemm.simt.gen` and
-:mod:`gemm.cute_kernels`, read the config from here."""
+compiles and runs the kernels, :mod:`gemm.cute_kernels` writes them."""
 
 from dataclasses import dataclass
 
@@ -25,9 +24,7 @@ class SimtConfig:
     registers that this many blocks fit on one SM. ``split_k``: K cut into that many ranges
     of whole k-tiles, one block per (range, tile), the f32 partials added in order by a
     second kernel (gemm.splitk); the kernel takes the ranges at run time, so this field does
-    not change what is compiled. ``cute``: the kernel written with gemm.cute
-    (:mod:`gemm.cute_kernels`, the seed's kernels in CuTe's vocabulary) instead of the
-    generated one.
+    not change what is compiled.
     """
 
     bM: int = 128
@@ -39,7 +36,6 @@ class SimtConfig:
     vector_mn: int = 1
     min_blocks: int = 1
     split_k: int = 1
-    cute: bool = False
 
     def __post_init__(self):
         if not (isinstance(self.split_k, int) and not isinstance(self.split_k, bool)

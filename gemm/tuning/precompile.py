@@ -33,7 +33,7 @@ def variants(names: Optional[Sequence[str]] = None) -> list:
     """(kernel name, A unit mode, B unit mode, A vector, B vector) for every distinct kernel."""
     out = set()
     for name in names or api.KERNELS:
-        cfg = api.KERNELS[name]
+        cfg = api.kernel_config(name)
         for a_unit in (0, 1):
             for b_unit in (0, 1):
                 for va in (1, 2, 4):
@@ -142,7 +142,7 @@ def _compile(job):
         return job
     name, a_unit, b_unit, va, vb = variant
     make = simt.simt_kernel if simulator_active() else simt.simt_binary
-    make(api.KERNELS[name], a_unit, b_unit, va, vb)
+    make(api.kernel_config(name), a_unit, b_unit, va, vb)
     return job
 
 

@@ -53,9 +53,9 @@ class TensorCoreConfig:
     bounds: blocks per SM the registers must allow), ``group_m`` (the launch order: blocks
     that start together sweep ``group_m`` block rows of C, then move one block column on, so
     that they share their A and B tiles in L2; a value at least the number of block rows is
-    plain column-by-column order). The block's threads must store C's 16-byte runs of a
-    row in whole rows (4 float32 or 8 16-bit values a run; bN runs of a row at most the
-    threads, and bM a multiple of the rows they cover).
+    plain column-by-column order). The epilogue stores C in 16-byte runs (4 float32 or 8
+    16-bit values) of whole rows at once: a row's runs must divide the threads, and the rows
+    the threads store at once must divide bM.
 
     The default, 256x128x64 with 4x2 warps (each warp 64x64), 3 stages and group_m 8, is the
     tuned choice (benchmarks/RESULTS.md, "Tensor-core GEMM"; 4 stages need a third more

@@ -1,9 +1,8 @@
 """The SM80 tensor-core GEMM written with :mod:`gemm.cute`: CUTLASS's SM80 mainloop (a ring
 of cp.async stages, ldmatrix, mma.sync) in CuTe's words, over the operands
 :mod:`gemm.tensorcore` hands it (X (MM, K), Y (NN, K), a row-major C (MM, NN)), for X and Y
-of bf16 / f16 or float32 multiplied as tf32, either major,
-read in cp.async copies of 4 to 16 bytes (plain 2-byte copies where 16-bit operands are not
-4-byte aligned).
+of bf16 / f16 or float32 multiplied as tf32, either major, read in cp.async copies of 4 to
+16 bytes (plain 2-byte copies where 16-bit operands are not 4-byte aligned).
 
 - shared memory: per operand a ``(bMN, bK, stages)`` tensor of swizzled atoms
   (:func:`smem_layout`: 8 lines of K or of MN, the 16-byte chunks of a line XORed with the

@@ -6,8 +6,7 @@ partitions whose engines are sympy expressions of the thread and block indices (
 in which every integer is ``U(n)`` (``np.uint32``): numba then emits 32-bit unsigned
 arithmetic, with shifts and masks for powers of two, instead of 64-bit signed division with
 negative-index fix-ups. :class:`Source` writes each ``U(n)`` as a module-level constant
-``_un`` (numba freezes globals: one IR statement instead of a call to type and lower) and
-binds the tile-level instructions a kernel calls at module level (:meth:`Source.define`).
+``_un`` (numba freezes globals: one IR statement instead of a call to type and lower).
 
 Generated modules are written to a cache folder and imported from there: a kernel variant's
 module under a name that hashes the variant and the package's code (:func:`kernel_module`),
@@ -15,7 +14,6 @@ so a later process finds it without generating the source again; other modules u
 that hashes their source (:func:`load_module`), for numba's ``cache=True``.
 """
 
-import ast
 import hashlib
 import importlib.util
 import os
@@ -27,7 +25,7 @@ from functools import lru_cache
 import layoutalg
 
 __all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
-           "cache_dir", "sym", "module_tiles", "issued", "batch_offset", "align_arg"]
+           "cache_dir", "sym", "align_arg"]
 
 
 def align_arg(nbytes, simulator):
@@ -74,14 +72,6 @@ def code(expr):
     raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as unsigned index code")
 
 
-def batch_offset(stride):
-    """Code for the offset of block z's matrix in an operand whose matrices are run-time
-    ``stride`` elements apart (0 for an operand every product of a batch shares): kernels
-    add it to their per-thread bases, which costs no register (a view of the array would
-    hold a 64-bit pointer per operand)."""
-    return f"U(cuda.blockIdx.z) * {stride}"
-
-
 # ``U(n)`` in generated code: written as a module-level uint32 constant ``_un`` (numba freezes
 # globals, so a constant is one IR statement instead of a call of np.uint32 to type and lower)
 _CONSTANT = re.compile(r"\bU\((\d+)\)")
@@ -89,31 +79,12 @@ _CONSTANT_NAME = re.compile(r"\b_u(\d+)\b")
 
 
 class Source:
-    """Lines of Python source with indentation, and module-level definitions written before
-    the first function (:meth:`define`)."""
+    """Lines of Python source with indentation; ``U(n)`` constants become module-level
+    names written before the first function."""
 
     def __init__(self):
         self.lines = []
         self.depth = 0
-        self.defs = {}          # module-level expression -> its name
-
-    def define(self, expr):
-        """The name bound to ``expr`` at module level (one name per distinct expression): how
-        a kernel refers to a tile-level intrinsic made for a static plan, which numba can only
-        call through a global. ``fma_tile(...)`` is named ``fma_<n>``, and so on.
-
-        >>> src = Source()
-        >>> src.define("fma_tile(((0, 0, 0),))"), src.define("fill_tile(4)")
-        ('fma_0', 'fill_1')
-        >>> src.define("fma_tile(((0, 0, 0),))")
-        'fma_0'
-        """
-        name = self.defs.get(expr)
-        if name is None:
-            head = expr.split("(", 1)[0]
-            kind = head[:-len("_tile")] if head.endswith("_tile") else "_def"
-            name = self.defs[expr] = f"{kind}_{len(self.defs)}"
-        return name
 
     def __call__(self, *lines):
         for line in lines:
@@ -132,7 +103,6 @@ class Source:
         lines = [_CONSTANT.sub(lambda m: f"_u{m.group(1)}", line) for line in self.lines]
         used = sorted({int(n) for line in lines for n in _CONSTANT_NAME.findall(line)})
         defs = {f"U({n})": f"_u{n}" for n in used}
-        defs.update(self.defs)
         if defs:
             at = next((i for i, line in enumerate(lines) if line.startswith(("def ", "@"))),
                       len(lines))
@@ -218,43 +188,3 @@ def _import(name, make_source):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-
-
-_TILE_DEF = re.compile(r"^(\w+) = (\w+_tile)\((.*)\)$")
-
-
-def module_tiles(text):
-    """{name: (factory, args)} of the tile-level instructions a generated module binds
-    (``fma_3 = fma_tile(plan)``), the arguments as Python values.
-
-    >>> src = Source()
-    >>> with src.block("def kernel(acc, fa, fb):"):
-    ...     src(f"{src.define('fma_tile(((0, 0, 0), (1, 0, 1)))')}(acc, fa, fb)")
-    >>> module_tiles(src.text())
-    {'fma_0': ('fma_tile', (((0, 0, 0), (1, 0, 1)),))}
-    >>> issued(src.text(), "fma_tile")
-    2
-    """
-    out = {}
-    for line in text.splitlines():
-        m = _TILE_DEF.match(line)
-        if m:
-            out[m.group(1)] = (m.group(2), ast.literal_eval(f"({m.group(3)},)"))
-    return out
-
-
-def issued(text, factory, op=None, segment=None):
-    """How many instructions the tile calls in ``segment`` (default: the whole ``text``, a
-    generated module) issue through tiles made by ``factory`` (and of ``op``, their first
-    argument): the sum of their plans' entries, once per call line."""
-    tiles = module_tiles(text)
-    count = 0
-    for line in (text if segment is None else segment).splitlines():
-        name = line.strip().split("(", 1)[0]
-        if name not in tiles or tiles[name][0] != factory:
-            continue
-        args = tiles[name][1]
-        if op is not None and args[0] != op:
-            continue
-        count += len(next(a for a in args if isinstance(a, tuple)))
-    return count

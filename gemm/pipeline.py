@@ -4,8 +4,8 @@ Two levels, both writing numba source into a :class:`gemm.codegen.Source`:
 
 - :func:`emit_ring`, the cp.async ring: ``stages`` shared slots that the copies of a sequence
   of steps go through, with callbacks that write the copies of a step (``issue``) and the
-  compute of a step (``body``). The elementwise pipeline below and the tensor-core GEMM's main
-  loop are both written by it.
+  compute of a step (``body``). The elementwise pipeline below is written by it (the
+  tensor-core GEMM's main loop was, until that kernel was written with gemm.cute).
 - :func:`emit_pipeline` / :class:`Pipeline`, Pallas' interface on top of it: each input is a
   :class:`BlockSpec` (a block shape, an ``index_map`` from the step's grid indices to block
   coordinates, a shared-memory layout, possibly swizzled); the pipeline writes the copies of
@@ -248,7 +248,7 @@ def ring_schedule(stages: int, steps: int, delay_release: int = 0, *,
     - ``body(events, step, slot, ready)``; ``ready()`` appends the ring's wait and sync and
       returns the next step's slot. Default: ("read", k, k % stages) for the steps
       k = step-d .. step (d = delay_release), ``ready()``, then the reads of step+1-d ..
-      step+1 (a body that prefetches the next step, as the GEMM's does);
+      step+1 (a body that prefetches the next step, as a GEMM's does);
     - ``prime(events, slot)``; default: nothing.
 
     >>> for e in ring_schedule(3, 2): print(e)

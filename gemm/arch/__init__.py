@@ -19,9 +19,8 @@ The operations (see ``gemm.arch.ptx`` for the exact semantics of each):
   lane 0's integer in every lane (ptxas then treats it as warp-uniform); ``syncwarp()``;
   ``tanh_approx_f32(x)``, ``ex2_approx_f32(x)``, ``rcp_approx_f32(x)`` (``tanh.approx.f32``,
   ``ex2.approx.ftz.f32``, ``rcp.approx.ftz.f32``);
-- tile-level instructions (one call, a whole tile of the instructions above, unrolled from a
-  static plan; see ``gemm.arch.tile``): ``mma_tile``, ``fma_tile``, ``load_tile``,
-  ``cp_async_tile``, ``scaled_store_tile``, ``store_c_tile``, ``fill_tile``;
+- a tile-level instruction (one call, a whole plan of mma.sync instructions, unrolled from a
+  static plan; see ``gemm.arch.tile``): ``mma_tile``;
 - conversions: ``pack_b16x2`` (= ``pack_bf16x2`` = ``pack_f16x2``), ``unpack_b16x2``,
   ``cvt_rn_bf16x2_f32(lo, hi)``, ``cvt_rn_f16x2_f32(lo, hi)``, ``cvt_rn_bf16_f32``,
   ``cvt_rn_f16_f32``, ``cvt_rna_tf32_f32``, ``bf16_to_f32``, ``f16_to_f32``,

@@ -6,10 +6,12 @@ symmetric-memory fused ops, one process per GPU:
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \\
         torchrun --nproc_per_node D benchmarks/tp_mlp.py [--json FILE] [--iters N]
-        [--shapes TxHxI ...] [--dtype bfloat16]
+        [--shapes TxHxI ...] [--dtype bfloat16] [--weights linear|in_out]
 
 A shape is tokens T, hidden H, intermediate I. Rank r holds x_r (T / D, H) and the weights
-as ``nn.Linear`` stores them, W1_r (I / D, H) and W2_r (H, I / D); the block is ``y_r =
+as ``nn.Linear`` stores them, W1_r (I / D, H) and W2_r (H, I / D) (``--weights in_out``: stored
+transposed, (H, I / D) and (I / D, H) row-major, so the B operands are N-major); the block is
+``y_r =
 ReduceScatter(gelu(AllGather(x) @ W1_r.T) @ W2_r.T)`` (T / D, H). The reduce-scatter alone is
 the block's second matmul: (T, I / D) @ W2_r.T on every rank, each rank's (T / D, H) rows of
 the sum.
@@ -137,15 +139,24 @@ def run_methods(methods, reference, local, iters, flops, rank, label):
     return row
 
 
-def float64_check(D, rank, group, dtype):
+def weights(H, I, D, dtype, g, in_out):
+    """The B operands W1_r.T (H, I / D) and W2_r.T (I / D, H): views of ``nn.Linear``'s
+    weights (K-major), or with ``in_out`` row-major matrices (N-major)."""
+    if in_out:
+        return (torch.randn(H, I // D, device="cuda", dtype=dtype, generator=g) / H ** 0.5,
+                torch.randn(I // D, H, device="cuda", dtype=dtype, generator=g) / I ** 0.5)
+    return ((torch.randn(I // D, H, device="cuda", dtype=dtype, generator=g) / H ** 0.5).T,
+            (torch.randn(H, I // D, device="cuda", dtype=dtype, generator=g) / I ** 0.5).T)
+
+
+def float64_check(D, rank, group, dtype, in_out):
     """Errors against float64 of the gathered operands, max |err| / max |ref| (the largest
     over the ranks), at 128 rows a rank: the block (ours), and the reduce-scatter alone,
     ours and cuBLAS + NCCL reduce-scatter (partials of the operands' type in both)."""
     g = torch.Generator(device="cuda").manual_seed(11 + rank)
     m, H, I = 128, 256, 512 * D
     x = torch.randn(m, H, device="cuda", dtype=dtype, generator=g)
-    w1 = (torch.randn(I // D, H, device="cuda", dtype=dtype, generator=g) / H ** 0.5).T
-    w2 = (torch.randn(H, I // D, device="cuda", dtype=dtype, generator=g) / I ** 0.5).T
+    w1, w2 = weights(H, I, D, dtype, g, in_out)
     h = collective.all_gather_matmul(x, w1, group, activation="gelu")
     y = collective.matmul_reduce_scatter(h, w2, group)
     y_rs = torch.empty_like(y)
@@ -169,6 +180,8 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--shapes", nargs="+", default=None, metavar="TxHxI")
+    ap.add_argument("--weights", default="linear", choices=["linear", "in_out"],
+                    help="the weights as nn.Linear stores them (B K-major), or (in, out)")
     args = ap.parse_args()
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
@@ -177,16 +190,16 @@ def main():
     dtype = getattr(torch, args.dtype)
     path, reason = collective.ring_path(torch.empty(1, device="cuda"), group)
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes] if args.shapes else SHAPES
-    f64 = float64_check(D, rank, group, dtype)
+    f64 = float64_check(D, rank, group, dtype, args.weights == "in_out")
     if rank == 0:
-        print(f"D={D} {path}: {reason}\nagainst float64 (128 rows a rank), max |err| / "
-              f"max |ref|: " + ", ".join(f"{k} {v:.2e}" for k, v in f64.items()), flush=True)
+        errors = ", ".join(f"{k} {v:.2e}" for k, v in f64.items())
+        print(f"D={D} {path}: {reason}\nweights: {args.weights}\nagainst float64 (128 rows a "
+              f"rank), max |err| / max |ref|: {errors}", flush=True)
     rows = []
     for T, H, I in shapes:
         g = torch.Generator(device="cuda").manual_seed(rank * 7 + T + H + I)
         x = torch.randn(T // D, H, device="cuda", dtype=dtype, generator=g)
-        w1 = (torch.randn(I // D, H, device="cuda", dtype=dtype, generator=g) / H ** 0.5).T
-        w2 = (torch.randn(H, I // D, device="cuda", dtype=dtype, generator=g) / I ** 0.5).T
+        w1, w2 = weights(H, I, D, dtype, g, args.weights == "in_out")
         h = torch.randn(T, I // D, device="cuda", dtype=dtype, generator=g)
         rs_flops = 2.0 * T * (I // D) * H
         row = {"D": D, "T": T, "H": H, "I": I, "dtype": args.dtype}

@@ -37,22 +37,29 @@ U = np.uint32
 # three m16n8k16 bf16 MMAs, the last one chained on the first one's accumulators
 MMA_PLAN = (((0, 1, 2, 3), (0, 1, 2, 3), (0, 1)), ((4, 5, 6, 7), (4, 5, 6, 7), (2, 3)),
             ((0, 1, 2, 3), (4, 5, 6, 7), (2, 3)))
-MMA = arch.mma_tile("mma_m16n8k16_f32_bf16", MMA_PLAN)
+def _tile_kernel(tile):
+    """A kernel running ``tile`` (an mma_tile over MMA_PLAN's registers) on each thread's
+    registers of ra, rb and rc, into out."""
+    def kernel(ra, rb, rc, out):
+        t = U(cuda.threadIdx.x)
+        acc = cuda.local.array(8, np.float32)
+        fa = cuda.local.array(8, np.uint32)
+        fb = cuda.local.array(4, np.uint32)
+        for i in range(8):
+            fa[i] = ra[t * U(8) + U(i)]
+            acc[i] = rc[t * U(8) + U(i)]
+        for i in range(4):
+            fb[i] = rb[t * U(4) + U(i)]
+        tile(acc, fa, fb)
+        for i in range(8):
+            out[t * U(8) + U(i)] = acc[i]
+    return kernel
 
 
-def k_mma_tile(ra, rb, rc, out):
-    t = U(cuda.threadIdx.x)
-    acc = cuda.local.array(8, np.float32)
-    fa = cuda.local.array(8, np.uint32)
-    fb = cuda.local.array(4, np.uint32)
-    for i in range(8):
-        fa[i] = ra[t * U(8) + U(i)]
-        acc[i] = rc[t * U(8) + U(i)]
-    for i in range(4):
-        fb[i] = rb[t * U(4) + U(i)]
-    MMA(acc, fa, fb)
-    for i in range(8):
-        out[t * U(8) + U(i)] = acc[i]
+k_mma_tile = _tile_kernel(arch.mma_tile("mma_m16n8k16_f32_bf16", MMA_PLAN))
+# the same plan with its last entry's A registers swapped for the first one's: must differ
+k_mma_broken = _tile_kernel(arch.mma_tile("mma_m16n8k16_f32_bf16", MMA_PLAN[:-1] + (
+    ((0, 1, 2, 3), (0, 1, 2, 3), (2, 3)),)))
 
 
 def k_mma_scalar(ra, rb, rc, out):
@@ -69,26 +76,6 @@ def k_mma_scalar(ra, rb, rc, out):
         c0, c1, c2, c3)
     out[c], out[c + U(1)], out[c + U(2)], out[c + U(3)] = c0, c1, c2, c3
     out[c + U(4)], out[c + U(5)], out[c + U(6)], out[c + U(7)] = c4, c5, c6, c7
-
-
-# the same plan with its last entry's A registers swapped for the first one's: must differ
-BROKEN = arch.mma_tile("mma_m16n8k16_f32_bf16",
-                       MMA_PLAN[:-1] + (((0, 1, 2, 3), (0, 1, 2, 3), (2, 3)),))
-
-
-def k_mma_broken(ra, rb, rc, out):
-    t = U(cuda.threadIdx.x)
-    acc = cuda.local.array(8, np.float32)
-    fa = cuda.local.array(8, np.uint32)
-    fb = cuda.local.array(4, np.uint32)
-    for i in range(8):
-        fa[i] = ra[t * U(8) + U(i)]
-        acc[i] = rc[t * U(8) + U(i)]
-    for i in range(4):
-        fb[i] = rb[t * U(4) + U(i)]
-    BROKEN(acc, fa, fb)
-    for i in range(8):
-        out[t * U(8) + U(i)] = acc[i]
 
 
 # --- the case: one input set, the tile kernel and the scalar kernel ---------------------------

@@ -3,8 +3,9 @@
 
 Every :class:`gemm.simt.SimtConfig` (``gemm.matmul(A, B, kernel="prefetch")``,
 ``"double_buffer"``, the defaults "tuned" and "small_m") runs one of the seed's two SIMT
-pipelines written in CuTe's vocabulary, in the seed's structure (tests/cute_kernels.py has them line for line, for static sizes).
-What a library kernel needs on top of the seed is written in the same vocabulary:
+pipelines written in CuTe's vocabulary, in the seed's structure (tests/cute_kernels.py has
+them line for line, for static sizes). What a library kernel needs on top of the seed is
+written in the same vocabulary:
 
 - **run-time shapes**: the global tensors are ``make_tensor(A, make_layout((M, K), (ONE,
   lda)))`` with M, K and lda kernel arguments, so one compile serves every size (the tiles,

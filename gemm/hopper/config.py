@@ -337,8 +337,8 @@ class HopperVariant:
         each, :attr:`HopperConfig.mbarriers`), which together must fit
         DYNAMIC_SHARED_LIMIT. The kernel declares its dynamic arrays SWIZZLE_ALIGN-aligned
         (:func:`gemm.arch.smem.shared_alignment`), so its static bytes are padded to a
-        multiple of SWIZZLE_ALIGN before them (the same count in the simulator, whose calls then take
-        the GPU's variants)."""
+        multiple of SWIZZLE_ALIGN before them (the same count in the simulator, whose calls
+        then take the GPU's variants)."""
         static = -(-8 * self.config.mbarriers // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         return self.shared_bytes + static
 

@@ -2,8 +2,9 @@
 fused_all_gather_matmul (symmetric memory) where it runs, and the lower bound, one process
 per GPU:
 
-    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \\
-        torchrun --nproc_per_node D benchmarks/collective.py [--json FILE] [--iters N]
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        torchrun --nproc_per_node D benchmarks/collective.py [--json FILE] [--iters N] \\
+        [--transfer copy_engine,sm,sm_fused] [--push-blocks G] [--push-priority P]
 
 Per shape (m_shard, k, n_shard) and dtype, each method's time is the slowest rank's mean over
 ``--iters`` calls between CUDA events, after 6 calls of warm-up (the peer ring captures its
@@ -11,12 +12,17 @@ graphs in them) and a barrier. ``lower bound``: D x this rank's local (m_shard, 
 (k, n_shard) matmul with our kernel, replayed as a CUDA graph (its GPU time alone; no
 communication at all); ``ours, copies only``: the peer ring with no matmuls (its copies and
 flags alone), in each schedule. ``ours (auto path)`` takes the path ``all_gather_matmul``
-picks (said in the header line) and the ring schedule; ``ours (peer, direct schedule)`` has
-each rank push its own shard to every peer in turn. Tensor-core utilisation: a rank's useful flops
+picks (said in the header line), the ring schedule and the default transfer; ``ours (peer,
+S, T)`` the peer path in schedule S (``direct``: each rank pushes its own shard to every
+peer in turn) moving the shards by transfer T (``--transfer``, any of
+``gemm.collective.TRANSFERS``: ``copy_engine``, ``sm``, the push kernel of ``--push-blocks``
+blocks per copy, ``sm_fused``, one such kernel to every peer at once, direct only); ``ours,
+copies only (S, T)`` the same with no matmuls. Tensor-core utilisation: a rank's useful flops
 (2 D m k n) over its time and the dense peak (989 TFLOP/s for f16 / bf16 on an H100 SXM; the
 H200 has the same). Every method's result (its out poisoned with NaN first) is compared
 with NCCL all-gather + torch.mm on every rank (max |diff| / max |ref|), and the local matmuls,
-ours and cuBLAS's, with float64. Rank 0 prints a table.
+ours and cuBLAS's, with float64. Rank 0 prints a table: each method's time and its speedup
+over NCCL all-gather + cuBLAS (how many times faster), per shape.
 """
 
 import argparse
@@ -61,7 +67,7 @@ def slowest_us(fn, iters, warmup=6, stream=None):
     return t.item()
 
 
-def _methods(a, b, D, group):
+def _methods(a, b, D, group, transfers):
     m, k = a.shape
     gathered = torch.empty((D * m, k), dtype=a.dtype, device=a.device)
     out = torch.empty((D * m, b.shape[1]), dtype=a.dtype, device=a.device)
@@ -70,33 +76,37 @@ def _methods(a, b, D, group):
         dist.all_gather_into_tensor(gathered, a, group=group)
         return torch.mm(gathered, b, out=out)
 
-    methods = {
-        "ours (auto path)": lambda: collective.all_gather_matmul(a, b, group, out),
-        "ours (peer, direct schedule)": lambda: collective.all_gather_matmul(
-            a, b, group, out, path="peer", schedule="direct"),
-        "ours (peer, no graph)": without_graphs(
-            lambda: collective.all_gather_matmul(a, b, group, out, path="peer")),
-        "ours (sendrecv)": lambda: collective.all_gather_matmul(a, b, group, out,
-                                                               path="sendrecv"),
-        "NCCL all-gather + cuBLAS": nccl_cublas,
-    }
-    for schedule in collective.SCHEDULES:
-        methods[f"ours, copies only ({schedule})"] = _copies_only(a, b, group, out, schedule)
+    def ours(**kw):
+        return lambda: collective.all_gather_matmul(a, b, group, out, **kw)
+
+    methods = {"ours (auto path)": ours()}
+    peer_runs = [(s, t) for t in transfers for s in collective.SCHEDULES
+                 if t != "sm_fused" or s == "direct"]
+    for schedule, transfer in peer_runs:
+        methods[f"ours (peer, {schedule}, {transfer})"] = ours(path="peer", schedule=schedule,
+                                                               transfer=transfer)
+    methods["ours (peer, no graph)"] = without_graphs(ours(path="peer"))
+    methods["ours (sendrecv)"] = ours(path="sendrecv")
+    methods["NCCL all-gather + cuBLAS"] = nccl_cublas
+    for schedule, transfer in peer_runs:
+        methods[f"ours, copies only ({schedule}, {transfer})"] = _copies_only(
+            a, b, group, out, schedule, transfer)
     methods["torch fused_all_gather_matmul"] = lambda: _fused(a, b, group)
     return methods, nccl_cublas, out
 
 
-def _copies_only(a, b, group, out, schedule):
-    """The peer ring of ``schedule`` with no matmul at all: its copies and flags alone, into
-    an out of its own. It returns None: a time, no result."""
+def _copies_only(a, b, group, out, schedule, transfer):
+    """The peer ring of ``schedule`` and ``transfer`` with no matmul at all: its copies and
+    flags alone, into an out of its own. It returns None: a time, no result."""
     spare = torch.full_like(out, float("nan"))
 
     def call():
         rings = [r for key, r in collective.group.rings.items()
                  if key[0] == "all_gather_matmul" and key[3:6] == (*a.shape, a.dtype)
-                 and key[-1] == schedule]
+                 and key[7:9] == (schedule, transfer)]
         if not rings:                              # make the ring (one call into out)
-            collective.all_gather_matmul(a, b, group, out, path="peer", schedule=schedule)
+            collective.all_gather_matmul(a, b, group, out, path="peer", schedule=schedule,
+                                         transfer=transfer)
             return call()
         rings[0].run(a, b, spare, a.shape[0], lambda *_: None, tag="copies only")
         return None
@@ -138,7 +148,19 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--transfer", default=",".join(collective.TRANSFERS),
+                    help="the peer path's transfers to time, comma-separated (of "
+                         f"{', '.join(collective.TRANSFERS)})")
+    ap.add_argument("--push-blocks", type=int, default=peer.PUSH_BLOCKS,
+                    help="the SM push kernel's grid")
+    ap.add_argument("--push-priority", type=int, default=peer.PUSH_PRIORITY,
+                    help="the comm stream's priority where a kernel pushes (-1 high, 0 normal)")
     args = ap.parse_args()
+    transfers = args.transfer.split(",")
+    for t in transfers:
+        if t not in collective.TRANSFERS:
+            ap.error(f"--transfer: {t!r} is none of {collective.TRANSFERS}")
+    peer.PUSH_BLOCKS, peer.PUSH_PRIORITY = args.push_blocks, args.push_priority
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
@@ -150,7 +172,7 @@ def main():
             g = torch.Generator(device="cuda").manual_seed(rank * 7 + m + k + n)
             a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
             b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g)
-            methods, reference, out = _methods(a, b, D, group)
+            methods, reference, out = _methods(a, b, D, group, transfers)
             ref = reference().clone()
             flops = 2.0 * D * m * k * n
             local_out = torch.empty((m, n), device="cuda", dtype=dtype)
@@ -194,7 +216,9 @@ def main():
             if rank == 0:
                 print(json.dumps(row), flush=True)
     if rank == 0:
-        report(rows, D, path, reason, _table, args.json)
+        report(rows, D, path, reason, _table, args.json, transfers=transfers,
+               push_blocks=args.push_blocks, push_priority=args.push_priority,
+               default_transfer=collective.default_transfer(D))
     dist.destroy_process_group()
 
 
@@ -212,22 +236,23 @@ def report(rows, D, path, reason, table, json_path, **more):
 
 
 def _table(rows, D):
-    names = ["ours (auto path)", "ours (peer, direct schedule)", "ours (peer, no graph)",
-             "ours (sendrecv)", "ours, copies only (ring)", "ours, copies only (direct)",
-             "NCCL all-gather + cuBLAS", "torch fused_all_gather_matmul"]
-    print(f"\nD={D}  shape (m_shard,k,n_shard) dtype | " + " | ".join(names)
-          + " | lower bound | speedup ours vs NCCL+cuBLAS")
-    for r in rows:
-        cells = []
-        for n in names:
-            v = r[n]
-            cells.append(f"{v['us']:8.1f} us {100 * v['tc util']:3.0f}%" if isinstance(v, dict)
-                         else "n/a")
-        ours, ref = r["ours (auto path)"], r["NCCL all-gather + cuBLAS"]
-        print(f"  ({r['m_shard']},{r['k']},{r['n_shard']}) {r['dtype']:8s} | "
-              + " | ".join(cells)
-              + f" | {r['lower bound us']:8.1f} us {100 * r['lower bound tc util']:3.0f}%"
-              + f" | {ref['us'] / ours['us']:.2f}x")
+    """One line per method, one column per shape and dtype: the time (us) and the speedup over
+    NCCL all-gather + cuBLAS (its time / the method's; the lower bound's too)."""
+    names = [n for n in rows[0] if isinstance(rows[0][n], (dict, str)) and n.startswith(
+        ("ours", "NCCL", "torch"))] if rows else []
+    heads = [f"({r['m_shard']},{r['k']},{r['n_shard']}) {r['dtype']}" for r in rows]
+    print(f"\nD={D}: us (speedup over NCCL all-gather + cuBLAS)\n| method | "
+          + " | ".join(heads) + " |\n|---|" + "---|" * len(rows))
+
+    def cell(us, r):
+        ref = r["NCCL all-gather + cuBLAS"]
+        if not isinstance(ref, dict):
+            return f"{us:.1f}"
+        return f"{us:.1f} ({ref['us'] / us:.2f}x)"
+    for n in names:
+        print(f"| {n} | " + " | ".join(cell(r[n]["us"], r) if isinstance(r[n], dict)
+                                      else "n/a" for r in rows) + " |")
+    print("| lower bound | " + " | ".join(cell(r["lower bound us"], r) for r in rows) + " |")
 
 
 if __name__ == "__main__":

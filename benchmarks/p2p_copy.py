@@ -9,9 +9,17 @@ the slowest rank's. Methods:
 
 - ``ce xP``: ``cuMemcpyAsync`` by the copy engines, the bytes in P equal pieces on P streams;
 - ``ce pull xP``: the same, issued by the receiver from its sender's buffer;
-- ``sm push G`` / ``sm pull G``: a copy kernel of G blocks of 512 threads (16-byte loads
-  and stores) that writes into the peer's buffer, or reads from it (in a CUDA graph: numba's
-  launches from Python take longer than the copy);
+- ``sm pull G``: ``gemm.collective.push``'s copy kernel (G blocks of 512 threads, 16-byte
+  loads and stores, written with ``gemm.cute``) reading the peer's buffer into this rank's
+  (in a CUDA graph, as every ``(graph)`` row);
+- ``to P peers``: every rank sends its bytes to ranks r - 1, ..., r - P at once (P from 1 to
+  D - 1; P = D - 1 is every peer, what the direct schedule sends): ``ce serial``, one
+  ``cuMemcpyAsync`` per peer one after another on one stream (as the collective's comm
+  stream); ``ce streams``, one per peer on a stream each, at once; ``sm push G``, one launch
+  of the push kernel with G blocks writing all P peers (for P = 1: the SM push of one copy);
+  GB/s counts what one rank sends in all, and ``per peer`` divides it by P;
+- ``sm push G beside matmul``: the push to rank - 1 while this rank's matmul runs (as ``ce
+  xP beside matmul``);
 - ``ce x1, one sender``: rank 0 alone pushes;
 - ``ce xP beside matmul``: the copies while this rank's ring-step matmul (``--shape``) runs on
   another stream; the matmul's own time is reported too, but its loop of calls from Python
@@ -40,22 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.collective import slowest_us  # noqa: E402
 import gemm  # noqa: E402
-from gemm.collective import peer  # noqa: E402
+from gemm.collective import peer, push  # noqa: E402
 from gemm.collective.peer import copy_async, wait_value, write_value  # noqa: E402
-
-
-def _sm_copy_kernel():
-    from numba import cuda
-    from gemm.arch.ptx import ld_v4_b32, st_v4_b32
-
-    @cuda.jit
-    def copy16(dst, src, n):
-        i = cuda.grid(1)
-        while i < n:
-            x0, x1, x2, x3 = ld_v4_b32(src, 4 * i)
-            st_v4_b32(dst, 4 * i, x0, x1, x2, x3)
-            i += cuda.gridsize(1)
-    return copy16
 
 
 def _as_numba(ptr, nbytes, typestr="<u4"):
@@ -166,6 +160,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--shape", default="1024,4096,1024", help="the matmul beside the copies")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--blocks", type=int, nargs="+", default=[4, 8, 16, 32, 66, 132],
+                    help="grids of the SM push kernel to time")
     args = ap.parse_args()
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
@@ -188,9 +184,7 @@ def main():
     src_all = {q: peer._Opened(everyone[q][1]) for q in range(D) if q != rank}
     dest, pull_src, dest_flags = (o.ptr for o in opened)
     dist.barrier()
-    from numba import cuda
     streams = [torch.cuda.Stream() for _ in range(8)]
-    copy16 = _sm_copy_kernel()
     m, k, n = map(int, args.shape.split(","))
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
@@ -199,9 +193,10 @@ def main():
     t_mm = _timed(lambda: gemm.matmul(a, b, c), args.iters, mm_stream)
     rows = []
 
-    def record(name, mb, us, **extra):
-        row = {"method": name, "MB": mb, "us": us, "GB/s": mb * 2**20 / (us * 1e-6) / 1e9,
-               **extra}
+    def record(name, mb, us, peers=1, **extra):
+        row = {"method": name, "peers": peers, "MB": mb, "us": us,
+               "GB/s": mb * 2**20 / (us * 1e-6) / 1e9, **extra}
+        row["GB/s per peer"] = row["GB/s"] / peers
         rows.append(row)
         if rank == 0:
             print(json.dumps(row), flush=True)
@@ -220,24 +215,33 @@ def main():
         torch.cuda.synchronize()
         dist.barrier()
 
-    def to_every_peer(nbytes):
+    def to_peers(P, nbytes, how):
+        """Every rank's src to ranks r - 1, ..., r - P (into slot i - 1 of rank r - i's
+        recv_all): ``how`` "ce serial", "ce streams" or an int, the push kernel's grid."""
         cur = torch.cuda.current_stream()
+        dsts = [to_all[(rank - i) % D].ptr + (i - 1) * (nmax // 4) * 4 for i in range(1, P + 1)]
+        if isinstance(how, int):
+            push.push(cur.cuda_stream, src.data_ptr(), dsts, nbytes, how)
+            return
+        if how == "ce serial":
+            for d in dsts:
+                copy_async(cur, d, src.data_ptr(), nbytes)
+            return
         fork = torch.cuda.Event()
         fork.record(cur)
-        for i, q in enumerate(sorted(to_all)):
-            st = streams[i]
+        for st, d in zip(streams, dsts):
             st.wait_event(fork)
-            slot = (rank - q) % D - 1
-            copy_async(st, to_all[q].ptr + slot * (nmax // 4) * 4, src.data_ptr(), nbytes)
+            copy_async(st, d, src.data_ptr(), nbytes)
             join = torch.cuda.Event()
             join.record(st)
             cur.wait_event(join)
 
-    def check_every_peer(name, nbytes):
+    def check_peers(name, P, nbytes):
+        """recv_all's slots 0..P-1 (from ranks r + 1, ..., r + P) equal those ranks' src."""
         torch.cuda.synchronize()
         dist.barrier()
         expect = torch.empty_like(src)
-        for j in range(D - 1):
+        for j in range(P):
             q = (rank + j + 1) % D
             copy_async(torch.cuda.current_stream(), expect.data_ptr(), src_all[q].ptr, nbytes)
             torch.cuda.synchronize()
@@ -262,13 +266,12 @@ def main():
 
     for mb in args.mb:
         nbytes = int(mb * 2**20)
-        if D > 2:
-            us = _timed(lambda: to_every_peer(nbytes), args.iters)
-            record("ce to every peer", mb * (D - 1), us)
-            check_every_peer("ce to every peer", nbytes)
-            us = _timed(graphed(lambda: to_every_peer(nbytes)), 1) / args.iters
-            record("ce to every peer (graph)", mb * (D - 1), us)
-            check_every_peer("ce to every peer (graph)", nbytes)
+        for P in range(1, D):
+            for how in ["ce serial"] + ["ce streams"] * (P > 1) + list(args.blocks):
+                name = f"to {P} peers: " + (how if isinstance(how, str) else f"sm push {how}")
+                us = _timed(graphed(lambda: to_peers(P, nbytes, how)), 1) / args.iters
+                record(name + " (graph)", mb * P, us, peers=P)
+                check_peers(name, P, nbytes)
         us = _timed(graphed(lambda: _split_copy(streams[:1], dest, src.data_ptr(), nbytes)), 1)
         record("ce x1 (graph)", mb, us / args.iters)
         check("ce x1 (graph)", pull_src)
@@ -288,16 +291,12 @@ def main():
         record("ce x1, one sender", mb, _timed(alone, args.iters))
         torch.cuda.synchronize()
         recv.zero_()
-        for G in (8, 16, 32, 66, 132):
-            for way in ("push", "pull"):
-                d, s = ((_as_numba(dest, nbytes), _as_numba(src.data_ptr(), nbytes))
-                        if way == "push" else
-                        (_as_numba(recv.data_ptr(), nbytes), _as_numba(pull_src, nbytes)))
-                us = _timed(graphed(lambda: copy16[G, 512, cuda.external_stream(
-                    torch.cuda.current_stream().cuda_stream)](d, s, nbytes // 16)), 1)
-                record(f"sm {way} {G} (graph)", mb, us / args.iters)
-                check(f"sm {way} {G}", pull_src)
-        for P in (1, 4):
+        for G in args.blocks:
+            us = _timed(graphed(lambda: push.push(torch.cuda.current_stream().cuda_stream,
+                                                  pull_src, [recv.data_ptr()], nbytes, G)), 1)
+            record(f"sm pull {G} (graph)", mb, us / args.iters)
+            check(f"sm pull {G}", pull_src)
+        for P in (1, 4, "sm 16", "sm 32"):
             cs = torch.cuda.Stream()
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
             torch.cuda.synchronize()
@@ -310,15 +309,20 @@ def main():
             with torch.cuda.stream(cs):
                 ev[2].record(cs)
                 for _ in range(args.iters):
-                    _split_copy(streams[:P], dest, src.data_ptr(), nbytes)
+                    if isinstance(P, int):
+                        _split_copy(streams[:P], dest, src.data_ptr(), nbytes)
+                    else:
+                        push.push(cs.cuda_stream, src.data_ptr(), [dest], nbytes,
+                                  int(P.split()[1]))
                 ev[3].record(cs)
             torch.cuda.synchronize()
             t = torch.tensor([ev[2].elapsed_time(ev[3]), ev[0].elapsed_time(ev[1])],
                              device="cuda") * (1e3 / args.iters)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            record(f"ce x{P} beside matmul", mb, t[0].item(), matmul_us=t[1].item(),
+            name = f"ce x{P}" if isinstance(P, int) else P.replace("sm", "sm push")
+            record(f"{name} beside matmul", mb, t[0].item(), matmul_us=t[1].item(),
                    matmul_alone_us=t_mm)
-            check(f"ce x{P} beside matmul", pull_src)
+            check(f"{name} beside matmul", pull_src)
     # one flag hop: ranks 0 and 1 bounce a counter, each variant on a flag of its own
     if D >= 2 and rank in (0, 1):
         other = 1 - rank
@@ -339,16 +343,17 @@ def main():
         head = {"host": socket.gethostname(), "gpu": torch.cuda.get_device_name(), "D": D,
                 "matmul": args.shape, "matmul_alone_us": t_mm, "date": time.strftime("%Y-%m-%d")}
         print(json.dumps(head))
-        print(f"\nD={D}: every rank pushes to rank - 1 at once (slowest rank; {args.iters} "
-              f"calls)\n| method | MB | us | GB/s | note |\n|---|---|---|---|---|")
+        print(f"\nD={D}: every rank sends at once (slowest rank; {args.iters} calls)\n"
+              f"| method | peers | MB | us | GB/s | GB/s per peer | note |\n"
+              f"|---|---|---|---|---|---|---|")
         for r in rows:
             if "MB" in r:
                 note = (f"matmul {r['matmul_us']:.1f} us beside, {r['matmul_alone_us']:.1f} "
                         f"alone" if "matmul_us" in r else "")
-                print(f"| {r['method']} | {r['MB']:g} | {r['us']:.1f} | {r['GB/s']:.0f} | "
-                      f"{note} |")
+                print(f"| {r['method']} | {r['peers']} | {r['MB']:g} | {r['us']:.1f} | "
+                      f"{r['GB/s']:.0f} | {r['GB/s per peer']:.0f} | {note} |")
             else:
-                print(f"| {r['method']} | | {r['us']:.2f} | | one flag write + wait |")
+                print(f"| {r['method']} | | | {r['us']:.2f} | | | one flag write + wait |")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"head": head, "rows": rows}, f, indent=1)

@@ -5,7 +5,9 @@ script that the tests run in a child process: torch.distributed is initialised o
 
 MODE: ``cpu`` (gloo, CPU tensors: the send/recv ring), ``gpu_shared`` (gloo group, every
 process on GPU 0: the peer ring through CUDA IPC within one GPU), ``gpu`` (one process per GPU,
-NCCL: both paths), each path in both schedules. Each rank checks its result against float64
+NCCL: both paths), each path in both schedules, the peer path by each transfer
+(``collective.TRANSFERS``: the copy engines, the SM push kernel, the fused push of the direct
+schedule). Each rank checks its result against float64
 ``cat(all_gather(A)) @ B_r`` (the reduce-scatter: its rows of ``sum_q a_q @ b_q``, each rank's
 k different) on fresh random data, the output poisoned with NaN first; rank 0
 prints one JSON line ``{case: max error / tolerance}`` (over the ranks) and ``{"path ...":
@@ -31,7 +33,7 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
 
 def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, seed=0,
-          reuse=False, schedule="ring"):
+          reuse=False, schedule="ring", transfer=None):
     """Max over calls of max |got - ref| / (TOL * max |ref|) for this rank (the operands are
     exact in float64, so the error is the f32 accumulation's and the out's rounding).
     ``reuse``: every call refills the same tensors (from the second call on, the peer ring
@@ -53,7 +55,8 @@ def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, see
         da.copy_(a)
         db.copy_(b)
         out.fill_(float("nan"))
-        got = collective.all_gather_matmul(da, db, out=out, path=path, schedule=schedule)
+        got = collective.all_gather_matmul(da, db, out=out, path=path, schedule=schedule,
+                                           transfer=transfer)
         assert got is out
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -123,15 +126,24 @@ def _worker(rank, size, mode, init, queue):
         paths = [path] if mode != "gpu" else ["peer", "sendrecv"] if path == "peer" \
             else ["sendrecv"]
         for p, sched in itertools.product(paths, collective.SCHEDULES):
-            run = functools.partial(_case, rank, size, device, path=p, schedule=sched)
-            for dtype in (torch.bfloat16, torch.float16, torch.float32):
-                results[f"{p} {sched} {dtype} 96x64x40"] = run(dtype, 96, 64, 40, seed=1)
-            results[f"{p} {sched} bf16 37x48x19, f32 out"] = run(
-                torch.bfloat16, 37, 48, 19, out_dtype=torch.float32, seed=2)
-            results[f"{p} {sched} f16 5 calls in a row 128x256x64"] = run(
-                torch.float16, 128, 256, 64, calls=5, seed=3)
-            results[f"{p} {sched} bf16 6 calls on the same tensors 64x128x32"] = run(
-                torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
+            # the peer path by each transfer the schedule takes (the send/recv path has none)
+            for tr in ([t for t in collective.TRANSFERS if t != "sm_fused" or sched == "direct"]
+                       if p == "peer" else [None]):
+                name = f"{p} {sched}" + (f" {tr}" if tr else "")
+                run = functools.partial(_case, rank, size, device, path=p, schedule=sched,
+                                        transfer=tr)
+                for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                    results[f"{name} {dtype} 96x64x40"] = run(dtype, 96, 64, 40, seed=1)
+                results[f"{name} bf16 37x48x19, f32 out"] = run(
+                    torch.bfloat16, 37, 48, 19, out_dtype=torch.float32, seed=2)
+                # 30-byte shards: no 16-byte vectors (the SM transfers copy by the engines)
+                results[f"{name} bf16 5x3x7"] = run(torch.bfloat16, 5, 3, 7, seed=6)
+                results[f"{name} f16 5 calls in a row 128x256x64"] = run(
+                    torch.float16, 128, 256, 64, calls=5, seed=3)
+                results[f"{name} bf16 6 calls on the same tensors 64x128x32"] = run(
+                    torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
+                results[f"{name} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
+                                                                   sched, tr)
             rs = functools.partial(_rs_case, rank, size, device, path=p)
             if sched == "ring":                     # (the reduce-scatter has one schedule)
                 for dtype in (torch.bfloat16, torch.float16, torch.float32):
@@ -143,12 +155,16 @@ def _worker(rank, size, mode, init, queue):
                     torch.float16, 64, 128, 72, calls=4, seed=13)
                 results[f"{p} reduce-scatter bf16 5 calls on the same tensors 16x96x32"] = rs(
                     torch.bfloat16, 16, 96, 32, calls=5, seed=14, reuse=True)
-            results[f"{p} {sched} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
-                                                                    sched)
         rings = list(collective.group.rings.values())
         if rings:
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),
                                       [r.graph_error for r in rings if r.graph_error])
+            # {transfer: push kernels enqueued} of the all-gather's rings
+            pushes = {}
+            for key, r in collective.group.rings.items():
+                if key[0] == "all_gather_matmul":
+                    pushes[r.transfer] = pushes.get(r.transfer, 0) + r.kernel_pushes
+            results["push kernels"] = pushes
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
         results["rs errors"] = _rs_errors(device, size)
@@ -196,12 +212,15 @@ def _errors(device):
         "out_dtype": lambda: collective.all_gather_matmul(a, b, out_dtype=torch.bfloat16),
         "path": lambda: collective.all_gather_matmul(a, b, path="ring"),
         "schedule": lambda: collective.all_gather_matmul(a, b, schedule="tree"),
+        "transfer": lambda: collective.all_gather_matmul(a, b, transfer="nvls"),
+        "sm_fused in the ring": lambda: collective.all_gather_matmul(a, b,
+                                                                     transfer="sm_fused"),
         "numpy": lambda: collective.all_gather_matmul(a.cpu().numpy(), b),
     }
     return _outcomes(calls)
 
 
-def _gelu_case(rank, size, device, path, schedule):
+def _gelu_case(rank, size, device, path, schedule, transfer=None):
     """all_gather_matmul with activation="gelu" against float64 gelu of the gathered product:
     max error / tolerance."""
     g = torch.Generator().manual_seed(900 + rank)
@@ -212,7 +231,7 @@ def _gelu_case(rank, size, device, path, schedule):
     ref = torch.nn.functional.gelu(torch.cat(shards).double() @ b.double())
     out = torch.full((size * 48, 40), float("nan"), dtype=torch.bfloat16, device=device)
     collective.all_gather_matmul(a.to(device), b.to(device), out=out, path=path,
-                                 schedule=schedule, activation="gelu")
+                                 schedule=schedule, activation="gelu", transfer=transfer)
     err = (out.double().cpu() - ref).abs().max().item()
     return err / (TOL[torch.bfloat16] * ref.abs().max().item()) if err == err else float("inf")
 

@@ -1,8 +1,11 @@
-"""gemm.collective (issue 16): the ring's schedule on the CPU (every rank computes every shard
-once; no scratch slot is overwritten before it is read, within a call and across calls, under
-the plan's flags and REUSE_RULE), and all_gather_matmul run by several processes: the send/recv
-ring with gloo on the CPU, the peer ring through CUDA IPC with every process on one GPU, and
-both paths with one process per GPU where there are several (see collective_cases.py)."""
+"""gemm.collective (issues 16, 36): the ring's schedule on the CPU (every rank computes every
+shard once; no scratch slot is overwritten before it is read, within a call and across calls,
+under the plan's flags and REUSE_RULE, with the copies one after another or the direct
+schedule's fused into one push), the SM push kernel (gemm.collective.push) in numba's
+simulator, its PTX and its refusals, and all_gather_matmul run by several processes: the
+send/recv ring with gloo on the CPU, the peer ring through CUDA IPC with every process on one
+GPU, and both paths with one process per GPU where there are several, the peer path by every
+transfer (see collective_cases.py)."""
 
 import itertools
 import json
@@ -12,7 +15,8 @@ import sys
 
 import pytest
 
-from gemm.collective import SCHEDULES, peer, ring_plan, scatter_plan
+from gemm.collective import SCHEDULES, TRANSFERS, peer, push, ring_plan, scatter_plan
+from simcase import simulator_report
 
 HERE = os.path.dirname(__file__)
 
@@ -61,7 +65,7 @@ def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D, schedule):
             assert len(user) == 1 and user[0].compute == s.send
 
 
-def _events(plan, calls):
+def _events(plan, calls, fused=False):
     """The happens-before graph of ``calls`` consecutive calls as the peer ring enqueues them:
     {event: set of events it must follow}. Events: ("mm", c, r, i) the matmul of step i,
     ("cp", c, r, i) the copy of step i, ("fl", c, r, i) the arrival flag it sets (after the
@@ -69,7 +73,9 @@ def _events(plan, calls):
     end, when rank r clears its arrival flags. A wait for slot j's arrival flag follows the
     flag's write in the same call (a 1 left from an earlier call in the same scratch set is
     cleared at that call's end, which every read follows: checked in _overwrites). Nothing
-    else links the ranks: no acknowledgement."""
+    else links the ranks: no acknowledgement. ``fused`` (transfer "sm_fused", the direct
+    schedule): a rank's copies are one kernel, each following the call's start alone, and
+    every flag follows all of them."""
     D = len(plan)
     deps = {}
     signal_of = {}                   # (c, receiver, slot) -> the flag write of its copy
@@ -82,6 +88,7 @@ def _events(plan, calls):
         prev_mm = set(start)
         prev_cp = set(start)
         flags = set()
+        copies = {("cp", c, r, s.step) for s in plan[r] if s.send_to is not None}
         for s in plan[r]:
             arrived = {signal_of[(c, r, s.source)]} if s.source is not None else set()
             deps[("mm", c, r, s.step)] = prev_mm | arrived
@@ -89,9 +96,10 @@ def _events(plan, calls):
             if s.send_to is not None:
                 sent = ({signal_of[(c, r, s.send_from)]} if s.send_from is not None
                         else set())
-                deps[("cp", c, r, s.step)] = prev_cp | sent
+                assert not (fused and sent), "only a rank's own shard is pushed fused"
+                deps[("cp", c, r, s.step)] = (set(start) if fused else prev_cp) | sent
                 prev_cp = {("cp", c, r, s.step)}
-                deps[("fl", c, r, s.step)] = {("cp", c, r, s.step)}
+                deps[("fl", c, r, s.step)] = copies if fused else {("cp", c, r, s.step)}
                 flags.add(("fl", c, r, s.step))
         deps[("end", c, r)] = prev_mm | flags
     return deps
@@ -112,12 +120,12 @@ def _before(deps):
     return memo
 
 
-def _overwrites(plan, calls, sets):
+def _overwrites(plan, calls, sets, fused=False):
     """With ``sets`` scratch sets taken in turn (call c writes set c % sets, which call
     c - sets wrote before): slot writes that do not follow every read of the slot's previous
     contents, reads that do not follow the write of what they read or could see a flag left
     from call c - sets, and flags set before that call's clearing could erase them."""
-    before = _before(_events(plan, calls))
+    before = _before(_events(plan, calls, fused))
     D = len(plan)
     bad = []
     for c, r in itertools.product(range(calls), range(D)):
@@ -158,6 +166,112 @@ def test_one_set_without_an_ack_would_be_overwritten(D, schedule):
     bad = _overwrites(ring_plan(D, schedule), calls=3, sets=1)
     assert any(b[0] == "overwritten before read" for b in bad), bad
     assert any(b[0] == "flag set before the last call cleared it" for b in bad), bad
+
+
+@pytest.mark.parametrize("D", [2, 3, 4, 5, 8])
+def test_fused_pushes_keep_the_reuse_rule(D):
+    # transfer "sm_fused": the direct schedule's copies at once, their flags after all
+    plan = ring_plan(D, "direct")
+    assert _overwrites(plan, calls=6, sets=2, fused=True) == []
+    bad = _overwrites(plan, calls=3, sets=1, fused=True)          # (the check can fail)
+    assert any(b[0] == "overwritten before read" for b in bad), bad
+    if D > 2:       # a fused flag follows the later copies too: the graph has that edge
+        events = _events(plan, calls=1, fused=True)
+        assert ("cp", 0, 0, 1) in events[("fl", 0, 0, 0)]
+        assert ("cp", 0, 0, 0) not in events[("cp", 0, 0, 1)]
+
+
+def test_transfers_are_checked():
+    assert set(TRANSFERS) == {"copy_engine", "sm", "sm_fused"}
+    for D in (1, 2, 4, 8):
+        for schedule in SCHEDULES:
+            assert peer.default_transfer(D, schedule) in TRANSFERS
+            peer.check_transfer(peer.default_transfer(D, schedule), schedule, "f")
+    for schedule in SCHEDULES:
+        peer.check_transfer("sm", schedule, "f")
+    peer.check_transfer("sm_fused", "direct", "f")
+    with pytest.raises(ValueError, match="f: transfer must be one of"):
+        peer.check_transfer("nvls", "ring", "f")
+    with pytest.raises(ValueError, match="the direct schedule alone"):
+        peer.check_transfer("sm_fused", "ring", "f")
+
+
+# --- the SM push kernel --------------------------------------------------------------------------
+
+PUSH_CASES = [      # (words, destinations, blocks)
+    (2 * push.TILE + 4 * 37, 3, 2),     # a partial third tile; block 0 takes tiles 0 and 2
+    (8, 1, 1),                          # two 16-byte groups of the first tile
+    (push.TILE, 2, 5),                  # one whole tile; four blocks find none
+]
+
+
+def _push_child():
+    """In the simulator: each PUSH_CASES push of fresh random words into destinations
+    poisoned beyond them too; per case, per destination, [the words equal, the rest
+    untouched], and the source unchanged."""
+    import numpy as np
+    rng = np.random.default_rng(36)
+    out = {}
+    for words, peers, blocks in PUSH_CASES:
+        src = rng.integers(0, 2 ** 32, words + 12, dtype=np.uint32)
+        kept = src.copy()
+        dsts = [np.full(words + 12 + 4 * p, 0xDEADBEEF, np.uint32) for p in range(peers)]
+        push.push(0, src, dsts, 4 * words, blocks)
+        out[f"{words} {peers} {blocks}"] = [
+            [bool(np.array_equal(d[:words], kept[:words])), bool((d[words:] == 0xDEADBEEF).all())]
+            for d in dsts] + [bool(np.array_equal(src, kept))]
+    print(json.dumps(out))
+
+
+def test_push_kernel_in_the_simulator():
+    got = simulator_report(os.path.abspath(__file__))
+    assert got == {f"{w} {p} {b}": [[True, True]] * p + [True] for w, p, b in PUSH_CASES}, got
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
+                    reason="PTX is compiled outside the simulator")
+@pytest.mark.parametrize("peers", [1, 3])
+def test_push_kernel_ptx_loads_once_and_stores_to_each_peer(peers):
+    """The kernel's PTX: UNROLL 16-byte loads a tile and UNROLL 16-byte stores per peer, no
+    narrower global access, no local memory; its parameters are the Launcher's: the source
+    and each peer an array of seven (address in the fifth), then the two counts."""
+    import re
+    from numba import cuda
+    ptx, _ = cuda.compile_ptx(push._kernel(peers), push._signature(peers), cc=(9, 0))
+    count = {op: len(re.findall(rf"\b{re.escape(op)}\b", ptx))
+             for op in ("ld.global.v4.u32", "st.global.v4.u32", "ld.global.u32",
+                        "st.global.u32")}
+    assert count == {"ld.global.v4.u32": push.UNROLL, "st.global.v4.u32": push.UNROLL * peers,
+                     "ld.global.u32": 0, "st.global.u32": 0}, count
+    assert ".local" not in ptx
+    params = re.findall(r"\.param \.(\w+) \S+_param_(\d+)", ptx)
+    assert len(params) == 7 * (1 + peers) + 2
+    assert [t for t, _ in params[-2:]] == ["u32", "u32"]
+    read = {int(i) for i in re.findall(r"ld\.param\.\w+\s+%\w+,\s*\[\S+_param_(\d+)\]", ptx)}
+    assert read == {7 * i + 4 for i in range(1 + peers)} | {7 * (1 + peers), 7 * (1 + peers) + 1}
+
+
+def test_push_refuses_what_it_cannot_copy():
+    assert push.fits(0x7f0000000200, [0x7f0000400000, 0x7f0000800010], 2 ** 23)
+    assert not push.fits(0x7f0000000200, [0x7f0000400008], 2 ** 23)     # a peer's address
+    assert not push.fits(0x7f0000000204, [0x7f0000400000], 2 ** 23)     # the source's
+    assert not push.fits(0x7f0000000200, [0x7f0000400000], 30)          # the size
+    assert not push.fits(0x7f0000000200, [0x7f0000400000], 0)
+    assert not push.fits(0, [0], 2 ** 36)                                # past uint32 words
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return      # (the simulator takes arrays: the calls below are a GPU's)
+    bad = [(16, [], ValueError, "1 to 7 destinations"),
+           (16, [32] * 8, ValueError, "not 8"),
+           (24, [32], ValueError, "multiples of 16 bytes"),
+           (16.0, [32], TypeError, "nbytes must be an int"),
+           (16, ["0x20"], TypeError, "device addresses")]
+    for nbytes, dsts, kind, words in bad:
+        with pytest.raises(kind, match=words):
+            push.push(0, 0x1000, dsts, nbytes)
+    for blocks, kind in ((0, ValueError), (65536, ValueError), (True, TypeError),
+                         (2.0, TypeError)):
+        with pytest.raises(kind, match="blocks"):
+            push.push(0, 0x1000, [0x2000], 16, blocks)
 
 
 
@@ -249,6 +363,8 @@ EXPECTED_ERRORS = {
     "out shape": ("ValueError", "out must be"), "out_dtype": ("TypeError", "bfloat16"),
     "path": ("ValueError", "path must be"), "numpy": ("TypeError", "torch tensor"),
     "schedule": ("ValueError", "schedule must be"),
+    "transfer": ("ValueError", "transfer must be one of"),
+    "sm_fused in the ring": ("ValueError", "the direct schedule alone"),
     "shards differ": ("ValueError", "rank 0: (5, 8)"),
 }
 
@@ -304,6 +420,17 @@ def test_peer_ring_with_processes_sharing_one_gpu():
     _check(got, "peer")
     graphs, errors = got["peer graphs"]        # calls on the same tensors replayed graphs
     assert graphs >= 1 and not errors, got["peer graphs"]
+    _check_pushes(got)
+
+
+def _check_pushes(got):
+    """The SM transfers' cases ran the push kernel (the copy engines' none); every transfer
+    was tried on the peer path."""
+    pushes = got["push kernels"]
+    assert set(pushes) == set(TRANSFERS), pushes
+    assert pushes["copy_engine"] == 0 and pushes["sm"] > 0 and pushes["sm_fused"] > 0, pushes
+    for tr in TRANSFERS:
+        assert any(k.startswith("peer") and f" {tr} " in k for k in got), tr
 
 
 @pytest.mark.gpu
@@ -318,3 +445,8 @@ def test_both_rings_with_one_process_per_gpu():
     graphs, errors = got["peer graphs"]
     assert graphs >= 1 and not errors, got["peer graphs"]
     assert any(k.startswith("sendrecv") for k in got)
+    _check_pushes(got)
+
+
+if __name__ == "__main__":
+    _push_child()

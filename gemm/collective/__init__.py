@@ -19,8 +19,10 @@ parallelism, each overlapping its communication with its matmuls:
 Two paths run either (:func:`ring_path` says which a call takes and why):
 
 - ``"peer"``: every rank on one host and every pair of GPUs able to reach each other (or
-  ranks sharing a GPU): the blocks move by the copy engines into the receiver's scratch
-  through CUDA IPC, with a remote flag per copy (:mod:`gemm.collective.peer`);
+  ranks sharing a GPU): the blocks move into the receiver's scratch through CUDA IPC, with a
+  remote flag per copy (:mod:`gemm.collective.peer`), by the copy engines or, for the
+  all-gather's ``transfer="sm"`` / ``"sm_fused"`` (:data:`TRANSFERS`), by a copy kernel of a
+  few blocks storing into the peer's memory (:mod:`gemm.collective.push`);
 - ``"sendrecv"``: elsewhere (or on CPU tensors with gloo), over ``torch.distributed``
   send/recv (NCCL on GPUs), each exchange overlapped with a matmul.
 
@@ -32,6 +34,7 @@ float64. Launch one process per GPU with ``torchrun``; see ``benchmarks/collecti
 
 from .all_gather import all_gather_matmul
 from .group import PATHS, release, ring_path
+from .peer import TRANSFERS, default_transfer
 from .plan import REUSE_RULE, SCHEDULES, RingStep, ScatterStep, ring_plan, scatter_plan
 from .reduce_scatter import matmul_reduce_scatter
 
@@ -40,4 +43,4 @@ from .reduce_scatter import matmul_reduce_scatter
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "ring_plan", "scatter_plan",
            "ring_path", "RingStep", "ScatterStep", "REUSE_RULE", "SCHEDULES", "PATHS",
-           "release"]
+           "release", "TRANSFERS", "default_transfer"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import group as grp
-from .peer import PeerRing
+from . import peer
+from .peer import PeerRing, check_transfer, default_transfer
 from .plan import SCHEDULES, ring_plan
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
                       out_dtype: Optional[torch.dtype] = None,
                       path: Optional[str] = None,
                       schedule: str = "ring",
-                      activation: Optional[str] = None) -> torch.Tensor:
+                      activation: Optional[str] = None,
+                      transfer: Optional[str] = None) -> torch.Tensor:
     """This rank's ``(D * m, n)`` block of ``AllGather(A) @ B``: ``a_shard`` (m, k) is this
     rank's rows of A, ``b_shard`` (k, n) its columns of B, the D ranks of ``group`` (default:
     the world) each call it with the same m, k and dtype. Rows ``j*m:(j+1)*m`` of the result
@@ -36,8 +38,12 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     :func:`gemm.collective.ring_path` finds). ``schedule``: ``"ring"`` (the default) or
     ``"direct"`` (:func:`gemm.collective.ring_plan`). ``activation``: one of
     :data:`gemm.epilogue.ACTIVATIONS`, applied to each shard's product in its matmul's
-    epilogue (the first layer of a tensor-parallel MLP). Asynchronous like any CUDA op: the
-    result is ready on the caller's current stream. Returns the result.
+    epilogue (the first layer of a tensor-parallel MLP). ``transfer``: how the peer path moves
+    a shard (:data:`gemm.collective.TRANSFERS`): ``"copy_engine"`` (``cuMemcpyAsync``),
+    ``"sm"`` (a copy kernel of a few blocks, :mod:`gemm.collective.push`) or, with the direct
+    schedule, ``"sm_fused"`` (one such kernel pushing the rank's shard to every peer at
+    once); default :func:`gemm.collective.default_transfer`'s. Asynchronous like any CUDA
+    op: the result is ready on the caller's current stream. Returns the result.
     """
     dtype = grp.check_operands(a_shard, b_shard, out, out_dtype, activation, CALLER)
     g, rank, size = grp.group_info(group, CALLER)
@@ -47,6 +53,9 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     grp.check_path(path, CALLER)
     if schedule not in SCHEDULES:
         raise ValueError(f"{CALLER}: schedule must be one of {SCHEDULES}, not {schedule!r}")
+    if transfer is None:
+        transfer = default_transfer(size, schedule)
+    check_transfer(transfer, schedule, CALLER)
     a = a_shard.contiguous()
     chosen = path or grp.ring_path(a, g)[0]
     grp.agree(g, rank, size, a.shape, a.dtype, a.device, CALLER)
@@ -59,8 +68,11 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     if chosen == "peer":
         if a.device.type != "cuda":
             raise ValueError(f"{CALLER}: the peer path needs CUDA tensors")
-        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule),
-                        lambda: PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule))
+        blocks = None if transfer == "copy_engine" else peer.PUSH_BLOCKS
+        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule, transfer,
+                         blocks),
+                        lambda: PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule,
+                                         transfer, blocks))
         ring.run(a, b_shard, out, m, multiply, tag=activation)
     else:
         _sendrecv(g, rank, size, a, b_shard, out, m, multiply, schedule)

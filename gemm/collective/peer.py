@@ -3,7 +3,8 @@ that write to it (:class:`PeerRing`: its neighbour in the all-gather's ring sche
 rank in the direct one; :class:`gemm.collective.reduce_scatter.PeerScatter`: every rank) by
 CUDA IPC (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the
 driver bindings numba-cuda installs), the blocks are pushed by the copy engines
-(``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one), and each copy is
+(``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one) or by a kernel's
+stores (:mod:`gemm.collective.push`, ``transfer="sm"``; :data:`TRANSFERS`), and each copy is
 followed by a remote flag write (``cuStreamWriteValue32``, which fences the stream's earlier
 writes) that the receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes
 where the device can). Nothing runs on the host between steps: the whole call is enqueued on
@@ -20,7 +21,37 @@ from .plan import ring_plan
 
 # torch is imported inside the methods that use it: importing this module needs no torch.
 
-__all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear"]
+__all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear",
+           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "default_transfer"]
+
+# How a block reaches a peer's scratch: "copy_engine", one ``cuMemcpyAsync`` per copy; "sm",
+# one launch per copy of gemm.collective.push's kernel (16-byte stores from PUSH_BLOCKS
+# blocks), a copy whose addresses or size are not multiples of 16 bytes by the copy engines;
+# "sm_fused" (the direct schedule only), a rank's D - 1 copies of its own shard as one
+# launch of that kernel writing every peer at once, their flags set after it.
+TRANSFERS = ("copy_engine", "sm", "sm_fused")
+PUSH_BLOCKS = 16        # the push kernel's grid (SMs taken from the matmuls beside it)
+PUSH_PRIORITY = -1      # the comm stream's priority where a kernel pushes (torch's: -1 high)
+
+
+def default_transfer(size, schedule="ring"):
+    """The transfer ``all_gather_matmul`` takes when none is named, for ``size`` ranks and
+    ``schedule``: the copy engines, whatever the size. The push kernel moves a shard no
+    faster to one peer, and to every peer at once faster than the engines do, but beside the
+    matmuls it is slower: the Hopper kernel's persistent grid holds every SM (one block of all
+    its registers each), so a push waits for SMs and takes them from the matmuls
+    (benchmarks/logs/2026-11-29/push/)."""
+    return "copy_engine"
+
+
+def check_transfer(transfer, schedule, caller):
+    """ValueError unless ``transfer`` is one of :data:`TRANSFERS` and fits ``schedule``."""
+    if transfer not in TRANSFERS:
+        raise ValueError(f"{caller}: transfer must be one of {TRANSFERS}, not {transfer!r}")
+    if transfer == "sm_fused" and schedule != "direct":
+        raise ValueError(f"{caller}: transfer 'sm_fused' pushes a rank's own shard to every "
+                         f"peer at once, which the direct schedule alone does (schedule "
+                         f"{schedule!r})")
 
 
 # --- stream operations on device addresses (a peer's through its IPC mapping) --------------
@@ -131,10 +162,14 @@ class PeerExchange:
     launches and the stream operations, which at small shapes cost more time on the host
     than the GPU takes."""
 
-    def __init__(self, group, rank, size, slots, slot_shape, dtype, device, to):
+    def __init__(self, group, rank, size, slots, slot_shape, dtype, device, to,
+                 transfer="copy_engine", blocks=None):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
+        self.transfer = transfer
+        self.blocks = PUSH_BLOCKS if blocks is None else blocks
+        self.kernel_pushes = 0          # push kernels enqueued (copies the engines made aside)
         self.calls = 0
         with torch.cuda.device(device):
             self.scratch = torch.empty((SETS, slots, *slot_shape), dtype=dtype, device=device)
@@ -145,7 +180,7 @@ class PeerExchange:
             dist.all_gather_object(everyone, mine, group=group)
             self._opened = {r: (_Opened(everyone[r][0]), _Opened(everyone[r][1]))
                             for r in sorted(to)}
-            self.comm = torch.cuda.Stream(device)
+            self.comm = self._comm_stream()
             dist.barrier(group=group)                # every rank has mapped its peers
         # rank -> its (scratch, flags) mapped here
         self.dest = {r: (o[0].ptr, o[1].ptr) for r, o in self._opened.items()}
@@ -157,6 +192,13 @@ class PeerExchange:
         self.flush = bool(_check(drv.cuDeviceGetAttribute(
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
             "cuDeviceGetAttribute"))
+
+    def _comm_stream(self):
+        """A new communication stream; where a kernel pushes, of :data:`PUSH_PRIORITY` (high:
+        its blocks take SMs ahead of the matmuls' blocks waiting for them)."""
+        import torch
+        return torch.cuda.Stream(self.device, priority=0 if self.transfer == "copy_engine"
+                                 else PUSH_PRIORITY)
 
     def _call(self, key, enqueue):
         """One call on the current stream, ``enqueue(t)`` enqueuing it in set t: enqueued
@@ -190,7 +232,7 @@ class PeerExchange:
                 enqueue()
         except Exception as e:      # noqa: BLE001  (enqueue every call instead, and say why)
             self.graph_error = f"{type(e).__name__}: {e}"
-            self.comm = torch.cuda.Stream(self.device)
+            self.comm = self._comm_stream()
             logging.getLogger("gemm.collective").warning(
                 "collective matmul: no CUDA graph (%s); every call is enqueued",
                 self.graph_error)
@@ -212,10 +254,35 @@ class PeerExchange:
     def _push(self, t, to, slot, src_ptr):
         """On the comm stream: our ``src_ptr`` into slot ``slot`` of set t of rank ``to``,
         then that slot's arrival flag set there."""
-        scratch, flags = self.dest[to]
-        at = t * self.scratch.shape[1] + slot
-        copy_async(self.comm, scratch + at * self.slot_bytes, src_ptr, self.slot_bytes)
-        write_value(self.comm, flags + 4 * at, 1)
+        self._push_all(t, [(to, slot)], src_ptr)
+
+    def _push_all(self, t, where, src_ptr):
+        """On the comm stream: our ``src_ptr`` into slot ``slot`` of set t of rank ``to`` for
+        each ``(to, slot)`` of ``where``, then those slots' arrival flags set there. The
+        copy engines copy to one rank after another; the push kernel (``transfer`` "sm" or
+        "sm_fused") writes every one of them in one launch."""
+        at = [t * self.scratch.shape[1] + slot for _, slot in where]
+        dst = [self.dest[to][0] + a * self.slot_bytes for (to, _), a in zip(where, at)]
+        if not (self.transfer != "copy_engine" and self._kernel_push(src_ptr, dst)):
+            for d in dst:
+                copy_async(self.comm, d, src_ptr, self.slot_bytes)
+        for (to, _), a in zip(where, at):
+            write_value(self.comm, self.dest[to][1] + 4 * a, 1)
+
+    def _kernel_push(self, src_ptr, dst):
+        """The push kernel's launch on the comm stream, if it can make these copies
+        (:func:`gemm.collective.push.fits`): whether it did."""
+        import torch
+        from . import push
+        if not push.fits(src_ptr, dst, self.slot_bytes):
+            return False
+        self.kernel_pushes += 1
+        if torch.cuda.current_device() == self.device.index:
+            push.push(self.comm.cuda_stream, src_ptr, dst, self.slot_bytes, self.blocks)
+        else:       # the kernel is launched in the current context: the comm stream's
+            with torch.cuda.device(self.device):
+                push.push(self.comm.cuda_stream, src_ptr, dst, self.slot_bytes, self.blocks)
+        return True
 
     def _finish(self, cur, t):
         """The call ends when its copies do; then set t's arrival flags are cleared
@@ -236,12 +303,15 @@ class PeerRing(PeerExchange):
     """The all-gather ring for one (m, k, dtype) and schedule on one device: D - 1 slots of
     m x k a set; it writes into the ranks it sends to
     (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
-    rank in the direct one)."""
+    rank in the direct one), by ``transfer`` (one of :data:`TRANSFERS`), the push kernel
+    with ``blocks`` blocks (default :data:`PUSH_BLOCKS`)."""
 
-    def __init__(self, group, rank, size, shape, dtype, device, schedule="ring"):
+    def __init__(self, group, rank, size, shape, dtype, device, schedule="ring",
+                 transfer="copy_engine", blocks=None):
         self.plan = ring_plan(size, schedule)[rank]
+        check_transfer(transfer, schedule, "PeerRing")
         super().__init__(group, rank, size, size - 1, shape, dtype, device,
-                         {s.send_to for s in self.plan} - {None})
+                         {s.send_to for s in self.plan} - {None}, transfer, blocks)
 
     def run(self, a, b, out, m, multiply, tag=None):
         """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
@@ -256,8 +326,11 @@ class PeerRing(PeerExchange):
         cur = self._start()                          # a is ready; out is ours to write
         src = [a] + list(self.scratch[t])
         flag = self.flags[t].data_ptr()              # our arrival flags in set t
+        if self.transfer == "sm_fused":             # the direct schedule: all at once
+            self._push_all(t, [(s.send_to, s.dest_slot) for s in self.plan
+                               if s.send_to is not None], a.data_ptr())
         for s in self.plan:                          # the copies, on the comm stream
-            if s.send_to is None:
+            if s.send_to is None or self.transfer == "sm_fused":
                 continue
             if s.send_from is not None:              # the shard to forward has arrived
                 wait_value(self.comm, flag + 4 * s.send_from, 1, self.flush)

@@ -455,6 +455,8 @@ class Tensor:
             row = layout_offsets(self.layout)[i]
         except LayoutError:             # basis strides with symbolic coefficients
             return _element(self.engine, self.layout(i))
+        if row.ndim == 0:               # no basis strides (every stride 0): the origin's
+            return _element(self.engine, self.layout(i))
         vals = list(self.engine)
         if len(row) > len(vals):
             raise LayoutError(f"basis vector E({len(row) - 1}) added to the rank-{len(vals)} "

@@ -251,3 +251,11 @@ def test_identity_elements_by_index_are_the_origin_plus_the_layout(m, n, r0):
             t.engine + t.layout(i) for i in range(t.layout.size)]
     with pytest.raises(LayoutError, match="rank-1"):
         Tensor(ArithTuple((r0,)), full.layout)[2 * m]
+
+
+def test_identity_elements_of_a_broadcast_view_are_its_origin():
+    """A view of an identity tensor whose strides are all 0 (a copy's run of one element,
+    broadcast) has the origin at every index (its table of offsets has no basis column: it
+    once failed there)."""
+    t = Tensor(ArithTuple((3, 7)), Layout((2, 1), (0, 0)))
+    assert [t[i] for i in range(2)] == [ArithTuple((3, 7))] * 2

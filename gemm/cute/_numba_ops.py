@@ -119,7 +119,8 @@ def _static_shape(tensor, what):
 @type_callable(cute.make_fragment_like)
 def _type_fragment(context):
     def typer(tensor, dtype):
-        if isinstance(tensor, TensorType) and isinstance(dtype, types.NumberClass):
+        if isinstance(tensor, (TensorType, LayoutType)) and isinstance(dtype,
+                                                                      types.NumberClass):
             shape = _static_shape(tensor, "make_fragment_like")
             return TensorType(types.Array(dtype.dtype, 1, "C"), Layout(shape))
     return typer
@@ -169,6 +170,7 @@ lower_builtin(cute.make_shared_tensor, types.Array, StaticType, types.Integer)(
 
 
 @lower_builtin(cute.make_fragment_like, TensorType, types.NumberClass)
+@lower_builtin(cute.make_fragment_like, LayoutType, types.NumberClass)
 def _make_fragment(context, builder, sig, args):
     return _new_tensor(context, builder, sig.return_type, shared=False)
 
@@ -362,10 +364,7 @@ def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, d
         with cgutils.if_likely(builder, inside) if inside is not None else nullcontext():
             first = _at(context, builder, src, src_value, r * per)
             if loads:
-                vty = ir.VectorType(first.type.pointee, per)
-                got = builder.load(builder.bitcast(first, vty.as_pointer(
-                    first.type.addrspace)), align=nbytes)
-                raw = [builder.extract_element(got, ir.Constant(I32, i)) for i in range(per)]
+                raw = _vector_load(builder, first, per, nbytes)
             else:
                 raw = [builder.load(_at(context, builder, src, src_value, r * per + i))
                        for i in range(per)]
@@ -379,6 +378,25 @@ def _universal(context, builder, tiled, pred, src, dst, pred_value, src_value, d
             ptr = builder.bitcast(first, vec.type.as_pointer(first.type.addrspace))
             builder.store(vec, ptr, align=nbytes)
     return context.get_dummy_value()
+
+
+def _vector_load(builder, first, per, nbytes):
+    """``per`` consecutive values from ``first`` in one load of ``nbytes``: 16 bytes of
+    narrower values as four 32-bit words split into their parts (NVPTX splits a vector of
+    eight 16-bit values into two loads of 8 bytes), else a vector of the values."""
+    ty = first.type.pointee
+    bits = ty.width if isinstance(ty, ir.IntType) else 32
+    space = first.type.addrspace
+    if bits >= 32 or per * bits != 128:
+        vty = ir.VectorType(ty, per)
+        got = builder.load(builder.bitcast(first, vty.as_pointer(space)), align=nbytes)
+        return [builder.extract_element(got, ir.Constant(I32, i)) for i in range(per)]
+    k = 32 // bits
+    got = builder.load(builder.bitcast(first, ir.VectorType(I32, 4).as_pointer(space)),
+                       align=nbytes)
+    words = [builder.extract_element(got, ir.Constant(I32, w)) for w in range(4)]
+    return [builder.trunc(builder.lshr(word, ir.Constant(I32, i * bits)), ty)
+            for word in words for i in range(k)]
 
 
 def _words(builder, values):

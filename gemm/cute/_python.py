@@ -259,10 +259,11 @@ def retile_D(thr: Any, tensor: Tensor) -> Tensor:
     return thr.retile_D(tensor)
 
 
-def make_fragment_like(tensor: Tensor, dtype: Any) -> Tensor:
-    """A register tensor of ``dtype`` (numpy's or numba's float32, ...) with ``tensor``'s
-    shape and a compact column-major layout (MoYe's ``make_fragment_A/B/C``): in a kernel,
-    a local array that numba keeps in registers when every index is a constant."""
+def make_fragment_like(tensor: Any, dtype: Any) -> Tensor:
+    """A register tensor of ``dtype`` (numpy's or numba's float32, ...) with the shape of
+    ``tensor`` (a tensor, or a static layout) and a compact column-major layout (MoYe's
+    ``make_fragment_A/B/C``): in a kernel, a local array that numba keeps in registers when
+    every index is a constant."""
     return _tensor.make_fragment_like(tensor, np.dtype(str(dtype)))
 
 

@@ -1,17 +1,12 @@
-"""Kernel source generation: offsets as uint32 code, a line emitter, a module cache.
+"""Kernel source generation, for the one kernel still written as text (:mod:`gemm.skinny`,
+issue 34): a line emitter, and the cache of generated modules and compiled kernels' names.
 
-The kernel builders of this package describe a kernel with layoutalg's tensors and
-partitions whose engines are sympy expressions of the thread and block indices (``t``,
-``bx``, ...) and of run-time strides. :func:`code` prints such an expression as numba source
-in which every integer is ``U(n)`` (``np.uint32``): numba then emits 32-bit unsigned
-arithmetic, with shifts and masks for powers of two, instead of 64-bit signed division with
-negative-index fix-ups. :class:`Source` writes each ``U(n)`` as a module-level constant
+:class:`Source` writes each ``U(n)`` (``np.uint32``) constant as a module-level constant
 ``_un`` (numba freezes globals: one IR statement instead of a call to type and lower).
-
-Generated modules are written to a cache folder and imported from there: a kernel variant's
-module under a name that hashes the variant and the package's code (:func:`kernel_module`),
-so a later process finds it without generating the source again; other modules under a name
-that hashes their source (:func:`load_module`), for numba's ``cache=True``.
+A kernel variant's generated module is written to a cache folder and imported from there,
+under a name that hashes the variant and the package's code (:func:`kernel_module`), so a
+later process finds it without generating the source again; :func:`module_name` also names
+every kernel family's compiled cubin (gemm.call.binary).
 """
 
 import hashlib
@@ -24,52 +19,14 @@ from functools import lru_cache
 
 import layoutalg
 
-__all__ = ["code", "Source", "load_module", "kernel_module", "module_name", "generator_version",
-           "cache_dir", "sym", "align_arg"]
+__all__ = ["Source", "kernel_module", "module_name", "generator_version", "cache_dir",
+           "align_arg"]
 
 
 def align_arg(nbytes, simulator):
     """A shared array's alignment argument for generated code: ``", alignment=N"``, or none
     for numba's simulator, which refuses it."""
     return "" if simulator else f", alignment={nbytes}"
-
-
-def sym(name):
-    """A non-negative integer symbol: thread/block indices, loop counters, strides, extents."""
-    import sympy        # the generators' dependency: a process that only loads kernels skips it
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
-
-def code(expr):
-    """numba source for a non-negative integer sympy expression, in uint32 arithmetic.
-
-    >>> t = sym("t")
-    >>> code(4 * (t % 32) + 128 * (t // 32))
-    '(U(4)*(t % U(32)) + U(128)*(t // U(32)))'
-    """
-    import sympy        # (see sym)
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        if expr < 0:
-            raise ValueError(f"negative constant {expr} in an unsigned offset")
-        return f"U({int(expr)})"
-    if expr.is_Symbol:
-        return expr.name
-    if expr.is_Add:
-        terms = sorted(expr.args, key=sympy.default_sort_key)
-        return "(" + " + ".join(code(a) for a in terms) + ")"
-    if expr.is_Mul:
-        if any(a.is_Integer and a < 0 for a in expr.args):
-            raise ValueError(f"negative coefficient in the unsigned offset {expr}")
-        return "*".join(code(a) for a in expr.args)
-    if isinstance(expr, sympy.floor):
-        num, den = expr.args[0].as_numer_denom()
-        if not den.is_Integer:
-            raise ValueError(f"cannot print {expr}: non-constant divisor")
-        return f"({code(num)} // U({int(den)}))"
-    if isinstance(expr, sympy.Mod):
-        return f"({code(expr.args[0])} % {code(expr.args[1])})"
-    raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as unsigned index code")
 
 
 # ``U(n)`` in generated code: written as a module-level uint32 constant ``_un`` (numba freezes
@@ -118,13 +75,6 @@ def cache_dir():
     path = os.path.join(root, "kernels")
     os.makedirs(path, exist_ok=True)
     return path
-
-
-def load_module(source, prefix="kernel"):
-    """Import ``source`` as a module from a file named by its hash (written once), so that
-    numba's ``cache=True`` finds the compiled kernel again in the next process."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    return _import(f"_layoutalg_{prefix}_{digest}", lambda: source)
 
 
 def kernel_module(prefix, key, make_source):

@@ -1,15 +1,21 @@
 """Pipelined elementwise addition: the Pallas tutorial's ``add_matrices`` with numba-cuda.
 
-``out = x + y`` for float32 matrices, block by block through shared memory with the cp.async
-pipeline of :mod:`gemm.pipeline`. Each thread block walks its own sequence of blocks (tile
-``bx``, ``bx + gridDim``, ... of the row-major order of (rows of blocks, columns of blocks)) as
-its pipeline grid: three BlockSpecs of ``block`` = (bm, bn) with the index map
+``out = x + y`` for float32 matrices, block by block through shared memory with a cp.async
+ring, written with :mod:`gemm.cute` (:func:`kernel_function`). Each thread block walks its
+own sequence of blocks (tile ``bx``, ``bx + gridDim``, ... of the row-major order of (rows
+of blocks, columns of blocks)) as its pipeline's steps, Pallas' index map
 
     step s -> (q // blocks_per_row, q % blocks_per_row),   q = bx + s * gridDim.x
 
-The body adds the two shared input tiles into the shared out tile (16-byte shared loads and
-stores), which the pipeline writes to global memory. Partial blocks are predicated: copies of
-elements past the edge read nothing and fill zeros, stores past the edge are masked.
+The ring is :func:`gemm.pipeline.ring_schedule`'s, event for event: ``stages`` shared slots
+per input, ``stages - 1 - delay_release`` steps in flight, one commit group per issue point
+(empty past the last step), every wait ``cp_async_wait(stages - 2 - delay_release)``. A
+step's body adds the two shared tiles into registers and stores them to the out (16-byte
+shared loads and global stores where the layouts allow). Each tile is cut into runs of
+``vector`` elements along its unit stride, and thread ``t`` takes runs ``t, t + threads,
+..``: any block shape and thread count. Partial blocks are predicated: copies of runs past
+the edge read nothing and fill zeros, stores past the edge are left out (a run lies inside
+or outside the matrix whole: its vector divides the matrix's extent along it).
 
 Up to 48 KiB of shared memory the tiles are static shared arrays; above (``shared="auto"``,
 or always with ``shared="dynamic"``) they are slices of the block's dynamic shared memory
@@ -17,9 +23,9 @@ or always with ``shared="dynamic"``) they are slices of the block's dynamic shar
 :func:`gemm.arch.smem.allow_dynamic_shared`.
 
 >>> cfg = AddConfig(block=(8, 128), stages=3)
->>> cfg.shared_bytes, cfg.dynamic     # 3 slots of x and y, one out tile, 4 KiB each
-(28672, False)
->>> AddConfig(block=(32, 128), stages=4, threads=256).dynamic    # 144 KiB
+>>> cfg.shared_bytes, cfg.dynamic     # 3 slots of x and y, 4 KiB each
+(24576, False)
+>>> AddConfig(block=(32, 128), stages=4, threads=256).dynamic    # 128 KiB
 True
 """
 
@@ -29,23 +35,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional, Tuple
 
-import sympy
-
 from gemm._env import simulator_active
-from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT, allow_dynamic_shared
-from gemm.codegen import Source, load_module, sym
+from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
+from gemm.call.binary import compiled_binary, load_or_compile
+from gemm.codegen import module_name
 from gemm.call.launch import Launcher
 from gemm.call.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
-                           operand, output_operand)
-from gemm.pipeline import ARCH_IMPORTS, BlockSpec, GlobalMatrix, emit_pipeline
+                                operand, output_operand)
+from gemm.pipeline import check_ring_parameters
 
-__all__ = ["AddConfig", "add_matrices", "prepare_add", "add_source", "add_kernel",
+__all__ = ["AddConfig", "add_matrices", "prepare_add", "kernel_function", "add_kernel",
            "ADD_SIGNATURE"]
 
 ADD_SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], uint32, uint32, uint32, "
                  "uint32, uint32)")
 _SCALARS = ("uint32",) * 5
-BX, NB, NBC = sym("bx"), sym("nb"), sym("NBC")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,7 @@ class AddConfig:
         if self.shared not in ("auto", "static", "dynamic"):
             raise ValueError(f"add_matrices: shared must be 'auto', 'static' or 'dynamic', "
                              f"got {self.shared!r}")
-        # stages and delay_release are checked by emit_pipeline, with its messages
-        emit_pipeline(_body(self), ("steps",), [self._spec()], [], self.stages,
-                      self.delay_release)
+        check_ring_parameters(self.stages, self.delay_release, "add_matrices")
         limit = DYNAMIC_SHARED_LIMIT if self.dynamic else STATIC_SHARED_LIMIT
         if self.shared_bytes > limit:
             kind = "dynamic" if self.dynamic else "static"
@@ -87,107 +89,59 @@ class AddConfig:
         return self.shared == "dynamic" or (self.shared == "auto"
                                             and self.shared_bytes > STATIC_SHARED_LIMIT)
 
-    def _spec(self):
-        def index_map(s):
-            q = BX + s * NB
-            return sympy.floor(q / NBC), sympy.Mod(q, NBC)
-        return BlockSpec(self.block, index_map)
+    @property
+    def slot(self):
+        """Elements of one ring slot: a block, rounded up to 16 bytes."""
+        return -(-self.block[0] * self.block[1] // 4) * 4
 
     @property
     def shared_bytes(self):
-        tile = 4 * self.block[0] * self.block[1]
-        tile = -(-tile // 16) * 16
-        return tile * (2 * self.stages + 1)
+        """The ring's bytes: ``stages`` slots of x and of y."""
+        return 4 * self.slot * 2 * self.stages
 
 
-def _body(cfg):
-    """The step's code: out tile = x tile + y tile, each thread on runs of 4 (or 2, or 1)
-    consecutive elements of a row."""
-    bm, bn = cfg.block
-    vec = 4 if bn % 4 == 0 else 2 if bn % 2 == 0 else 1
-    t, T = sym("t"), cfg.threads
-    runs, per_row = bm * bn // vec, bn // vec
-
-    def body(src, step, x, y, o):
-        for k in range(-(-runs // T)):
-            q = t + T * k
-            r, c = sympy.floor(q / per_row), vec * sympy.Mod(q, per_row)
-            live = runs - T * k
-            if live < T:
-                src(f"if t < U({live}):")
-                src.depth += 1
-            if vec == 1:
-                src(f"{o.array}[{o.offset(r, c)}] = {x.array}[{x.offset(r, c)}] + "
-                    f"{y.array}[{y.offset(r, c)}]")
-            else:
-                xs = ", ".join(f"_x{e}" for e in range(vec))
-                ys = ", ".join(f"_y{e}" for e in range(vec))
-                src(f"{xs} = ld_v{vec}_f32({x.array}, {x.offset(r, c)})",
-                    f"{ys} = ld_v{vec}_f32({y.array}, {y.offset(r, c)})",
-                    f"st_v{vec}_f32({o.array}, {o.offset(r, c)}, "
-                    + ", ".join(f"_x{e} + _y{e}" for e in range(vec)) + ")")
-            if live < T:
-                src.depth -= 1
-    return body
-
-
-def add_source(cfg, units=(1, 1), vectors=(4, 4, 4), simulator=False, jit=True):
-    """The kernel module's source. ``units``: the unit-stride mode of x and y (the out matrix
-    is row-major: add_matrices transposes the problem otherwise); ``vectors``: elements each
-    of x, y, out is aligned to (see GlobalMatrix); ``jit=False`` leaves ``kernel`` a plain
-    function (for ``numba.cuda.compile_ptx``)."""
-    bm, bn = cfg.block
-    spec = cfg._spec()
-    pipe = emit_pipeline(_body(cfg), ("steps",), [spec, spec], [spec], cfg.stages,
-                         cfg.delay_release)
-    src = Source()
-    src("import numpy as np",
-        "from numba import cuda",
-        f"from gemm.arch import {', '.join(ARCH_IMPORTS)}",
-        "U = np.uint32",
-        f"# add_matrices: {cfg}, x unit mode {units[0]}, y unit mode {units[1]}, "
-        f"vectors {vectors}",
-        "")
-    if jit:
-        src(f'@cuda.jit("{ADD_SIGNATURE}", cache={not simulator})')
-    with src.block("def kernel(X, Y, O, M, N, ldx, ldy, ldo):"):
-        src("t = U(cuda.threadIdx.x)", "bx = U(cuda.blockIdx.x)", "nb = U(cuda.gridDim.x)",
-            f"NBC = (N + U({bn - 1})) // U({bn})",
-            f"tiles = ((M + U({bm - 1})) // U({bm})) * NBC",
-            "steps = ((tiles - bx + nb - U(1)) // nb) if bx < tiles else U(0)")
-        ins = [GlobalMatrix(a, "M", "N", ld, u, "float32", v)
-               for a, ld, u, v in zip("XY", ("ldx", "ldy"), units, vectors)]
-        out = GlobalMatrix("O", "M", "N", "ldo", 1, "float32", vectors[2])
-        pipe.emit(src, ins, [out], threads=cfg.threads, tid="t", simulator=simulator,
-                  shared="dynamic" if cfg.dynamic else "static")
-    return src.text()
+def kernel_function(cfg, units=(1, 1), vectors=(4, 4, 4)):
+    """The kernel (a Python function for ``cuda.jit(ADD_SIGNATURE)``: ``kernel(X, Y, O, M,
+    N, ldx, ldy, ldo)``, out row-major). ``units``: the unit-stride mode of x and y (1: along
+    N; add_matrices transposes the problem for a column-major out); ``vectors``: the
+    elements of each run of x, y and out (each divides the block's and the matrix's extent
+    along its unit stride, and the operand's alignment)."""
+    from gemm.elementwise_kernel import add_kernel_function   # numba: only to compile
+    return add_kernel_function(cfg, units, vectors)
 
 
 def add_kernel(cfg, units=(1, 1), vectors=(4, 4, 4)):
-    """The compiled kernel (a numba dispatcher with one signature)."""
-    sim = simulator_active()
-    return load_module(add_source(cfg, units, vectors, sim), "add").kernel
+    """The variant's numba kernel (a dispatcher with one signature; compiled on its first
+    launch or ``compile``)."""
+    from numba import cuda      # only to compile
+    return cuda.jit(ADD_SIGNATURE)(kernel_function(cfg, units, vectors))
 
 
 @lru_cache(maxsize=None)
 def _launcher(cfg, units, vectors):
-    """The Launcher of a kernel and the dynamic shared bytes its launches pass (the kernel
-    opted into them on the current device)."""
-    kernel = add_kernel(cfg, units, vectors)
+    """The Launcher of a variant and the dynamic shared bytes its launches pass: in the
+    simulator the numba kernel, on a GPU its cubin (:mod:`gemm.call.binary`: read from disk
+    when an earlier process compiled it), allowed that much dynamic shared memory."""
     nbytes = cfg.shared_bytes if cfg.dynamic else 0
-    if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
-        kernel.compile(ADD_SIGNATURE)
-        allow_dynamic_shared(kernel, nbytes, ADD_SIGNATURE)
+    if simulator_active():
+        return Launcher(add_kernel(cfg, units, vectors), 3, 4, _SCALARS), nbytes
+    kernel = load_or_compile(module_name("add", (cfg, units, vectors)),
+                             lambda: compiled_binary(add_kernel(cfg, units, vectors),
+                                                     ADD_SIGNATURE))
+    if nbytes > STATIC_SHARED_LIMIT:
+        kernel.allow_dynamic_shared(nbytes)
     return Launcher(kernel, 3, 4, _SCALARS), nbytes
 
 
-def _vector(op, strides):
-    """Elements the operand's accesses may span: its address and leading dimension aligned."""
+def _vector(op, strides, extent, block):
+    """Elements of the operand's runs: its address and leading dimension aligned to them,
+    and the matrix's and the block's ``extent`` and ``block`` along the unit stride
+    multiples of them (a run is inside the matrix or outside it whole)."""
     ld = strides[0] if strides[1] == 1 else strides[1]
     if op.shape[0] == 1 or op.shape[1] == 1:
         ld = 4 * ld      # one row or column: the leading dimension never moves an access
     for v in (4, 2):
-        if op.ptr % (4 * v) == 0 and ld % v == 0:
+        if op.ptr % (4 * v) == 0 and ld % v == 0 and extent % v == 0 and block % v == 0:
             return v
     return 1
 
@@ -212,7 +166,7 @@ def add_matrices(x: Any, y: Any, out: Any = None, *, block: Tuple[int, int] = (8
     arrays, torch tensors; row- or column-major or transposed views). ``out``: same shape,
     float32, on the same device (it may be ``x`` or ``y`` itself); None makes a row-major
     one. ``block``: the (rows, cols) of a pipeline block; ``stages``, ``delay_release``: see
-    :func:`gemm.pipeline.emit_pipeline`; ``shared``: see :class:`AddConfig`; ``num_blocks``:
+    :func:`gemm.pipeline.ring_schedule`; ``shared``: see :class:`AddConfig`; ``num_blocks``:
     CUDA blocks (default: enough to fill the GPU; each walks its share of the blocks).
     Returns ``out``.
     """
@@ -249,7 +203,9 @@ def prepare_add(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, th
         m, n = n, m
         strides = [(s1, s0) for s0, s1 in strides]
     units = tuple(1 if s[1] == 1 else 0 for s in strides[:2])
-    vectors = tuple(_vector(op, s) for op, s in zip((a, b, c), strides))
+    bm, bn = cfg.block
+    vectors = tuple(_vector(op, s, n if u else m, bn if u else bm)
+                    for op, s, u in zip((a, b, c), strides, units + (1,)))
     lds = [s[0] if u == 1 else s[1] for s, u in zip(strides, units + (1,))]
     tiles = -(-m // cfg.block[0]) * -(-n // cfg.block[1])
     blocks = min(tiles, num_blocks) if num_blocks is not None else _default_blocks(cfg, tiles)

@@ -20,8 +20,8 @@
 #
 # 1. runs MoYe.jl's two pipelines (`prefetch` and `double_buffer`, gemm.matmul's kernels
 #    written with `gemm.cute` in `gemm.cute_kernels`) and shows the shape of their main loops;
-# 2. draws a timeline of copies and compute per stage from the schedule of the pipeline
-#    emitter (`gemm.pipeline.Pipeline.schedule`);
+# 2. draws a timeline of copies and compute per stage from the schedule of a cp.async ring
+#    (`gemm.pipeline.ring_schedule`);
 # 3. redoes the bubble arithmetic of the Pallas pipelining guide on that timeline.
 #
 # **GPU or simulator.** numba chooses its CUDA simulator once, when `numba.cuda` is first
@@ -43,7 +43,7 @@ import numpy as np
 from numba import cuda
 
 import gemm
-from gemm.pipeline import BlockSpec, emit_pipeline
+from gemm.pipeline import ring_schedule
 from gemm import cute_kernels
 from gemm.simt import SimtConfig
 from layoutalg.viz import svg_timeline
@@ -153,14 +153,14 @@ for pipeline in ("prefetch", "double_buffer"):
 # %% [markdown]
 # ## The schedule of a pipeline, as data
 #
-# `gemm.pipeline` emits the general form of this loop (Pallas' `emit_pipeline`, on the
-# cp.async ring of `emit_ring`): `stages` ring-buffer slots per input, a prologue that issues
-# the first `stages - 1` copies, and a loop that issues the copy of step `i + stages - 1`
-# into the slot step `i - 1` released, computes step `i`, then waits for step `i + 1`'s copy.
-# Every issue point commits one `cp.async` group, empty past the last step, so every wait
-# is `wait(stages - 2)` (`stages - 2 - delay_release` with a `delay_release`, below).
-# `Pipeline.schedule(steps)` returns that plan as events, the same
-# walk that `Pipeline.emit` writes as code.
+# `gemm.pipeline` holds the general form of this loop (Pallas' `emit_pipeline` on a cp.async
+# ring, as `gemm.elementwise`'s add runs it): `stages` ring-buffer slots per input, a
+# prologue that issues the first `stages - 1` copies, and a loop that issues the copy of step
+# `i + stages - 1` into the slot step `i - 1` released, computes step `i`, then waits for step
+# `i + 1`'s copy. Every issue point commits one `cp.async` group, empty past the last step,
+# so every wait is `wait(stages - 2)` (`stages - 2 - delay_release` with a `delay_release`,
+# below). `ring_schedule(stages, steps)` returns that plan as events; the add kernel's own
+# copies, waits and barriers are checked against it in numba's simulator.
 #
 # In those terms both of MoYe's kernels fetch **one k-tile ahead** (`stages = 2`): for
 # `prefetch` the second buffer is the registers (the tile is copied out of shared memory
@@ -169,14 +169,15 @@ for pipeline in ("prefetch", "double_buffer"):
 # k-block `kb + 1` overlap the FMAs of `kb`, and one barrier per tile goes away.
 
 # %%
-def gemm_pipeline(stages, delay_release=0):
-    """A K loop over A (128x8) and B (8x128) tiles: step k reads block (0, k) and (k, 0)."""
-    specs = [BlockSpec((128, 8), lambda k: (0, k)), BlockSpec((8, 128), lambda k: (k, 0))]
-    return emit_pipeline(lambda src, step, *tiles: None, grid=(6,), in_specs=specs,
-                         stages=stages, delay_release=delay_release)
+def schedule(stages, steps, delay_release=0):
+    """The ring's events for ``steps`` k-tiles, each step's body one compute on its slot."""
+    def body(events, step, slot, ready):
+        events.append(("compute", step, slot))
+        ready()
+    return ring_schedule(stages, steps, delay_release, body=body)
 
 
-events = gemm_pipeline(2).schedule(4)
+events = schedule(2, 4)
 for e in events:
     print(e)
 assert [e for e in events if e[0] == "compute"] == [("compute", s, s % 2) for s in range(4)]
@@ -221,7 +222,7 @@ def timeline(events, copy, compute):
 
 
 def picture(stages, copy, compute, steps=6, delay_release=0):
-    lanes, total = timeline(gemm_pipeline(stages, delay_release).schedule(steps), copy, compute)
+    lanes, total = timeline(schedule(stages, steps, delay_release), copy, compute)
     busy = steps * compute
     title = (f"stages={stages}, delay_release={delay_release}: copy {copy}, compute {compute};"
              f" total {total}, compute busy {busy}/{total} = {busy / total:.0%}")
@@ -283,7 +284,7 @@ delayed
 # %%
 copy, compute = 3, 4
 for steps in (1, 4, 16, 64):
-    _, t = timeline(gemm_pipeline(2).schedule(steps), copy, compute)
+    _, t = timeline(schedule(2, steps), copy, compute)
     assert t == copy + steps * compute                 # T = (alpha + X/beta) + N * Y/F
     print(f"N = {steps:3d}: T = {t:4d}, utilisation {steps * compute / t:.1%}")
 

@@ -9,7 +9,7 @@ issuing thread retires its group (``cp_async_wait(n)`` retires all but the newes
 groups of the thread; copies not yet committed are never retired by it): a kernel that reads a
 tile before the right wait reads stale or uninitialised shared memory and fails the exact
 comparison. It also records the cp.async calls, commits, waits and syncthreads of thread 0 of
-block 0, which the test compares with ``Pipeline.schedule``.
+block 0, which the test compares with ``gemm.pipeline.ring_schedule``.
 """
 
 import json

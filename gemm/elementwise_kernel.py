@@ -41,9 +41,33 @@ class _Runs:
         self.groups = static_range(-(-self.count // threads))
 
 
-def _copy_atom(v):
-    return make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.float32) if v == 4 else
+def _copy_runs(block, unit, v, threads):
+    """A device function copying an operand's block ``g`` (global, its coordinates ``c``)
+    into a ring slot ``s`` (shared, the operand's major), run by run: one cp.async each (16
+    bytes ``.cg``, else ``.ca``), zeros for runs past (M, N)."""
+    runs = _Runs(block, unit, v, threads)
+    RUN, LINE, COUNT, GROUPS, T = runs.tile, runs.per_line, runs.count, runs.groups, threads
+    ROW = unit == 1
+    COPY = make_tiled_copy(SM80_CP_ASYNC_CACHEGLOBAL(16, np.float32) if v == 4 else
                            SM80_CP_ASYNC_CACHEALWAYS(4 * v, np.float32), Layout(1), Layout(v))
+
+    @unrolled
+    def copy_runs(g, c, s, pred, t, M, N):
+        for k in unroll(GROUPS):
+            r = t + U(T * k)
+            if r < U(COUNT):
+                if ROW:                     # runs along the rows, else down the columns
+                    run = (r // U(LINE), r % U(LINE))
+                else:
+                    run = (r % U(LINE), r // U(LINE))
+                pred[0] = elem_less(local_tile(c, RUN, run)[0], (M, N))
+                if ROW:
+                    copy_if(COPY, pred, local_tile(g, RUN, run)[0, None],
+                            local_tile(s, RUN, run)[0, None])
+                else:
+                    copy_if(COPY, pred, local_tile(g, RUN, run)[None, 0],
+                            local_tile(s, RUN, run)[None, 0])
+    return cuda.jit(device=True, inline="always")(copy_runs)
 
 
 def add_kernel_function(cfg, units, vectors):
@@ -55,14 +79,11 @@ def add_kernel_function(cfg, units, vectors):
     STEPS_AHEAD = static_range(AHEAD)
     BLOCK = static(cfg.block)
     UX, UY = units
-    VX, VY, VO = vectors
-    RX, RY, RO = (_Runs(cfg.block, u, v, T) for u, v in zip(units + (1,), vectors))
-    COPY_X, COPY_Y = _copy_atom(VX), _copy_atom(VY)
+    VO = vectors[2]
+    COPY_X, COPY_Y = (_copy_runs(cfg.block, u, v, T) for u, v in zip(units, vectors))
+    RO = _Runs(cfg.block, 1, VO, T)                 # the out's runs, along its rows
     BODY = make_tiled_copy(UniversalCopy(32 * VO, np.float32), Layout(1), Layout(VO))
-    RUN_X, RUN_Y, RUN_O = RX.tile, RY.tile, RO.tile
-    LINE_X, LINE_Y, LINE_O = RX.per_line, RY.per_line, RO.per_line
-    RUNS_X, RUNS_Y, RUNS_O = RX.count, RY.count, RO.count
-    GROUPS_X, GROUPS_Y, GROUPS_O = RX.groups, RY.groups, RO.groups
+    RUN_O, LINE_O, RUNS_O, GROUPS_O = RO.tile, RO.per_line, RO.count, RO.groups
     VALUES = static_range(VO)
     SLOT = cfg.slot
     # the rings: (bm, bn, stages), each slot in the operand's major
@@ -72,42 +93,12 @@ def add_kernel_function(cfg, units, vectors):
     DYNAMIC, ROW_X, ROW_Y = cfg.dynamic, UX == 1, UY == 1
     ALIGN = shared_alignment()
 
-    @unrolled
     def issue(mX, mY, cI, sX, sY, pred, t, M, N, nbc, q, slot):
         """The copies of step ``q``'s block (q the block's index) into ``slot``."""
         at = (q // nbc, q % nbc)
-        gX, gY = local_tile(mX, BLOCK, at), local_tile(mY, BLOCK, at)
         cB = local_tile(cI, BLOCK, at)
-        for k in unroll(GROUPS_X):
-            r = t + U(T * k)
-            if r < U(RUNS_X):
-                if ROW_X:                   # runs along the rows, else down the columns
-                    run = (r // U(LINE_X), r % U(LINE_X))
-                else:
-                    run = (r % U(LINE_X), r // U(LINE_X))
-                src = local_tile(gX, RUN_X, run)
-                pred[0] = elem_less(local_tile(cB, RUN_X, run)[0], (M, N))
-                if ROW_X:
-                    copy_if(COPY_X, pred, src[0, None],
-                            local_tile(sX[None, None, slot], RUN_X, run)[0, None])
-                else:
-                    copy_if(COPY_X, pred, src[None, 0],
-                            local_tile(sX[None, None, slot], RUN_X, run)[None, 0])
-        for k in unroll(GROUPS_Y):
-            r = t + U(T * k)
-            if r < U(RUNS_Y):
-                if ROW_Y:                   # runs along the rows, else down the columns
-                    run = (r // U(LINE_Y), r % U(LINE_Y))
-                else:
-                    run = (r % U(LINE_Y), r // U(LINE_Y))
-                src = local_tile(gY, RUN_Y, run)
-                pred[0] = elem_less(local_tile(cB, RUN_Y, run)[0], (M, N))
-                if ROW_Y:
-                    copy_if(COPY_Y, pred, src[0, None],
-                            local_tile(sY[None, None, slot], RUN_Y, run)[0, None])
-                else:
-                    copy_if(COPY_Y, pred, src[None, 0],
-                            local_tile(sY[None, None, slot], RUN_Y, run)[None, 0])
+        COPY_X(local_tile(mX, BLOCK, at), cB, sX[None, None, slot], pred, t, M, N)
+        COPY_Y(local_tile(mY, BLOCK, at), cB, sY[None, None, slot], pred, t, M, N)
 
     @unrolled
     def body(mO, cI, sX, sY, rX, rY, t, M, N, nbc, q, slot):

@@ -19,8 +19,8 @@ or outside the matrix whole: its vector divides the matrix's extent along it).
 
 Up to 48 KiB of shared memory the tiles are static shared arrays; above (``shared="auto"``,
 or always with ``shared="dynamic"``) they are slices of the block's dynamic shared memory
-(up to 227 KiB), which the launch passes and opts into with
-:func:`gemm.arch.smem.allow_dynamic_shared`.
+(up to 227 KiB), which the launch passes and the compiled kernel is allowed
+(:meth:`gemm.call.binary.Binary.allow_dynamic_shared`).
 
 >>> cfg = AddConfig(block=(8, 128), stages=3)
 >>> cfg.shared_bytes, cfg.dynamic     # 3 slots of x and y, 4 KiB each

@@ -37,15 +37,12 @@ from typing import Any, Optional, Tuple
 
 from gemm._env import simulator_active
 from gemm.arch.smem import DYNAMIC_SHARED_LIMIT, STATIC_SHARED_LIMIT
-from gemm.call.binary import compiled_binary, load_or_compile
-from gemm.codegen import module_name
-from gemm.call.launch import Launcher
+from gemm.call.launch import compiled_launcher
 from gemm.call.operands import (check_same_device, check_spans, current_stream, kernel_buffer,
                                 operand, output_operand)
 from gemm.pipeline import check_ring_parameters
 
-__all__ = ["AddConfig", "add_matrices", "prepare_add", "kernel_function", "add_kernel",
-           "ADD_SIGNATURE"]
+__all__ = ["AddConfig", "add_matrices", "prepare_add", "kernel_function", "ADD_SIGNATURE"]
 
 ADD_SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], uint32, uint32, uint32, "
                  "uint32, uint32)")
@@ -110,27 +107,18 @@ def kernel_function(cfg, units=(1, 1), vectors=(4, 4, 4)):
     return add_kernel_function(cfg, units, vectors)
 
 
-def add_kernel(cfg, units=(1, 1), vectors=(4, 4, 4)):
-    """The variant's numba kernel (a dispatcher with one signature; compiled on its first
-    launch or ``compile``)."""
-    from numba import cuda      # only to compile
-    return cuda.jit(ADD_SIGNATURE)(kernel_function(cfg, units, vectors))
-
-
 @lru_cache(maxsize=None)
 def _launcher(cfg, units, vectors):
-    """The Launcher of a variant and the dynamic shared bytes its launches pass: in the
-    simulator the numba kernel, on a GPU its cubin (:mod:`gemm.call.binary`: read from disk
-    when an earlier process compiled it), allowed that much dynamic shared memory."""
+    """The Launcher of a variant (:func:`gemm.call.launch.compiled_launcher`: its cubin on a
+    GPU, kept on disk) and the dynamic shared bytes its launches pass, which the compiled
+    kernel is allowed."""
     nbytes = cfg.shared_bytes if cfg.dynamic else 0
-    if simulator_active():
-        return Launcher(add_kernel(cfg, units, vectors), 3, 4, _SCALARS), nbytes
-    kernel = load_or_compile(module_name("add", (cfg, units, vectors)),
-                             lambda: compiled_binary(add_kernel(cfg, units, vectors),
-                                                     ADD_SIGNATURE))
-    if nbytes > STATIC_SHARED_LIMIT:
-        kernel.allow_dynamic_shared(nbytes)
-    return Launcher(kernel, 3, 4, _SCALARS), nbytes
+    launcher = compiled_launcher("add", (cfg, units, vectors),
+                                 kernel_function(cfg, units, vectors), ADD_SIGNATURE,
+                                 (4, 4, 4), _SCALARS)
+    if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
+        launcher.kernel.allow_dynamic_shared(nbytes)
+    return launcher, nbytes
 
 
 def _vector(op, strides, extent, block):

@@ -218,7 +218,7 @@ def main():
     if rank == 0:
         report(rows, D, path, reason, _table, args.json, transfers=transfers,
                push_blocks=args.push_blocks, push_priority=args.push_priority,
-               default_transfer=collective.default_transfer(D))
+               default_transfer=collective.DEFAULT_TRANSFER)
     dist.destroy_process_group()
 
 

@@ -34,7 +34,7 @@ float64. Launch one process per GPU with ``torchrun``; see ``benchmarks/collecti
 
 from .all_gather import all_gather_matmul
 from .group import PATHS, release, ring_path
-from .peer import TRANSFERS, default_transfer
+from .peer import DEFAULT_TRANSFER, TRANSFERS
 from .plan import REUSE_RULE, SCHEDULES, RingStep, ScatterStep, ring_plan, scatter_plan
 from .reduce_scatter import matmul_reduce_scatter
 
@@ -43,4 +43,4 @@ from .reduce_scatter import matmul_reduce_scatter
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "ring_plan", "scatter_plan",
            "ring_path", "RingStep", "ScatterStep", "REUSE_RULE", "SCHEDULES", "PATHS",
-           "release", "TRANSFERS", "default_transfer"]
+           "release", "TRANSFERS", "DEFAULT_TRANSFER"]

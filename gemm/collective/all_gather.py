@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from . import group as grp
 from . import peer
-from .peer import PeerRing, check_transfer, default_transfer
+from .peer import DEFAULT_TRANSFER, PeerRing, check_transfer
 from .plan import SCHEDULES, ring_plan
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     a shard (:data:`gemm.collective.TRANSFERS`): ``"copy_engine"`` (``cuMemcpyAsync``),
     ``"sm"`` (a copy kernel of a few blocks, :mod:`gemm.collective.push`) or, with the direct
     schedule, ``"sm_fused"`` (one such kernel pushing the rank's shard to every peer at
-    once); default :func:`gemm.collective.default_transfer`'s. Asynchronous like any CUDA
+    once); default :data:`gemm.collective.DEFAULT_TRANSFER`. Asynchronous like any CUDA
     op: the result is ready on the caller's current stream. Returns the result.
     """
     dtype = grp.check_operands(a_shard, b_shard, out, out_dtype, activation, CALLER)
@@ -53,8 +53,7 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     grp.check_path(path, CALLER)
     if schedule not in SCHEDULES:
         raise ValueError(f"{CALLER}: schedule must be one of {SCHEDULES}, not {schedule!r}")
-    if transfer is None:
-        transfer = default_transfer(size, schedule)
+    transfer = DEFAULT_TRANSFER if transfer is None else transfer
     check_transfer(transfer, schedule, CALLER)
     a = a_shard.contiguous()
     chosen = path or grp.ring_path(a, g)[0]

@@ -22,7 +22,7 @@ from .plan import ring_plan
 # torch is imported inside the methods that use it: importing this module needs no torch.
 
 __all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear",
-           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "default_transfer"]
+           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "DEFAULT_TRANSFER"]
 
 # How a block reaches a peer's scratch: "copy_engine", one ``cuMemcpyAsync`` per copy; "sm",
 # one launch per copy of gemm.collective.push's kernel (16-byte stores from PUSH_BLOCKS
@@ -34,14 +34,12 @@ PUSH_BLOCKS = 16        # the push kernel's grid (SMs taken from the matmuls bes
 PUSH_PRIORITY = -1      # the comm stream's priority where a kernel pushes (torch's: -1 high)
 
 
-def default_transfer(size, schedule="ring"):
-    """The transfer ``all_gather_matmul`` takes when none is named, for ``size`` ranks and
-    ``schedule``: the copy engines, whatever the size. The push kernel moves a shard no
-    faster to one peer, and to every peer at once faster than the engines do, but beside the
-    matmuls it is slower: the Hopper kernel's persistent grid holds every SM (one block of all
-    its registers each), so a push waits for SMs and takes them from the matmuls
-    (benchmarks/logs/2026-11-29/push/)."""
-    return "copy_engine"
+# The transfer all_gather_matmul takes when none is named, at every size: the push kernel
+# moves a shard no faster to one peer, and to every peer at once faster than the engines do,
+# but beside the matmuls it is slower: the Hopper kernel's persistent grid holds every SM
+# (one block of all its registers each), so a push waits for SMs and takes them from the
+# matmuls (benchmarks/RESULTS.md, "The copy engines per peer, and SM-driven pushes").
+DEFAULT_TRANSFER = "copy_engine"
 
 
 def check_transfer(transfer, schedule, caller):
@@ -309,7 +307,6 @@ class PeerRing(PeerExchange):
     def __init__(self, group, rank, size, shape, dtype, device, schedule="ring",
                  transfer="copy_engine", blocks=None):
         self.plan = ring_plan(size, schedule)[rank]
-        check_transfer(transfer, schedule, "PeerRing")
         super().__init__(group, rank, size, size - 1, shape, dtype, device,
                          {s.send_to for s in self.plan} - {None}, transfer, blocks)
 

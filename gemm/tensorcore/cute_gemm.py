@@ -49,6 +49,7 @@ from gemm.cute import (copy, copy_if, cosize, elem_less, fill, gemm, get_slice, 
                        unrolled)
 from gemm.cute.scheduler import grouped_tile
 from gemm.epilogue_kernel import conversions
+from gemm.pipeline import ring_plan
 from gemm.tensorcore.config import _PAD_C, copy_grid
 
 __all__ = ["smem_layout", "bank_conflicts", "kernel_function"]
@@ -312,8 +313,8 @@ def _mainloop(issue, S, delay, KB, MMA, S2R_A, S2R_B):
     each (empty past the last); the register fragments of k-block ``kb + 1`` read while
     ``kb`` is multiplied; the next k-tile's stage waited for before the last k-block, the
     k-tile ``S - 1 - delay`` ahead issued at the first."""
-    LEAD = S - 1 - delay                            # k-tiles in flight
-    WAIT = LEAD - 1                                 # commit groups left in flight
+    plan = ring_plan(S, delay)                      # gemm.pipeline's ring
+    LEAD, WAIT = plan.ahead, plan.wait              # k-tiles in flight, groups left waiting
     AHEAD = static_range(LEAD)
     K_BLOCKS = static_range(KB)
 

@@ -103,15 +103,6 @@ def _instrument():
     """Wrap the phases' functions as their modules are imported; returns the _Phases."""
     phases = _Phases()
 
-    def on_gemm_codegen(codegen):
-        if not hasattr(codegen, "_import"):      # an older tree: wrapped at gemm.simt/tc
-            return
-        original = codegen._import               # modules found by variant: time
-
-        def timed_import(name, make_source):     # make_source(), which imports the generator
-            return original(name, phases.timed("source", make_source))
-        codegen._import = timed_import
-
     def on_dispatcher(dispatcher):
         phases.wrap(dispatcher, "compile_cuda", "frontend")
         if hasattr(dispatcher, "CUDACache"):
@@ -124,7 +115,6 @@ def _instrument():
         "numba.cuda.codegen": lambda m: phases.wrap(m.CUDACodeLibrary, "get_cubin", "ptxas"),
         "numba.cuda.cudadrv.driver": lambda m: phases.wrap(m.Context, "create_module_image",
                                                            "module_load"),
-        "gemm.codegen": on_gemm_codegen,
         "gemm.call.binary": lambda m: phases.wrap(m.Binary, "_loaded", "module_load"),
         "gemm.cute_kernels": lambda m: phases.wrap(m, "kernel_function", "source"),
         "gemm.tensorcore.cute_gemm": lambda m: phases.wrap(m, "kernel_function", "source"),

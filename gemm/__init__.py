@@ -5,7 +5,7 @@ package of the layoutalg distribution, installed with its ``gemm`` extra:
 The package is layered like CuTe: ``gemm.arch`` wraps single PTX instructions (cp.async,
 ldmatrix, mma.sync, wgmma, TMA, mbarriers, conversions) as numba intrinsics, with pure-Python
 twins for numba's CUDA simulator; ``gemm.cute`` is the algebra inside ``@cuda.jit`` kernels;
-each kernel family is a package with its config, generator and calls together
+each kernel family is a package with its config, kernel and calls together
 (``gemm.simt``, ``gemm.tensorcore`` for SM80, ``gemm.hopper`` for SM90), beside
 ``gemm.skinny`` (few rows) and ``gemm.collective``. Beneath the families lie the type rules
 (``gemm.dtypes``) and the call path, ``gemm.call`` (operands read once, plans kept per

@@ -1,4 +1,4 @@
-"""``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the generated kernels.
+"""``matmul``: ``out = alpha * A @ B + beta * out`` on CUDA arrays with the library's kernels.
 
 float32 operands run by default on the Hopper kernel by 3xTF32 (about float32's accuracy)
 where it can, else on the SIMT kernels (exact fp32 FMAs; ``precision="ieee"`` always, or

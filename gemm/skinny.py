@@ -34,29 +34,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Optional, Tuple
+from typing import Any, ClassVar, Optional, Tuple
 
 from . import splitk
 from ._env import simulator_active
-from .call.binary import compiled_binary, load_or_compile, sm_count
+from .call.binary import binary_name, compiled_binary, load_or_compile, sm_count
 from .call.launch import Launcher
 from .call.operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer,
                             output_operand, product_operands, stream_handle)
-from .codegen import Source, align_arg, kernel_module, module_name
 from .dtypes import STORAGE
 from .dtypes import RAW16, check_scalars, out_dtype_of
 
-__all__ = ["SkinnyConfig", "default_config", "fits", "skinny_source", "skinny_function",
+__all__ = ["SkinnyConfig", "default_config", "fits", "skinny_function",
            "skinny_kernel", "launch_matmul", "choose_split"]
 
 THREADS = 256
 WARPS = THREADS // 32
 SHARED_FLOATS = 8192     # a block's shared memory: A's rows and its sums (32 KiB)
 _DTYPES = ("float32", "bfloat16", "float16")
-_ELEMENT = STORAGE
-_TO_F32 = {"float32": "", "bfloat16": "bf16_to_f32", "float16": "f16_to_f32"}
-_PAIR_TO_F32 = {"bfloat16": "bf16x2_to_f32", "float16": "f16x2_to_f32"}
-_FROM_F32 = {"float32": "", "bfloat16": "cvt_rn_bf16_f32", "float16": "cvt_rn_f16_f32"}
 _SCALARS = ("uint32",) * 13 + ("float32",) * 2
 
 
@@ -69,6 +64,7 @@ class SkinnyConfig:
     shape and the GPU's SMs; more where a range's rows of A would not fit the block's shared
     memory, :meth:`a_capacity`), ``dtype`` of A and B and ``out_dtype``."""
 
+    threads: ClassVar[int] = THREADS        # a block: 8 warps
     rows: int = 16
     vector: int = 2
     unroll: int = 4
@@ -98,6 +94,11 @@ class SkinnyConfig:
             raise ValueError(f"SkinnyConfig: split_k must be None or an int in "
                              f"1..{splitk.MAX_SPLIT_K}, got {self.split_k!r}")
 
+    @property
+    def a_stride(self) -> int:
+        """Floats between the K positions of A's rows in shared memory (:func:`padded_rows`)."""
+        return padded_rows(self.rows)
+
     def block_columns(self, b_unit: str) -> int:
         """Columns of the out a block computes: 32 lanes x ``vector`` (B's N the unit stride,
         ``b_unit`` "n") or 8 warps x ``columns`` (``b_unit`` "k")."""
@@ -111,21 +112,23 @@ class SkinnyConfig:
         """The most K positions of A's rows a block holds in shared memory (whole chunks, at
         least one): a K range is never longer. With the block's sums, 32 KiB at most."""
         kc = self.chunk(b_unit)
-        room = (SHARED_FLOATS - self.rows * self.block_columns(b_unit)) // _padded_rows(
+        room = (SHARED_FLOATS - self.rows * self.block_columns(b_unit)) // padded_rows(
             self.rows)
         return max(kc, room // kc * kc)
 
 
 def default_config(dtype: str, out_dtype: str, m: int, b_unit: str) -> SkinnyConfig:
-    """The config of a call without one: rows the next power of two >= M (32 at most), at
-    most 32 accumulators per thread (few registers: many threads, many loads in flight),
-    16-byte loads of B where that allows."""
+    """The config of a call without one: rows the next power of two >= M (32 at most), about
+    32 accumulators per thread (few registers: many threads, many loads in flight), 16-byte
+    loads of B where that allows. Where B's N is the unit stride, a thread holds at least 2
+    columns (64 accumulators at 32 rows): a block of 32 columns would read A's rows from L2
+    twice as often for each byte of B."""
     rows = 1
     while rows < min(m, 32):
         rows *= 2
     widest = 16 // (4 if dtype == "float32" else 2)
     if b_unit == "n":
-        vector = max(1, min(widest, 32 // rows))
+        vector = min(widest, max(2, 32 // rows))
         return SkinnyConfig(rows=rows, vector=vector, dtype=dtype, out_dtype=out_dtype)
     columns = max(1, min(4, 32 // rows))
     return SkinnyConfig(rows=rows, vector=widest, columns=columns, dtype=dtype,
@@ -142,181 +145,37 @@ def fits(dtype: str, m: int, n: int, k: int, batch: int, b_unit: str) -> bool:
     return dtype == "float32" and batch == 1 and m <= top and n * k >= 1 << 18
 
 
-# --- the kernel's source -------------------------------------------------------------------
-
-def _b_loads(src, cfg, name, index, live, full):
-    """Code loading ``cfg.vector`` elements of B (Y) along its unit stride as f32 into
-    ``name_0..`` from element ``index``: one vector load when ``full`` (a condition) holds,
-    else element by element where ``live(v)`` holds, zeros elsewhere. Returns the names."""
-    V, dt = cfg.vector, cfg.dtype
-    names = [f"{name}_{v}" for v in range(V)]
-    conv = _TO_F32[dt]
-    with src.block(f"if {full}:"):
-        if V == 1:
-            src(f"{names[0]} = {conv}(Y[{index}])")
-        elif dt == "float32":
-            src(f"{', '.join(names)} = ld_v{V}_f32(Y, {index})")
-        elif V == 2:
-            src(f"{names[0]}, {names[1]} = {conv}(Y[{index}]), {conv}(Y[{index} + U(1)])")
-        else:
-            words = [f"{name}_w{j}" for j in range(V // 2)]
-            src(f"{', '.join(words)} = ld_v{V // 2}_b32(Y, {index})")
-            for j, w in enumerate(words):
-                src(f"{names[2 * j]}, {names[2 * j + 1]} = {_PAIR_TO_F32[dt]}({w})")
-    with src.block("else:"):
-        for v, nm in enumerate(names):
-            src(f"{nm} = float32(0)")
-            with src.block(f"if {live(v)}:"):
-                src(f"{nm} = {conv}(Y[{index} + U({v})])")    # B's unit stride
-    return names
-
-
-def _padded_rows(rows):
+def padded_rows(rows):
     """Floats between the K positions of A in shared memory: ``rows``, plus 4 when that is a
     multiple of 8, so that 8 lanes reading 16 bytes each at consecutive positions hit 32
     different banks."""
     return rows + 4 if rows % 8 == 0 else rows
 
 
-def _a_to_shared(src, cfg, b_unit):
-    """Code copying A's rows m0.. x the block's K range kbeg..kend to shared ``sA`` as f32,
-    zeros past M: element (i, kk) at ``pos * RP + i`` (RP: :func:`_padded_rows`), where pos
-    is kk ("n"), or within each chunk of KC positions (kk % vector) * 32 + kk // vector
-    ("k": lane l's v-th value at position v * 32 + l of its chunk)."""
-    R, KC, V = cfg.rows, cfg.chunk(b_unit), cfg.vector
-    RP = _padded_rows(R)
-    conv = _TO_F32[cfg.dtype]
-    pos = ("kk" if b_unit == "n" else
-           f"kk - kk % U({KC}) + (kk % U({V})) * U(32) + (kk % U({KC})) // U({V})")
-    # whole chunks: the positions past kend hold zeros (B's loads there give zeros too)
-    src("e = t", f"span = (kend - kbeg + U({KC - 1})) // U({KC}) * U({KC * R})")
-    with src.block("while e < span:"):
-        src(f"kk = e // U({R})", f"i = e % U({R})", "x = float32(0)")
-        with src.block("if m0 + i < M and kbeg + kk < kend:"):
-            src(f"x = {conv}(X[(m0 + i) * sam + (kbeg + kk) * sak])")
-        src(f"sA[({pos}) * U({RP}) + i] = x", f"e += U({THREADS})")
-
-
-def _a_values(src, R, at):
-    """Code reading A's ``R`` rows at K position ``at`` of shared ``sA`` into a0..: 16-byte
-    loads where R allows. Returns the names."""
-    names = [f"a{i}" for i in range(R)]
-    if R < 4:
-        src(*(f"{nm} = sA[{at} + U({i})]" for i, nm in enumerate(names)))
-    for q in range(R // 4):
-        src(f"{', '.join(names[4 * q:4 * q + 4])} = ld_v4_f32(sA, {at} + U({4 * q}))")
-    return names
-
-
-def skinny_source(cfg: SkinnyConfig, b_unit: str, sim: bool = False) -> str:
-    """The kernel's numba source for B's unit stride along ``b_unit`` ("n" or "k"), for the
-    simulator when ``sim`` (which has no shared-memory alignment).
-
-    Parameters: ``X`` (A's elements), ``Y`` (B's), ``C`` (the out's), ``W`` (the f32 split-K
-    workspace), then M, N, K, A's strides (sam, sak), B's (sbn, sbk), C's (scm, scn), the
-    workspace's (swm, swn, sws: row, column, range), ``KR`` (K per range, a multiple of the
-    chunk), alpha, beta. Grid: (column blocks, K ranges, row blocks), 256 threads."""
-    if b_unit not in ("n", "k"):
-        raise ValueError(f"b_unit must be 'n' or 'k', got {b_unit!r}")
-    R, V, KC, BN = cfg.rows, cfg.vector, cfg.chunk(b_unit), cfg.block_columns(b_unit)
-    RP = _padded_rows(R)
-    NCOL = V if b_unit == "n" else cfg.columns
-    src = Source()
-    src("import numpy as np",
-        "from numba import cuda, float32",
-        "from gemm.arch import (bf16_to_f32, bf16x2_to_f32, cvt_rn_bf16_f32, "
-        "cvt_rn_f16_f32, f16_to_f32, f16x2_to_f32, ld_v2_b32, ld_v2_f32, ld_v4_b32, "
-        "ld_v4_f32, shfl_xor_f32)",
-        "U = np.uint32", "", "")
-    with src.block("def kernel(X, Y, C, W, M, N, K, sam, sak, sbn, sbk, scm, scn, swm, swn, "
-                   "sws, KR, alpha, beta):"):
-        src(f"sA = cuda.shared.array({cfg.a_capacity(b_unit) * RP}, float32"
-            f"{align_arg(16, sim)})",
-            f"red = cuda.shared.array({R * BN}, float32)",
-            "t = U(cuda.threadIdx.x)", "lane = t % U(32)", "w = t // U(32)",
-            f"m0 = U(cuda.blockIdx.z) * U({R})", "s = U(cuda.blockIdx.y)",
-            "kbeg = s * KR", "kend = min(K, kbeg + KR)", f"n0 = U(cuda.blockIdx.x) * U({BN})")
-        if b_unit == "n":
-            src(f"n = n0 + lane * U({V})", f"full = n + U({V}) <= N")
-        else:
-            src(f"n = n0 + w * U({NCOL})")
-        acc = [[f"acc_{i}_{j}" for j in range(NCOL)] for i in range(R)]
-        for row in acc:
-            src(*(f"{x} = float32(0)" for x in row))
-        _a_to_shared(src, cfg, b_unit)
-        src("cuda.syncthreads()", "kc = kbeg")
-        with src.block("while kc < kend:"):
-            src(f"at = (kc - kbeg) * U({RP})")
-            steps = []              # (K position in sA, B's values of each column)
-            if b_unit == "n":
-                for u in range(cfg.unroll):
-                    src(f"k{u} = kc + w + U({WARPS * u})")
-                    names = _b_loads(src, cfg, f"b{u}", f"k{u} * sbk + n",
-                                     lambda v: f"k{u} < kend and n + U({v}) < N",
-                                     f"k{u} < kend and full")
-                    steps.append((f"at + (w + U({WARPS * u})) * U({RP})", names))
-            else:
-                src(f"k = kc + lane * U({V})")
-                cols = [_b_loads(src, cfg, f"b{j}", f"(n + U({j})) * sbn + k",
-                                 lambda v: f"n + U({j}) < N and k + U({v}) < kend",
-                                 f"n + U({j}) < N and k + U({V}) <= kend")
-                        for j in range(NCOL)]
-                steps = [(f"at + (U({32 * v}) + lane) * U({RP})", [c[v] for c in cols])
-                         for v in range(V)]
-            for at, values in steps:
-                a = _a_values(src, R, at)
-                for i in range(R):
-                    src(*(f"{acc[i][j]} += {a[i]} * {values[j]}" for j in range(NCOL)))
-            src(f"kc += U({KC})")
-        # the block's sums to shared red (R x BN), in a fixed order
-        if b_unit == "n":
-            src("e = t")
-            with src.block(f"while e < U({R * BN}):"):
-                src("red[e] = float32(0)", f"e += U({THREADS})")
-            with src.block(f"for q in range({WARPS}):"):
-                src("cuda.syncthreads()")
-                with src.block("if w == U(q):"):
-                    for i in range(R):
-                        for v in range(V):
-                            at = f"U({i * BN + v}) + lane * U({V})"
-                            src(f"red[{at}] += {acc[i][v]}")
-        else:
-            for off in (16, 8, 4, 2, 1):
-                for row in acc:
-                    src(*(f"{x} += shfl_xor_f32({x}, {off})" for x in row))
-            with src.block("if lane == U(0):"):
-                for i in range(R):
-                    src(*(f"red[U({i * BN + j}) + w * U({NCOL})] = {acc[i][j]}"
-                          for j in range(NCOL)))
-        src("cuda.syncthreads()", "e = t")
-        with src.block(f"while e < U({R * BN}):"):
-            src(f"i = e // U({BN})", f"col = n0 + e % U({BN})")
-            with src.block("if m0 + i < M and col < N:"):
-                with src.block("if cuda.gridDim.y > 1:"):
-                    src("W[s * sws + (m0 + i) * swm + col * swn] = red[e]")
-                with src.block("else:"):
-                    src("g = (m0 + i) * scm + col * scn", "v = alpha * red[e]")
-                    with src.block("if beta != float32(0):"):
-                        src(f"v += beta * {_TO_F32[cfg.out_dtype]}(C[g])")
-                    src(f"C[g] = {_FROM_F32[cfg.out_dtype]}(v)")
-            src(f"e += U({THREADS})")
-    return src.text()
-
-
 # --- compiled kernels and the call --------------------------------------------------------
 
 def _signature(cfg):
-    el, out = _ELEMENT[cfg.dtype], _ELEMENT[cfg.out_dtype]
+    el, out = STORAGE[cfg.dtype], STORAGE[cfg.out_dtype]
     return (f"void({el}[::1], {el}[::1], {out}[::1], float32[::1], "
             + ", ".join(["uint32"] * 13) + ", float32, float32)")
 
 
 def skinny_function(cfg: SkinnyConfig, b_unit: str) -> Any:
-    """The generated kernel as a plain Python function (for ``compile_ptx``), its module
-    written once and imported by later processes (:func:`gemm.codegen.kernel_module`)."""
-    sim = simulator_active()
-    return kernel_module("skinny", (cfg, b_unit, sim),
-                         lambda: skinny_source(cfg, b_unit, sim)).kernel
+    """The kernel as a plain Python function (for ``compile_ptx``), written with gemm.cute
+    (:func:`gemm.skinny_kernel.kernel_function`). Parameters: ``X`` (A's elements), ``Y``
+    (B's), ``C`` (the out's), ``W`` (the f32 split-K workspace), then M, N, K, A's strides
+    (sam, sak), B's (sbn, sbk), C's (scm, scn), the workspace's (swm, swn, sws: row, column,
+    range), ``KR`` (K per range, a multiple of the chunk), alpha, beta. Grid: (column
+    blocks, K ranges, row blocks), 256 threads."""
+    from .skinny_kernel import kernel_function     # numba and gemm.cute: only to compile
+    return kernel_function(cfg, b_unit)
+
+
+def _max_registers(cfg):
+    """A variant's register cap: 64 for one row, so that the four blocks an SM is given
+    (:func:`choose_split`) fit its 64K registers (the bf16 kernel takes 65 uncapped); none
+    otherwise (more rows need more, and a cap would spill)."""
+    return 64 if cfg.rows == 1 else None
 
 
 @lru_cache(maxsize=None)
@@ -328,9 +187,10 @@ def skinny_kernel(cfg: SkinnyConfig, b_unit: str) -> Any:
     cfg = replace(cfg, split_k=None)
     if simulator_active():
         return cuda.jit(_signature(cfg))(skinny_function(cfg, b_unit))
-    name = module_name("skinny", (cfg, b_unit, False))
-    return load_or_compile(name, lambda: compiled_binary(
-        cuda.jit(_signature(cfg))(skinny_function(cfg, b_unit)), _signature(cfg)))
+    name = binary_name("skinny", (cfg, b_unit))
+    jit = cuda.jit(_signature(cfg), max_registers=_max_registers(cfg))
+    return load_or_compile(name, lambda: compiled_binary(jit(skinny_function(cfg, b_unit)),
+                                                         _signature(cfg)))
 
 
 @lru_cache(maxsize=None)

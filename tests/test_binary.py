@@ -1,4 +1,4 @@
-"""gemm.call.binary and the variant-keyed module names, on the CPU: a compiled kernel's cubin file
+"""gemm.call.binary and the variant-keyed binary names, on the CPU: a compiled kernel's cubin file
 is written once and read back by later calls without compiling, per device architecture and
 numba version; a Binary loads its module once per CUDA context and raises the dynamic shared
 memory limit only when asked for more (against a stand-in for cuda.bindings' driver)."""
@@ -7,7 +7,6 @@ import types
 
 import pytest
 
-from gemm import codegen
 from gemm.call import binary
 
 
@@ -122,12 +121,12 @@ def test_driver_errors_are_named():
         binary._check((200, None), "cuModuleLoadData")
 
 
-def test_module_names_follow_the_variant_key():
-    a = codegen.module_name("simt", ("cfg", 0, 1))
-    assert a == codegen.module_name("simt", ("cfg", 0, 1))
-    assert a != codegen.module_name("simt", ("cfg", 1, 1))
+def test_binary_names_follow_the_variant_key():
+    a = binary.binary_name("simt", ("cfg", 0, 1))
+    assert a == binary.binary_name("simt", ("cfg", 0, 1))
+    assert a != binary.binary_name("simt", ("cfg", 1, 1))
     assert a.startswith("_layoutalg_simt_")
-    assert len(codegen.generator_version()) == 16
+    assert len(binary.code_version()) == 16
 
 
 def test_generated_kernels_depend_on_the_algebra_too():
@@ -138,6 +137,6 @@ def test_generated_kernels_depend_on_the_algebra_too():
 
     import layoutalg
     root = os.path.dirname(os.path.dirname(os.path.abspath(layoutalg.__file__)))
-    files = {os.path.relpath(p, root) for p in codegen.source_files()}
+    files = {os.path.relpath(p, root) for p in binary.source_files()}
     assert {os.path.join("layoutalg", f) for f in ("layout.py", "swizzle.py", "tiled.py")} <= files
     assert {os.path.join("gemm", "api.py"), os.path.join("gemm", "arch", "ptx.py")} <= files

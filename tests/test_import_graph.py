@@ -10,7 +10,7 @@ its objects in ``_python``, their numba side in ``_numba`` and ``_numba_ops``) -
 families (the packages ``simt``, ``tensorcore`` and ``hopper``, each with a ``config`` module
 below its generator, ``skinny`` and ``cute_kernels``), with the type rules (``dtypes``) and the
 call path's package ``gemm.call`` (operands, kept plans, cubins and their launch, importing
-only ``gemm._env`` and ``gemm.codegen``) below them -> ``gemm.matmul`` (``api``) and the
+only ``gemm._env``) below them -> ``gemm.matmul`` (``api``) and the
 package ``gemm.tuning`` (autotuning, the shipped shape table, precompiling), which only the
 modules on top import (``ON_TOP``).
 
@@ -43,7 +43,7 @@ EXTRA_EDGES = {}
 
 # Where the call path and tuning sit: the modules of each package here import, of gemm, only
 # their own package and these (gemm.call sits under the kernel families, which import it) ...
-BELOW = {"gemm.call": {"gemm._env", "gemm.codegen"}}
+BELOW = {"gemm.call": {"gemm._env"}}
 # ... and only these modules import the packages here (gemm.tuning sits on top, beside api).
 ON_TOP = {"gemm.tuning": {"gemm.api", "gemm.report", "gemm.__main__"}}
 

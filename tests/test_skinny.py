@@ -56,14 +56,17 @@ def test_ptx_has_no_local_memory(dtype, m, b_unit):
 
 
 def test_default_configs():
-    # at most 32 accumulators a thread, 16-byte loads of B where that allows
+    # about 32 accumulators a thread (two columns at least along N), 16-byte loads of B
+    # where that allows; a register cap for one row only
     for dtype in ("bfloat16", "float32"):
         for m in (1, 3, 16, 64):
             for b_unit in ("n", "k"):
                 cfg = skinny.default_config(dtype, dtype, m, b_unit)
                 assert cfg.rows == min(32, 1 << (m - 1).bit_length())
                 per_thread = cfg.rows * (cfg.vector if b_unit == "n" else cfg.columns)
-                assert per_thread <= 32
+                assert per_thread <= (64 if b_unit == "n" and cfg.rows == 32 else 32)
+                assert skinny._max_registers(cfg) == (64 if m == 1 else None)
+    assert skinny.default_config("float32", "float32", 32, "n").vector == 2
     assert skinny.default_config("bfloat16", "bfloat16", 1, "k").vector == 8
     assert skinny.default_config("float32", "float32", 1, "n").vector == 4
 
@@ -82,6 +85,6 @@ def test_split_rule_and_routing():
     assert not skinny.fits("float32", 8, 64, 64, 1, "n")        # too small to be worth it
 
 
-def test_source_refuses_an_unknown_major():
+def test_kernel_refuses_an_unknown_major():
     with pytest.raises(ValueError, match="b_unit"):
-        skinny.skinny_source(SkinnyConfig(), "m")
+        skinny.skinny_function(SkinnyConfig(), "m")

@@ -58,7 +58,7 @@ __all__ = [
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
-    "syncwarp", "tanh_approx_f32", "ex2_approx_f32", "rcp_approx_f32",
+    "syncwarp", "compiler_fence", "tanh_approx_f32", "ex2_approx_f32", "rcp_approx_f32",
 ] + ptx_convert.__all__
 
 
@@ -433,3 +433,10 @@ syncwarp = fence_intrinsic(
     "syncwarp", "bar.warp.sync -1;",
     "``bar.warp.sync 0xffffffff``: the warp's lanes meet here, their memory accesses before "
     "it ordered before those after it (CUDA's ``__syncwarp()``; the whole warp calls it).")
+
+
+compiler_fence = fence_intrinsic(
+    "compiler_fence", "",
+    "No instruction: a point that the compiler moves no memory access across (CUDA's "
+    "``asm volatile(\"\" ::: \"memory\")``), e.g. to keep a loop body's shared loads beside "
+    "the arithmetic that uses them instead of all at its top.")

@@ -47,7 +47,7 @@ __all__ = [
     "mma_m16n8k8_f16_f16", "mma_m16n8k8_f32_tf32",
     "ld_v4_b32", "ld_v4_f32", "st_v4_b32", "st_v4_f32",
     "ld_v2_b32", "ld_v2_f32", "st_v2_b32", "st_v2_f32", "shfl_xor_f32", "warp_uniform",
-    "syncwarp",
+    "syncwarp", "compiler_fence",
     "tanh_approx_f32", "ex2_approx_f32", "rcp_approx_f32",
     "pack_b16x2", "pack_bf16x2", "pack_f16x2", "unpack_b16x2",
     "cvt_rn_bf16x2_f32", "cvt_rn_f16x2_f32", "cvt_rn_bf16_f32", "cvt_rn_f16_f32",
@@ -590,6 +590,10 @@ def rcp_approx_f32(x):
 def syncwarp():
     """The warp's lanes meet here (``__syncwarp()``); the whole warp calls it."""
     _warp_collective("syncwarp", None, dict.fromkeys)
+
+
+def compiler_fence():
+    """Nothing: in Python every access happens where it is written."""
 
 
 # --- conversions and packing ---------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Compiled kernels kept as cubin files and loaded with the CUDA driver.
 
 numba compiles a kernel variant once; its cubin, for the architecture of the device it ran on,
-goes into a file named after the variant's generated module (so it changes with the variant,
-the package's code and the numba-cuda version) beside it in ``gemm.codegen.cache_dir()``.
+goes into a file named after the variant (:func:`binary_name`: so it changes with the variant,
+the package's code and the numba-cuda version) in :func:`cache_dir`.
 Every later first call of the variant, in this process or another, reads that file and loads
 it with ``cuModuleLoadData``, and ``gemm.call.launch`` launches it: numba is not imported for it,
 and numba's target initialisation and disk-cache lookup are not paid (the times:
@@ -13,14 +13,69 @@ A :class:`Binary` is loaded into the current CUDA context (the primary context o
 which torch, CuPy and numba all use), once per context.
 """
 
+import hashlib
 import importlib.metadata
 import os
 from functools import lru_cache
 
-from ..codegen import cache_dir
+import layoutalg
 
 __all__ = ["Binary", "load_or_compile", "compiled_binary", "device_arch", "device_properties",
-           "sm_count", "stream_capturing"]
+           "sm_count", "stream_capturing", "binary_name", "code_version", "cache_dir"]
+
+
+# --- the files: where, and named after what -------------------------------------------------
+
+def cache_dir():
+    """Where compiled kernels live: ``$LAYOUTALG_CACHE/kernels`` or
+    ``~/.cache/layoutalg/kernels``."""
+    root = os.environ.get("LAYOUTALG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "layoutalg")
+    path = os.path.join(root, "kernels")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def binary_name(prefix, key):
+    """The name of a kernel variant's compiled file: ``key`` (a value whose repr names
+    everything the kernel depends on) and :func:`code_version` hashed, so that a change to
+    the variant or to the package's code changes the file."""
+    text = f"{key!r} {code_version()}"
+    return f"_layoutalg_{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+def _package_dirs():
+    """The folders of the two packages kernels depend on: gemm and layoutalg (the algebra
+    their layouts come from)."""
+    return [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            os.path.dirname(os.path.abspath(layoutalg.__file__))]
+
+
+def source_files():
+    """The Python files of the gemm and layoutalg packages (what compiled kernels depend
+    on), in a fixed order: gemm's, then layoutalg's."""
+    found = []
+    for package in _package_dirs():
+        for folder, dirs, files in os.walk(package):
+            dirs.sort()
+            found += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
+@lru_cache(maxsize=None)
+def code_version():
+    """A hash of :func:`source_files` (their paths within the folder holding their package,
+    as ``gemm/api.py`` and ``layoutalg/layout.py``, and contents), computed once per process."""
+    digest = hashlib.sha256()
+    packages = _package_dirs()
+    for path in source_files():
+        root = os.path.dirname(next(p for p in packages if path.startswith(p + os.sep)))
+        with open(path, "rb") as fh:
+            digest.update(os.path.relpath(path, root).encode() + b"\0" + fh.read())
+    return digest.hexdigest()[:16]
+
+
+# --- the driver -----------------------------------------------------------------------------
 
 
 def _driver():
@@ -142,8 +197,9 @@ def _numba_version():
 
 
 def load_or_compile(name, compile_fn):
-    """The :class:`Binary` of the generated module ``name`` for the current device: read from
-    its cubin file, or ``compile_fn()`` -> (entry name, cubin) and written there first."""
+    """The :class:`Binary` of the kernel variant ``name`` (:func:`binary_name`) for the
+    current device: read from its cubin file, or ``compile_fn()`` -> (entry name, cubin) and
+    written there first."""
     path = os.path.join(cache_dir(), f"{name}.{device_arch()}.numba-{_numba_version()}.cubin")
     try:
         with open(path, "rb") as f:

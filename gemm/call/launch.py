@@ -1,4 +1,4 @@
-"""Launching generated kernels with little host overhead.
+"""Launching compiled kernels with little host overhead.
 
 numba's ``kernel[grid, block, stream, shmem](*args)`` wraps every array argument (a torch
 tensor becomes a numba DeviceNDArray through ``__cuda_array_interface__``) and converts every
@@ -24,8 +24,7 @@ import threading
 import numpy as np
 
 from gemm._env import simulator_active
-from gemm.call.binary import Binary, compiled_binary, load_or_compile
-from gemm.codegen import module_name
+from gemm.call.binary import Binary, binary_name, compiled_binary, load_or_compile
 
 __all__ = ["Launcher", "BoundLaunch", "current_context", "kept_launcher", "compiled_launcher"]
 
@@ -162,7 +161,7 @@ def compiled_launcher(prefix, key, function, signature, itemsizes, scalar_types,
     from numba import cuda
     kernel = cuda.jit(signature)(function)
     if not simulator_active():
-        kernel = load_or_compile(module_name(prefix, key),
+        kernel = load_or_compile(binary_name(prefix, key),
                                  lambda: compiled_binary(kernel, signature))
     return Launcher(kernel, len(itemsizes), tuple(itemsizes), scalar_types,
                     free_scalars=free_scalars)

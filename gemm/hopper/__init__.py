@@ -49,11 +49,11 @@ import numpy as np
 from .. import splitk
 from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
-from ..call.binary import compiled_binary, device_properties, load_or_compile, sm_count
+from ..call.binary import (binary_name, compiled_binary, device_properties, load_or_compile,
+                           sm_count)
 from ..call.launch import kept_launcher
 from ..call.operands import (bias_operand, check_same_device, kernel_buffer,
                              product_operands, scale_operands, stream_handle)
-from ..codegen import module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, check_scalars, checked_out, fp8_dtypes,
                       operand_dtype)
 from ..epilogue import check_activation
@@ -147,7 +147,7 @@ def ptx(config=None, dtype="bfloat16", a_major="K", b_major="K", out_dtype="floa
 def hopper_binary(variant):
     """The variant's compiled kernel for the current device (its cubin file when an earlier
     call or process compiled it)."""
-    name = module_name("hopper", (variant, False))
+    name = binary_name("hopper", (variant, False))
     return load_or_compile(name, lambda: compiled_binary(hopper_kernel(variant),
                                                          variant.signature))
 

@@ -18,8 +18,7 @@ configuration (:class:`SimtConfig`, :func:`copy_vector`) is defined in
 from functools import lru_cache
 
 from .._env import simulator_active
-from ..call.binary import compiled_binary, load_or_compile
-from ..codegen import module_name
+from ..call.binary import binary_name, compiled_binary, load_or_compile
 from ..splitk import MAX_SPLIT_K  # noqa: F401 - importable from here, as before
 from .config import PIPELINES, SimtConfig, copy_vector
 
@@ -56,6 +55,6 @@ def simt_kernel(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
 def simt_binary(cfg, a_unit, b_unit, vec_a=4, vec_b=4):
     """The variant's compiled kernel for the current device (a :class:`gemm.call.binary.Binary`):
     its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
-    name = module_name("simt", (cfg, a_unit, b_unit, vec_a, vec_b, False))
+    name = binary_name("simt", (cfg, a_unit, b_unit, vec_a, vec_b, False))
     return load_or_compile(name, lambda: compiled_binary(
         simt_kernel(cfg, a_unit, b_unit, vec_a, vec_b), SIGNATURE))

@@ -25,10 +25,9 @@ import numpy as np
 
 from .._env import simulator_active
 from ..arch.smem import STATIC_SHARED_LIMIT
-from ..call.binary import compiled_binary, load_or_compile
+from ..call.binary import binary_name, compiled_binary, load_or_compile
 from ..call.launch import kept_launcher
 from ..call.operands import MAX_GRID_YZ, kernel_buffer, product_operands, stream_handle
-from ..codegen import module_name
 from ..dtypes import (DTYPES, MAJORS, OUT_DTYPES, RAW16, check_scalars,  # noqa: F401
                       checked_out, operand_dtype)
 from .config import TensorCoreConfig, Variant, copy_grid, variant_of
@@ -63,7 +62,7 @@ def tensorcore_binary(variant):
     """The variant's compiled kernel for the current device (a :class:`gemm.call.binary.Binary`):
     its cubin file when an earlier call or process compiled it, else compiled now (numba)."""
     v = variant_of(variant)
-    name = module_name("tensorcore", (v, False))
+    name = binary_name("tensorcore", (v, False))
     return load_or_compile(name, lambda: compiled_binary(tensorcore_kernel(v), v.signature))
 
 

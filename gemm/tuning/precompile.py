@@ -1,7 +1,7 @@
 """Compile the named kernels for every operand major and copy width, in parallel processes.
 
 A new kernel variant takes numba a few seconds to compile; its cubin is kept in
-``gemm.codegen.cache_dir()`` (gemm.call.binary), so a later call or process loads it in a
+``gemm.call.binary.cache_dir()``, so a later call or process loads it in a
 millisecond. ``python -m gemm precompile`` fills that cache using every core,
 before tests or benchmarks that touch many variants: every SIMT variant, and on a GPU the
 tensor-core kernel in its default configuration for each operand type and pair of majors

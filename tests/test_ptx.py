@@ -374,7 +374,7 @@ def test_jit_kernel_options_are_kept():
     assert "div.rn.f32" in arch_inspect.compile_ptx(k.py_func, (F32,), (8, 0))
 
 
-STAGES_IN_FLIGHT = 2   # a module global: typed as a literal, as generated kernels use it
+STAGES_IN_FLIGHT = 2   # a module global: typed as a literal, as kernels' constants are
 
 
 def test_literals_from_closures_and_globals():

@@ -131,7 +131,7 @@ class Launcher:
 
 def kept_launcher(launchers, variant, kernel, binary, dynamic_shared, n_arrays, itemsize,
                   scalar_types, free_scalars=0):
-    """The :class:`Launcher` of a generated kernel's ``variant``, kept in ``launchers`` (a
+    """The :class:`Launcher` of a kernel family's ``variant``, kept in ``launchers`` (a
     dict by variant) and made on its first use: in the CUDA simulator of ``kernel(variant)``
     (its ``cuda.jit`` kernel), on a GPU of ``binary(variant)`` (its compiled
     :class:`gemm.call.binary.Binary`), which is first allowed ``dynamic_shared`` bytes of

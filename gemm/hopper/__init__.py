@@ -28,7 +28,7 @@ What TMA needs, and what the kernel does otherwise:
   kernel);
 - any M, N, K: boxes past the edges are zero-filled, the epilogue is predicated.
 
-In numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) the same generated kernel runs on the twins
+In numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) the same kernel runs on the twins
 of ``gemm.arch.sim_sm90`` (TMA over maps of ``sim_tensor_map``, mbarriers, wgmma), planned for
 ``SIM_SMS`` SMs.
 

@@ -159,12 +159,11 @@ def _prefetch(cfg, a_unit, b_unit, vec_a, vec_b):
 
         # Copy gmem to smem for the first k-tile (zeros outside the problem)
         k_tile_max = min(size(tAgA[0, 0, 0, None]), k0 + KPS)
+        tAcA_k, tBcB_k = tAcA[None, None, None, k0], tBcB[None, None, None, k0]
         for r in unroll(GROUPS_A):
-            tApA[r] = elem_less(tAcA[None, None, None, k0][r * VEC_A],
-                                (M, K))
+            tApA[r] = elem_less(tAcA_k[r * VEC_A], (M, K))
         for r in unroll(GROUPS_B):
-            tBpB[r] = elem_less(tBcB[None, None, None, k0][r * VEC_B],
-                                (N, K))
+            tBpB[r] = elem_less(tBcB_k[r * VEC_B], (N, K))
         copy_if(COPY_A, tApA, tAgA[None, None, None, k0], tAsA)
         copy_if(COPY_B, tBpB, tBgB[None, None, None, k0], tBsB)
 
@@ -192,12 +191,11 @@ def _prefetch(cfg, a_unit, b_unit, vec_a, vec_b):
             cuda.syncthreads()
 
             if k + U(1) < k_tile_max:
+                tAcA_k, tBcB_k = tAcA[None, None, None, k + U(1)], tBcB[None, None, None, k + U(1)]
                 for r in unroll(GROUPS_A):
-                    tApA[r] = elem_less(
-                        tAcA[None, None, None, k + U(1)][r * VEC_A], (M, K))
+                    tApA[r] = elem_less(tAcA_k[r * VEC_A], (M, K))
                 for r in unroll(GROUPS_B):
-                    tBpB[r] = elem_less(
-                        tBcB[None, None, None, k + U(1)][r * VEC_B], (N, K))
+                    tBpB[r] = elem_less(tBcB_k[r * VEC_B], (N, K))
                 copy_if(COPY_A, tApA, tAgA[None, None, None, k + U(1)], tAsA)
                 copy_if(COPY_B, tBpB, tBgB[None, None, None, k + U(1)], tBsB)
 
@@ -252,10 +250,11 @@ def _double_buffer(cfg, a_unit, b_unit, vec_a, vec_b):
 
         # Copy gmem to smem for the first k-tile (zeros outside the problem)
         k_tile_max = min(size(tAgA[0, 0, 0, None]), k0 + KPS)
+        tAcA_k, tBcB_k = tAcA[None, None, None, k0], tBcB[None, None, None, k0]
         for r in unroll(GROUPS_A):
-            tApA[r] = elem_less(tAcA[None, None, None, k0][r * VEC_A], (M, K))
+            tApA[r] = elem_less(tAcA_k[r * VEC_A], (M, K))
         for r in unroll(GROUPS_B):
-            tBpB[r] = elem_less(tBcB[None, None, None, k0][r * VEC_B], (N, K))
+            tBpB[r] = elem_less(tBcB_k[r * VEC_B], (N, K))
         copy_if(COPY_A, tApA, tAgA[None, None, None, k0], tAsA[None, None, None, 0])
         copy_if(COPY_B, tBpB, tBgB[None, None, None, k0], tBsB[None, None, None, 0])
 
@@ -298,12 +297,12 @@ def _double_buffer(cfg, a_unit, b_unit, vec_a, vec_b):
                 copy(S2R_B, tCsB_p[None, None, k_block_next], tCrB[None, None, k_block_next])
 
                 if k_block == 0 and k_tile + U(1) < k_tile_max:
+                    tAcA_k = tAcA[None, None, None, k_tile + U(1)]
+                    tBcB_k = tBcB[None, None, None, k_tile + U(1)]
                     for r in unroll(GROUPS_A):
-                        tApA[r] = elem_less(tAcA[None, None, None, k_tile + U(1)][r * VEC_A],
-                                            (M, K))
+                        tApA[r] = elem_less(tAcA_k[r * VEC_A], (M, K))
                     for r in unroll(GROUPS_B):
-                        tBpB[r] = elem_less(tBcB[None, None, None, k_tile + U(1)][r * VEC_B],
-                                            (N, K))
+                        tBpB[r] = elem_less(tBcB_k[r * VEC_B], (N, K))
                     copy_if(COPY_A, tApA, tAgA[None, None, None, k_tile + U(1)],
                             tAsA[None, None, None, smem_write])
                     copy_if(COPY_B, tBpB, tBgB[None, None, None, k_tile + U(1)],

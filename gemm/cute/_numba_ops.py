@@ -522,8 +522,8 @@ def _check_mma_types(atom, op, C, A, B):
 
 @lower_builtin(cute.gemm, StaticType, TensorType, TensorType, TensorType)
 def _tiled_gemm(context, builder, sig, args):
-    """gemm(tiled_mma, C, A, B): one mma.sync per (m, n, k), C kept in registers over k;
-    UniversalFMA's FMAs."""
+    """gemm(tiled_mma, C, A, B): one mma.sync per (m, n, k), C kept in registers over k (A's
+    and B's registers read once each, tf32's rounded once); UniversalFMA's FMAs."""
     atom = sig.args[0].value.atom
     C, A, B = sig.args[1:]
     if is_gmma(atom):
@@ -547,13 +547,15 @@ def _tiled_gemm(context, builder, sig, args):
             lo, hi = (builder.zext(load(v + h), I32) for h in (0, 1))
             out.append(builder.or_(lo, builder.shl(hi, ir.Constant(I32, 16))))
         return out
+    a_regs = [[registers(A, args[2], va, i, kk) for kk in range(k)] for i in range(m)]
+    b_regs = [[registers(B, args[3], vb, j, kk) for kk in range(k)] for j in range(n)]
     for i in range(m):
         for j in range(n):
             acc = [context.cast(builder, builder.load(_at(context, builder, C, args[1],
                                                           (v, i, j))), C.dtype, types.float32)
                    for v in range(vc)]
             for kk in range(k):
-                a, b = registers(A, args[2], va, i, kk), registers(B, args[3], vb, j, kk)
+                a, b = a_regs[i][kk], b_regs[j][kk]
                 acc = unpack(builder, asm(builder, ret, text, constraints, a + b + acc,
                                           attrs=("convergent", "readnone")), vc)
             for v in range(vc):

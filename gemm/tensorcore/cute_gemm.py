@@ -22,9 +22,9 @@ of bf16 / f16 or float32 multiplied as tf32, either major, read in cp.async copi
   k-tile's shared stage waited for before the last k-block, and the k-tile that many ahead
   issued at the first;
 - launch order: the blocks of ``group_m`` tile rows of one tile column first (L2 reuse);
-- epilogue: ``alpha * acc`` staged through shared memory (a padded float32 tile), then
-  each thread's 16-byte runs of a row of C with ``beta * C`` added, converted to the out
-  type; runs past the edge element by element.
+- epilogue: the accumulators staged through shared memory (a padded float32 tile), then
+  each thread's 16-byte runs of a row of C, ``alpha * acc`` with ``beta * C`` added,
+  converted to the out type; runs past the edge element by element.
 """
 
 from __future__ import annotations
@@ -195,7 +195,6 @@ def kernel_function(v):
     LD_C = make_tiled_copy(UniversalCopy(128, np.float32),          # the same runs as float32
                            Layout((threads // runs, runs), (runs, 1)), Layout((1, VE)))
     ST_ACC = make_tiled_copy(UniversalCopy(64, np.float32), Layout(threads), Layout(2))
-    N_ACC = bM * bN // threads
     store, load = conversions(v.out_dtype)
     C_RUNS = bM * bN // VE // threads
     RUN = static_range(VE)
@@ -212,10 +211,11 @@ def kernel_function(v):
         """k-tile ``k`` into ``stage``, the copies of elements past M, N or K left out (zeros:
         cp.async fills them, a plain copy's are written first); the predicates computed anew
         each time (fewer registers held through the loop)."""
+        cA, cB = tAcA[None, None, None, k], tBcB[None, None, None, k]
         for r in unroll(COPIES_A):
-            tApA[r] = elem_less(tAcA[None, None, None, k][r * VEC_A], (M, K))
+            tApA[r] = elem_less(cA[r * VEC_A], (M, K))
         for r in unroll(COPIES_B):
-            tBpB[r] = elem_less(tBcB[None, None, None, k][r * VEC_B], (N, K))
+            tBpB[r] = elem_less(cB[r * VEC_B], (N, K))
         if PLAIN_A:
             fill(tAsA[None, None, None, stage], 0)
         if PLAIN_B:
@@ -267,14 +267,13 @@ def kernel_function(v):
             mainloop_edges(tAgA, tAsA, tBgB, tBsB, tApA, tBpB, tAcA, tBcB, tXsA, tXrA, tXsB,
                            tXrB, tCrA, tCrB, tCrC, M, N, K, k_tiles)
 
-        # epilogue: alpha * acc staged in shared memory, then C in 16-byte runs of a row
+        # epilogue: acc staged in shared memory, then alpha * acc (+ beta * C) in 16-byte
+        # runs of a row of C
         arch.cp_async_wait(0)
         cuda.syncthreads()                      # every ldmatrix of the ring is done
         smc = cuda.shared.array(0, float32, alignment=align)
         sC = make_shared_tensor(smc, SC, base // U(PER_FLOAT))
         tCsC = partition_C(thr, sC)
-        for i in unroll(static_range(N_ACC)):
-            tCrC[i] = alpha * tCrC[i]
         copy(ST_ACC, tCrC, tCsC)                # a pair of columns a store
         cuda.syncthreads()
         s2g = get_slice(S2G, t)
@@ -287,6 +286,8 @@ def kernel_function(v):
         o = make_fragment_like(tDgC[None, 0, 0], uint16 if half else float32)
         for r in range(C_RUNS):                 # (a loop: NVVM unrolls it, numba compiles it once)
             copy(LD_C, tDsC[None, r, 0], x)
+            for e in unroll(RUN):
+                x[e] = alpha * x[e]
             if elem_less(tDcC[None, r, 0][VE - 1], (M, N)):
                 if beta != float32(0):
                     copy(S2G, tDgC[None, r, 0], o)

@@ -14,6 +14,7 @@ copies), so each copy overlaps the next matmul.
 NVLink multicast is never used (no ``cuMulticastCreate``).
 """
 
+import contextlib
 import logging
 
 from ..call.binary import _check, _driver
@@ -275,11 +276,10 @@ class PeerExchange:
         if not push.fits(src_ptr, dst, self.slot_bytes):
             return False
         self.kernel_pushes += 1
-        if torch.cuda.current_device() == self.device.index:
+        # the kernel is launched in the current context: make it the comm stream's
+        same = torch.cuda.current_device() == self.device.index
+        with contextlib.nullcontext() if same else torch.cuda.device(self.device):
             push.push(self.comm.cuda_stream, src_ptr, dst, self.slot_bytes, self.blocks)
-        else:       # the kernel is launched in the current context: the comm stream's
-            with torch.cuda.device(self.device):
-                push.push(self.comm.cuda_stream, src_ptr, dst, self.slot_bytes, self.blocks)
         return True
 
     def _finish(self, cur, t):

@@ -42,8 +42,7 @@ from .call.binary import binary_name, compiled_binary, load_or_compile, sm_count
 from .call.launch import Launcher
 from .call.operands import (MAX_GRID_YZ, check_same_device, check_spans, kernel_buffer,
                             output_operand, product_operands, stream_handle)
-from .dtypes import STORAGE
-from .dtypes import RAW16, check_scalars, out_dtype_of
+from .dtypes import RAW16, STORAGE, check_scalars, out_dtype_of
 
 __all__ = ["SkinnyConfig", "default_config", "fits", "skinny_function",
            "skinny_kernel", "launch_matmul", "choose_split"]

@@ -28,7 +28,7 @@ from layoutalg import Layout, UniversalCopy, make_tiled_copy
 from gemm import arch
 from gemm.cute import (copy, copy_if, dynamic_range, elem_less, fill, gemm, get_slice, local_tile,
                        make_fragment_like, make_identity_tensor, make_layout,
-                       make_shared_tensor, make_tensor, partition_S, static, static_range,
+                       make_shared_tensor, make_tensor, partition_S, size, static, static_range,
                        unroll, unrolled)
 from gemm.dtypes import STORAGE
 from gemm.epilogue_kernel import conversions
@@ -100,6 +100,34 @@ def _load_b(LOAD_B, runs, V):
     return cuda.jit(device=True, inline="always")(load_b)
 
 
+def _walk(p, CHUNK, ROW_B):
+    """A device function walking the block's K range ``kbeg .. kend`` chunk by chunk: the
+    chunk's runs of B (``tBgB``, their coordinates ``tBcB``: (V, runs, 1, c)) into registers
+    ``tBrB``, then ``CHUNK(sAc, tBrB, acc, a, b, which, c - first)`` (its products into
+    ``acc``).
+    Chunks inside the matrix (whole, and ``full``: the block's columns all inside N) are
+    copied without predicates, the rest zero-filled and predicated by ``bound``."""
+    LOAD_B, KC, ELEMENT, PRED = p["LOAD_B"], p["KC"], p["ELEMENT"], p["PRED"]
+    LOAD_RUNS = _load_b(LOAD_B, size(PRED), p["V"])
+    ROW_A = Layout((1, p["R"]))
+
+    def walk(tBgB, tBcB, sAc, acc, which, kbeg, kend, full, bound):
+        tBrB = make_fragment_like(tBgB[None, None, None, 0], ELEMENT)
+        pred = make_fragment_like(PRED, int32)                  # a run inside the bound
+        a = make_fragment_like(ROW_A, float32)
+        b = make_fragment_like(ROW_B, float32)
+        first, last = kbeg // U(KC), (kend + U(KC - 1)) // U(KC)
+        inside = kend // U(KC) if full else first
+        for c in dynamic_range(first, inside):
+            copy(LOAD_B, tBgB[None, None, None, c], tBrB)
+            CHUNK(sAc, tBrB, acc, a, b, which, c - first)
+        for c in dynamic_range(inside, last):
+            LOAD_RUNS(tBgB[None, None, None, c], tBcB[None, None, None, c], tBrB, pred,
+                      bound)
+            CHUNK(sAc, tBrB, acc, a, b, which, c - first)
+    return cuda.jit(device=True, inline="always")(walk)
+
+
 def _a_to_shared(dtype, R, KC, THREADS):
     """A device function copying A's rows ``m0 ..`` x K ``kbeg .. kend`` of ``mA`` to shared
     ``sA`` as float32, whole chunks of ``KC`` positions (zeros past M and kend): element
@@ -144,13 +172,12 @@ def _epilogue(out_dtype, R, BN, THREADS):
 def _along_n(cfg):
     """B (K, N) with N the unit stride: lanes along N, warps along K."""
     p = _parts(cfg, "n")
-    R, V, KC, BN = p["R"], p["V"], p["KC"], p["BN"]
+    R, V, BN = p["R"], p["V"], p["BN"]
     SA, RED, TILE_A, TILE_B, TILE_C = p["SA"], p["RED"], p["TILE_A"], p["TILE_B"], p["TILE_C"]
-    LOAD_A, LOAD_B, ELEMENT, TO_F32 = p["LOAD_A"], p["LOAD_B"], p["ELEMENT"], p["TO_F32"]
-    EPILOGUE, A_TO_SHARED, PRED = p["EPILOGUE"], p["A_TO_SHARED"], p["PRED"]
+    LOAD_A, LOAD_B, TO_F32 = p["LOAD_A"], p["LOAD_B"], p["TO_F32"]
+    EPILOGUE, A_TO_SHARED = p["EPILOGUE"], p["A_TO_SHARED"]
     THREADS, WARPS = p["THREADS"], p["WARPS"]
-    LOAD_RUNS = _load_b(LOAD_B, cfg.unroll, V)
-    ACC, ROW_A, ROW_B = Layout((1, R, V)), Layout((1, R)), Layout((1, V))
+    ACC = Layout((1, R, V))
     TILE_T = static((R, V))                                 # a thread's sums
     STEPS, VALUES, ROWS = (static_range(n) for n in (cfg.unroll, V, R))
 
@@ -163,7 +190,7 @@ def _along_n(cfg):
             for v in unroll(VALUES):
                 b[0, v] = TO_F32(tBrB[v, u, 0])
             gemm(acc, a, b)
-    CHUNK = cuda.jit(device=True, inline="always")(chunk)
+    WALK = _walk(p, cuda.jit(device=True, inline="always")(chunk), Layout((1, V)))
 
     @unrolled
     def kernel(X, Y, C, W, M, N, K, sam, sak, sbn, sbk, scm, scn, swm, swn, sws, KR, alpha,
@@ -182,26 +209,12 @@ def _along_n(cfg):
         cB = local_tile(make_identity_tensor((K, N)), TILE_B, (None, bx))   # (KC, BN, c)
         thr = get_slice(LOAD_B, t)
         tBgB, tBcB = partition_S(thr, gB), partition_S(thr, cB)    # (V, STEPS, 1, c)
-        tBrB = make_fragment_like(tBgB[None, None, None, 0], ELEMENT)
-        pred = make_fragment_like(PRED, int32)                  # a run inside the bound
         sAc = local_tile(sA, TILE_A, (0, None))              # (R, KC, c)
         acc = make_fragment_like(ACC, float32)
-        a = make_fragment_like(ROW_A, float32)
-        b = make_fragment_like(ROW_B, float32)
         fill(acc, 0)
         cuda.syncthreads()
-
-        # B's rows k = c KC + w + 8 u of chunk c, a run of V columns each: chunks inside
-        # the matrix without predicates, then the rest
-        first, last = kbeg // U(KC), (kend + U(KC - 1)) // U(KC)
-        inside = kend // U(KC) if (bx + U(1)) * U(BN) <= N else first
-        for c in dynamic_range(first, inside):
-            copy(LOAD_B, tBgB[None, None, None, c], tBrB)
-            CHUNK(sAc, tBrB, acc, a, b, w, c - first)
-        for c in dynamic_range(inside, last):
-            LOAD_RUNS(tBgB[None, None, None, c], tBcB[None, None, None, c], tBrB, pred,
-                      (kend, N))
-            CHUNK(sAc, tBrB, acc, a, b, w, c - first)
+        # B's rows k = c KC + w + 8 u of chunk c, a run of V columns each
+        WALK(tBgB, tBcB, sAc, acc, w, kbeg, kend, (bx + U(1)) * U(BN) <= N, (kend, N))
 
         # the block's sums: the warps' added in shared memory, in warp order
         e = t
@@ -228,14 +241,13 @@ def _along_n(cfg):
 def _along_k(cfg):
     """B as (N, K) with K the unit stride: lanes along K, warp ``w`` on columns ``w + 8 j``."""
     p = _parts(cfg, "k")
-    R, V, KC = p["R"], p["V"], p["KC"]
+    R, V = p["R"], p["V"]
     SA, RED, TILE_A, TILE_B, TILE_C = p["SA"], p["RED"], p["TILE_A"], p["TILE_B"], p["TILE_C"]
-    LOAD_A, LOAD_B, ELEMENT, TO_F32 = p["LOAD_A"], p["LOAD_B"], p["ELEMENT"], p["TO_F32"]
-    EPILOGUE, A_TO_SHARED, PRED = p["EPILOGUE"], p["A_TO_SHARED"], p["PRED"]
+    LOAD_A, LOAD_B, TO_F32 = p["LOAD_A"], p["LOAD_B"], p["TO_F32"]
+    EPILOGUE, A_TO_SHARED = p["EPILOGUE"], p["A_TO_SHARED"]
     WARPS = p["WARPS"]
-    LOAD_RUNS = _load_b(LOAD_B, cfg.columns, V)
     NCOL = cfg.columns
-    ACC, ROW_A, ROW_B = Layout((1, R, NCOL)), Layout((1, R)), Layout((1, NCOL))
+    ACC = Layout((1, R, NCOL))
     COLUMNS, VALUES, ROWS = (static_range(n) for n in (NCOL, V, R))
     ACCS = static_range(R * NCOL)
     OFFSETS = (16, 8, 4, 2, 1)
@@ -251,7 +263,7 @@ def _along_k(cfg):
                 b[0, j] = TO_F32(tBrB[v, j, 0])
             gemm(acc, a, b)
             arch.compiler_fence()
-    CHUNK = cuda.jit(device=True, inline="always")(chunk)
+    WALK = _walk(p, cuda.jit(device=True, inline="always")(chunk), Layout((1, NCOL)))
 
     @unrolled
     def kernel(X, Y, C, W, M, N, K, sam, sak, sbn, sbk, scm, scn, swm, swn, sws, KR, alpha,
@@ -270,26 +282,12 @@ def _along_k(cfg):
         cB = local_tile(make_identity_tensor((N, K)), TILE_B, (bx, None))   # (BN, KC, c)
         thr = get_slice(LOAD_B, t)
         tBgB, tBcB = partition_S(thr, gB), partition_S(thr, cB)    # (V, NCOL, 1, c)
-        tBrB = make_fragment_like(tBgB[None, None, None, 0], ELEMENT)
-        pred = make_fragment_like(PRED, int32)                  # a run inside the bound
         sAc = local_tile(sA, TILE_A, (0, None))              # (R, (V, 32), c)
         acc = make_fragment_like(ACC, float32)
-        a = make_fragment_like(ROW_A, float32)
-        b = make_fragment_like(ROW_B, float32)
         fill(acc, 0)
         cuda.syncthreads()
-
-        # columns w + 8 j, K positions c KC + V lane .. of chunk c, a run of V each: chunks
-        # inside the matrix without predicates, then the rest
-        first, last = kbeg // U(KC), (kend + U(KC - 1)) // U(KC)
-        inside = kend // U(KC) if (bx + U(1)) * U(BN) <= N else first
-        for c in dynamic_range(first, inside):
-            copy(LOAD_B, tBgB[None, None, None, c], tBrB)
-            CHUNK(sAc, tBrB, acc, a, b, lane, c - first)
-        for c in dynamic_range(inside, last):
-            LOAD_RUNS(tBgB[None, None, None, c], tBcB[None, None, None, c], tBrB, pred,
-                      (N, kend))
-            CHUNK(sAc, tBrB, acc, a, b, lane, c - first)
+        # columns w + 8 j, K positions c KC + V lane .. of chunk c, a run of V each
+        WALK(tBgB, tBcB, sAc, acc, lane, kbeg, kend, (bx + U(1)) * U(BN) <= N, (N, kend))
 
         # the block's sums: each warp's by butterfly shuffles, then lane 0's to shared memory
         for off in unroll(OFFSETS):

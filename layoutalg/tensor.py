@@ -667,10 +667,17 @@ def _tiler_extent(t):
     return None
 
 
-def _pad_to_tiler(tensor, tiler):
-    """Pad the extents of the top-level modes up to multiples of the tiler's (ceil_div): the
-    extra coordinates are out of bounds and must be predicated (identity tensors)."""
-    L = tensor.layout
+@lru_cache(maxsize=4096)
+def _tiled(layout, tiler):
+    """``layout`` padded to the tiler (:func:`_pad_layout`) and zipped-divided by it: what
+    :func:`local_tile` indexes (remembered: a kernel's threads tile the same layouts)."""
+    return zipped_divide(_pad_layout(layout, tiler), tiler)
+
+
+def _pad_layout(L, tiler):
+    """``L`` with the extents of its top-level modes padded up to multiples of the tiler's
+    (ceil_div): the extra coordinates are out of bounds and must be predicated (identity
+    tensors)."""
     modes = _modes(L)
     if len(tiler) > len(modes):
         raise LayoutError(f"tiler {fmt(tuple(tiler))} has more modes than {L}")
@@ -685,10 +692,10 @@ def _pad_to_tiler(tensor, tiler):
         modes[i] = _make(_ceil_div(modes[i].size, n) * n, modes[i].stride)
         changed = True
     if not changed:
-        return tensor
+        return L
     if not isinstance(L.shape, tuple):
-        return tensor.with_layout(modes[0])
-    return tensor.with_layout(make_layout(*modes))
+        return modes[0]
+    return make_layout(*modes)
 
 
 def _as_tiler(tiler):
@@ -747,8 +754,7 @@ def local_tile(tensor: Tensor, tiler: Tiler, coord: Coord, proj: Optional[Coord]
         tiler, coord = dice(proj, tiler), dice(proj, coord)
     if len(coord) > tensor.rank:
         raise LayoutError(f"local_tile: coordinate {coord} has more modes than {tensor.layout}")
-    padded = _pad_to_tiler(tensor, tiler)
-    Z = padded.zipped_divide(tiler)
+    Z = tensor.with_layout(_tiled(tensor.layout, tiler))
     for k, c in enumerate(coord):
         if is_int(c) and k < len(tiler):
             n = Z.layout[1][k].size
@@ -788,6 +794,5 @@ def local_partition(tensor: Tensor, thr_layout: Layout, idx: Int,
     hier = hier if isinstance(thr_layout.shape, tuple) else (hier,)
     coord = tuple(_crd2idx(c, m.shape) for c, m in zip(hier, modes))
     tiler = tuple(m.size for m in modes)
-    padded = _pad_to_tiler(tensor, tiler)
-    Z = padded.zipped_divide(tiler)
+    Z = tensor.with_layout(_tiled(tensor.layout, tiler))
     return Z[(coord, (None,) * tensor.rank)]

@@ -507,9 +507,15 @@ def crd2crd(crd: IntTuple, src_shape: IntTuple, dst_shape: IntTuple) -> IntTuple
 
 
 def has_none(crd: Coord) -> bool:
+    """Whether ``crd`` holds None (CuTe's ``_``) at any depth: a slice, not an element."""
     if crd is None:
         return True
-    return isinstance(crd, tuple) and any(has_none(c) for c in crd)
+    if not isinstance(crd, tuple):
+        return False
+    for c in crd:                   # (a loop, not any() over a generator: a hot path)
+        if c is None or (isinstance(c, tuple) and has_none(c)):
+            return True
+    return False
 
 
 def slice_(crd: Coord, t: Coord) -> Coord:

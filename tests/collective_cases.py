@@ -67,7 +67,7 @@ def _case(rank, size, device, dtype, m, k, n, path, out_dtype=None, calls=1, see
 
 
 def _rs_case(rank, size, device, dtype, m_block, k, n, path, out_dtype=None, calls=1, seed=0,
-             reuse=False):
+             reuse=False, transfer=None):
     """The reduce-scatter's max over calls of max |got - ref| / tol for this rank, ref its
     block of float64 ``sum_q a_q @ b_q`` (rank q's k is ``k + 8 q``) and tol ``TOL`` times
     (max |ref| + the sum over q of max |a_q @ b_q| in the block): each partial is rounded
@@ -92,7 +92,7 @@ def _rs_case(rank, size, device, dtype, m_block, k, n, path, out_dtype=None, cal
         da.copy_(a)
         db.copy_(b)
         out.fill_(float("nan"))
-        got = collective.matmul_reduce_scatter(da, db, out=out, path=path)
+        got = collective.matmul_reduce_scatter(da, db, out=out, path=path, transfer=transfer)
         assert got is out
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -144,27 +144,31 @@ def _worker(rank, size, mode, init, queue):
                     torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
                 results[f"{name} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
                                                                    sched, tr)
-            rs = functools.partial(_rs_case, rank, size, device, path=p)
-            if sched == "ring":                     # (the reduce-scatter has one schedule)
+            # the reduce-scatter (one schedule), on the peer path by each transfer it takes
+            for tr in (("copy_engine", "sm") if p == "peer" and sched == "ring" else
+                       (None,) if sched == "ring" else ()):
+                name = f"{p}" + (f" {tr}" if tr else "")
+                rs = functools.partial(_rs_case, rank, size, device, path=p, transfer=tr)
                 for dtype in (torch.bfloat16, torch.float16, torch.float32):
-                    results[f"{p} reduce-scatter {dtype} 32x64x40 a block"] = rs(
+                    results[f"{name} reduce-scatter {dtype} 32x64x40 a block"] = rs(
                         dtype, 32, 64, 40, seed=11)
-                results[f"{p} reduce-scatter bf16 f32 out 8x40x24"] = rs(
+                results[f"{name} reduce-scatter bf16 f32 out 8x40x24"] = rs(
                     torch.bfloat16, 8, 40, 24, out_dtype=torch.float32, seed=12)
-                results[f"{p} reduce-scatter f16 4 calls in a row 64x128x72"] = rs(
+                results[f"{name} reduce-scatter f16 4 calls in a row 64x128x72"] = rs(
                     torch.float16, 64, 128, 72, calls=4, seed=13)
-                results[f"{p} reduce-scatter bf16 5 calls on the same tensors 16x96x32"] = rs(
-                    torch.bfloat16, 16, 96, 32, calls=5, seed=14, reuse=True)
+                results[f"{name} reduce-scatter bf16 5 calls on the same tensors 16x96x32"] = \
+                    rs(torch.bfloat16, 16, 96, 32, calls=5, seed=14, reuse=True)
         rings = list(collective.group.rings.values())
         if rings:
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),
                                       [r.graph_error for r in rings if r.graph_error])
-            # {transfer: push kernels enqueued} of the all-gather's rings
-            pushes = {}
+            # {transfer: push kernels enqueued} of the all-gather's rings and of the
+            # reduce-scatter's exchanges
+            pushes, rs_pushes = {}, {}
             for key, r in collective.group.rings.items():
-                if key[0] == "all_gather_matmul":
-                    pushes[r.transfer] = pushes.get(r.transfer, 0) + r.kernel_pushes
-            results["push kernels"] = pushes
+                which = pushes if key[0] == "all_gather_matmul" else rs_pushes
+                which[r.transfer] = which.get(r.transfer, 0) + r.kernel_pushes
+            results["push kernels"], results["rs push kernels"] = pushes, rs_pushes
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
         results["rs errors"] = _rs_errors(device, size)
@@ -250,6 +254,8 @@ def _rs_errors(device, size):
         "out_dtype": lambda: mrs(a, b, out_dtype=torch.bfloat16),
         "path": lambda: mrs(a, b, path="ring"),
         "numpy": lambda: mrs(a, b.cpu().numpy()),
+        "transfer": lambda: mrs(a, b, transfer="nvls"),
+        "sm_fused": lambda: mrs(a, b, transfer="sm_fused"),
     }
     return _outcomes(calls)
 

@@ -371,6 +371,8 @@ RS_EXPECTED_ERRORS = {
     "rows": ("ValueError", "equal blocks"), "out shape": ("ValueError", "out must be"),
     "out_dtype": ("TypeError", "bfloat16"), "path": ("ValueError", "path must be"),
     "numpy": ("TypeError", "torch tensor"), "products differ": ("ValueError", "rank 0: ("),
+    "transfer": ("ValueError", "transfer must be one of"),
+    "sm_fused": ("ValueError", "sends each block to one rank"),
 }
 
 
@@ -428,6 +430,11 @@ def _check_pushes(got):
     assert pushes["copy_engine"] == 0 and pushes["sm"] > 0 and pushes["sm_fused"] > 0, pushes
     for tr in TRANSFERS:
         assert any(k.startswith("peer") and f" {tr} " in k for k in got), tr
+    rs_pushes = got["rs push kernels"]          # the reduce-scatter's: no "sm_fused"
+    assert set(rs_pushes) == {"copy_engine", "sm"}, rs_pushes
+    assert rs_pushes["copy_engine"] == 0 and rs_pushes["sm"] > 0, rs_pushes
+    for tr in ("copy_engine", "sm"):
+        assert any(k.startswith(f"peer {tr} reduce-scatter") for k in got), tr
 
 
 @pytest.mark.gpu

@@ -20,9 +20,9 @@ Two paths run either (:func:`ring_path` says which a call takes and why):
 
 - ``"peer"``: every rank on one host and every pair of GPUs able to reach each other (or
   ranks sharing a GPU): the blocks move into the receiver's scratch through CUDA IPC, with a
-  remote flag per copy (:mod:`gemm.collective.peer`), by the copy engines or, for the
-  all-gather's ``transfer="sm"`` / ``"sm_fused"`` (:data:`TRANSFERS`), by a copy kernel of a
-  few blocks storing into the peer's memory (:mod:`gemm.collective.push`);
+  remote flag per copy (:mod:`gemm.collective.peer`), by the copy engines or, for
+  ``transfer="sm"`` (and the all-gather's ``"sm_fused"``, :data:`TRANSFERS`), by a copy
+  kernel of a few blocks storing into the peer's memory (:mod:`gemm.collective.push`);
 - ``"sendrecv"``: elsewhere (or on CPU tensors with gloo), over ``torch.distributed``
   send/recv (NCCL on GPUs), each exchange overlapped with a matmul.
 

@@ -12,8 +12,8 @@ float32 in rank order and rounded once (``gemm.splitk``'s reduction kernel), so 
 not depend on the order in which they arrived, and it is the same on every run.
 
 The paths are the all-gather's (:func:`gemm.collective.ring_path`): ``"peer"``, the blocks
-pushed by the copy engines into the receiver's scratch through CUDA IPC with a flag each
-(:class:`PeerScatter`); ``"sendrecv"``, the blocks sent with ``torch.distributed``
+pushed into the receiver's scratch through CUDA IPC with a flag each, by the copy engines or
+the push kernel (``transfer``, :class:`PeerScatter`); ``"sendrecv"``, the blocks sent with ``torch.distributed``
 send/recv (NCCL on GPUs, gloo on the CPU), each posted once its block is computed.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import group as grp
-from .peer import PeerExchange, wait_value
+from .peer import DEFAULT_TRANSFER, PeerExchange, check_transfer, wait_value
 from .plan import scatter_plan
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ CALLER = "matmul_reduce_scatter"
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
                           out: Optional[torch.Tensor] = None, *,
                           out_dtype: Optional[torch.dtype] = None,
-                          path: Optional[str] = None) -> torch.Tensor:
+                          path: Optional[str] = None,
+                          transfer: Optional[str] = None) -> torch.Tensor:
     """This rank's ``(M / D, N)`` block of rows of ``A @ B`` where ``a`` (M, k) is this
     rank's columns of A and ``b`` (k, N) its rows of B: rows ``r*M/D:(r+1)*M/D`` of
     ``sum over ranks q of a_q @ b_q``, for rank r of the D ranks of ``group`` (default: the
@@ -49,7 +50,10 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
     ``out`` is None (default: the operands', as ``torch.mm``; ``torch.float32`` for 16-bit
     inputs). The partial products are of the result's type and are added in float32 in rank
     order. ``path``: ``"peer"`` or ``"sendrecv"`` to force one (default: what
-    :func:`gemm.collective.ring_path` finds). Asynchronous like any CUDA op: the result is
+    :func:`gemm.collective.ring_path` finds). ``transfer``: how the peer path moves a block,
+    ``"copy_engine"`` or ``"sm"`` (as :func:`gemm.collective.all_gather_matmul`'s; each
+    block goes to one rank, so ``"sm_fused"`` does not apply); default
+    :data:`gemm.collective.DEFAULT_TRANSFER`. Asynchronous like any CUDA op: the result is
     ready on the caller's current stream. Returns the result.
     """
     dtype = grp.check_operands(a, b, out, out_dtype, None, CALLER, names=("a", "b"))
@@ -61,6 +65,12 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
     mb = rows // size
     out = grp.new_out(out, (mb, n), dtype, a.device, CALLER)
     grp.check_path(path, CALLER)
+    transfer = DEFAULT_TRANSFER if transfer is None else transfer
+    if transfer == "sm_fused":
+        raise ValueError(f"{CALLER}: transfer 'sm_fused' pushes one block to every peer at "
+                         f"once; the reduce-scatter sends each block to one rank: use "
+                         f"'copy_engine' or 'sm'")
+    check_transfer(transfer, "ring", CALLER)
     chosen = path or grp.ring_path(a, g)[0]
     grp.agree(g, rank, size, (rows, n), dtype, a.device, CALLER, what="products")
     if size == 1:
@@ -69,8 +79,8 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, group: Any = None,
     if chosen == "peer":
         if a.device.type != "cuda":
             raise ValueError(f"{CALLER}: the peer path needs CUDA tensors")
-        ex = grp.kept((CALLER, g, rank, mb, n, dtype, str(a.device)),
-                      lambda: PeerScatter(g, rank, size, (mb, n), dtype, a.device))
+        ex = grp.kept((CALLER, g, rank, mb, n, dtype, str(a.device), transfer),
+                      lambda: PeerScatter(g, rank, size, (mb, n), dtype, a.device, transfer))
         ex.run(a, b, out)
     else:
         _sendrecv(g, rank, size, a, b, out, mb)
@@ -105,13 +115,13 @@ class PeerScatter(PeerExchange):
     """The reduce-scatter on peer memory for one (M / D, N) block shape and result type on
     one device: D slots a set (slot q: rank q's partial of this rank's block, this rank's
     own in slot r), D - 1 staging buffers for the blocks it sends, and every other rank's
-    scratch mapped here."""
+    scratch mapped here; the blocks moved by ``transfer`` ("copy_engine" or "sm")."""
 
-    def __init__(self, group, rank, size, shape, dtype, device):
+    def __init__(self, group, rank, size, shape, dtype, device, transfer="copy_engine"):
         import torch
         self.plan = scatter_plan(size)[rank]
         super().__init__(group, rank, size, size, shape, dtype, device,
-                         set(range(size)) - {rank})
+                         set(range(size)) - {rank}, transfer)
         self.staging = torch.empty((size - 1, *shape), dtype=dtype, device=device)
 
     def run(self, a, b, out):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import group as grp
-from . import peer
 from .peer import DEFAULT_TRANSFER, PeerRing, check_transfer
 from .plan import SCHEDULES, ring_plan
 
@@ -67,11 +66,9 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     if chosen == "peer":
         if a.device.type != "cuda":
             raise ValueError(f"{CALLER}: the peer path needs CUDA tensors")
-        blocks = None if transfer == "copy_engine" else peer.PUSH_BLOCKS
-        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule, transfer,
-                         blocks),
+        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule, transfer),
                         lambda: PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule,
-                                         transfer, blocks))
+                                         transfer))
         ring.run(a, b_shard, out, m, multiply, tag=activation)
     else:
         _sendrecv(g, rank, size, a, b_shard, out, m, multiply, schedule)

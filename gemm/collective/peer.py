@@ -162,12 +162,12 @@ class PeerExchange:
     than the GPU takes."""
 
     def __init__(self, group, rank, size, slots, slot_shape, dtype, device, to,
-                 transfer="copy_engine", blocks=None):
+                 transfer="copy_engine"):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
         self.transfer = transfer
-        self.blocks = PUSH_BLOCKS if blocks is None else blocks
+        self.blocks = PUSH_BLOCKS        # the push kernel's grid, as set when made
         self.kernel_pushes = 0          # push kernels enqueued (copies the engines made aside)
         self.calls = 0
         with torch.cuda.device(device):
@@ -301,14 +301,13 @@ class PeerRing(PeerExchange):
     """The all-gather ring for one (m, k, dtype) and schedule on one device: D - 1 slots of
     m x k a set; it writes into the ranks it sends to
     (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
-    rank in the direct one), by ``transfer`` (one of :data:`TRANSFERS`), the push kernel
-    with ``blocks`` blocks (default :data:`PUSH_BLOCKS`)."""
+    rank in the direct one), by ``transfer`` (one of :data:`TRANSFERS`)."""
 
     def __init__(self, group, rank, size, shape, dtype, device, schedule="ring",
-                 transfer="copy_engine", blocks=None):
+                 transfer="copy_engine"):
         self.plan = ring_plan(size, schedule)[rank]
         super().__init__(group, rank, size, size - 1, shape, dtype, device,
-                         {s.send_to for s in self.plan} - {None}, transfer, blocks)
+                         {s.send_to for s in self.plan} - {None}, transfer)
 
     def run(self, a, b, out, m, multiply, tag=None):
         """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major

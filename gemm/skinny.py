@@ -182,14 +182,16 @@ def skinny_kernel(cfg: SkinnyConfig, b_unit: str) -> Any:
     """The variant's numba kernel (in the simulator) or its compiled
     :class:`gemm.call.binary.Binary` (read from disk when an earlier process compiled it).
     ``split_k`` is a run-time choice: it does not change what is compiled."""
-    from numba import cuda      # only to compile: a loaded kernel does without numba
     cfg = replace(cfg, split_k=None)
     if simulator_active():
+        from numba import cuda
         return cuda.jit(_signature(cfg))(skinny_function(cfg, b_unit))
-    name = binary_name("skinny", (cfg, b_unit))
-    jit = cuda.jit(_signature(cfg), max_registers=_max_registers(cfg))
-    return load_or_compile(name, lambda: compiled_binary(jit(skinny_function(cfg, b_unit)),
-                                                         _signature(cfg)))
+
+    def compile_binary():
+        from numba import cuda      # only to compile: a loaded kernel does without numba
+        jit = cuda.jit(_signature(cfg), max_registers=_max_registers(cfg))
+        return compiled_binary(jit(skinny_function(cfg, b_unit)), _signature(cfg))
+    return load_or_compile(binary_name("skinny", (cfg, b_unit)), compile_binary)
 
 
 @lru_cache(maxsize=None)

@@ -4,7 +4,8 @@ per GPU:
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         torchrun --nproc_per_node D benchmarks/collective.py [--json FILE] [--iters N] \\
-        [--transfer copy_engine,sm,sm_fused] [--push-blocks G] [--push-priority P]
+        [--transfer copy_engine,sm,sm_fused] [--push-blocks G] [--push-priority P] \\
+        [--pieces P ...]
 
 Per shape (m_shard, k, n_shard) and dtype, each method's time is the slowest rank's mean over
 ``--iters`` calls between CUDA events, after 6 calls of warm-up (the peer ring captures its
@@ -17,7 +18,9 @@ S, T)`` the peer path in schedule S (``direct``: each rank pushes its own shard 
 peer in turn) moving the shards by transfer T (``--transfer``, any of
 ``gemm.collective.TRANSFERS``: ``copy_engine``, ``sm``, the push kernel of ``--push-blocks``
 blocks per copy, ``sm_fused``, one such kernel to every peer at once, direct only); ``ours,
-copies only (S, T)`` the same with no matmuls. Tensor-core utilisation: a rank's useful flops
+copies only (S, T)`` the same with no matmuls; ``(peer, ring, T, P pieces)`` (D > 2) the
+ring with each copy cut into P pieces, each with its flag (``gemm.collective.peer.RING_CHUNKS``,
+a forwarded piece waiting for itself alone). Tensor-core utilisation: a rank's useful flops
 (2 D m k n) over its time and the dense peak (989 TFLOP/s for f16 / bf16 on an H100 SXM; the
 H200 has the same). Every method's result (its out poisoned with NaN first) is compared
 with NCCL all-gather + torch.mm on every rank (max |diff| / max |ref|), and the local matmuls,
@@ -67,7 +70,7 @@ def slowest_us(fn, iters, warmup=6, stream=None):
     return t.item()
 
 
-def _methods(a, b, D, group, transfers):
+def _methods(a, b, D, group, transfers, pieces=()):
     m, k = a.shape
     gathered = torch.empty((D * m, k), dtype=a.dtype, device=a.device)
     out = torch.empty((D * m, b.shape[1]), dtype=a.dtype, device=a.device)
@@ -85,12 +88,22 @@ def _methods(a, b, D, group, transfers):
     for schedule, transfer in peer_runs:
         methods[f"ours (peer, {schedule}, {transfer})"] = ours(path="peer", schedule=schedule,
                                                                transfer=transfer)
+    for transfer in transfers if D > 2 else ():     # the ring's copies in pieces
+        for p in pieces:
+            if transfer != "sm_fused":
+                methods[f"ours (peer, ring, {transfer}, {p} pieces)"] = in_pieces(
+                    p, ours(path="peer", schedule="ring", transfer=transfer))
     methods["ours (peer, no graph)"] = without_graphs(ours(path="peer"))
     methods["ours (sendrecv)"] = ours(path="sendrecv")
     methods["NCCL all-gather + cuBLAS"] = nccl_cublas
     for schedule, transfer in peer_runs:
         methods[f"ours, copies only ({schedule}, {transfer})"] = _copies_only(
             a, b, group, out, schedule, transfer)
+    for transfer in transfers if D > 2 else ():
+        for p in pieces:
+            if transfer != "sm_fused":
+                methods[f"ours, copies only (ring, {transfer}, {p} pieces)"] = in_pieces(
+                    p, _copies_only(a, b, group, out, "ring", transfer))
     methods["torch fused_all_gather_matmul"] = lambda: _fused(a, b, group)
     return methods, nccl_cublas, out
 
@@ -101,15 +114,28 @@ def _copies_only(a, b, group, out, schedule, transfer):
     spare = torch.full_like(out, float("nan"))
 
     def call():
+        chunks = peer.ring_chunks(schedule, dist.get_world_size(group),
+                                  a.numel() * a.element_size())
         rings = [r for key, r in collective.group.rings.items()
                  if key[0] == "all_gather_matmul" and key[3:6] == (*a.shape, a.dtype)
-                 and key[7:9] == (schedule, transfer)]
+                 and key[7:10] == (schedule, transfer, chunks)]
         if not rings:                              # make the ring (one call into out)
             collective.all_gather_matmul(a, b, group, out, path="peer", schedule=schedule,
                                          transfer=transfer)
             return call()
         rings[0].run(a, b, spare, a.shape[0], lambda *_: None, tag="copies only")
         return None
+    return call
+
+
+def in_pieces(chunks, fn):
+    """``fn`` with the ring's copies cut into ``chunks`` pieces (``peer.RING_CHUNKS``)."""
+    def call():
+        before, peer.RING_CHUNKS = peer.RING_CHUNKS, chunks
+        try:
+            return fn()
+        finally:
+            peer.RING_CHUNKS = before
     return call
 
 
@@ -155,6 +181,8 @@ def main():
                     help="the SM push kernel's grid")
     ap.add_argument("--push-priority", type=int, default=peer.PUSH_PRIORITY,
                     help="the comm stream's priority where a kernel pushes (-1 high, 0 normal)")
+    ap.add_argument("--pieces", type=int, nargs="*", default=[2, 4],
+                    help="also time the ring (D > 2) with each copy cut into this many pieces")
     args = ap.parse_args()
     transfers = args.transfer.split(",")
     for t in transfers:
@@ -172,7 +200,7 @@ def main():
             g = torch.Generator(device="cuda").manual_seed(rank * 7 + m + k + n)
             a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
             b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g)
-            methods, reference, out = _methods(a, b, D, group, transfers)
+            methods, reference, out = _methods(a, b, D, group, transfers, args.pieces)
             ref = reference().clone()
             flops = 2.0 * D * m * k * n
             local_out = torch.empty((m, n), device="cuda", dtype=dtype)
@@ -218,6 +246,7 @@ def main():
     if rank == 0:
         report(rows, D, path, reason, _table, args.json, transfers=transfers,
                push_blocks=args.push_blocks, push_priority=args.push_priority,
+               ring_chunks=peer.RING_CHUNKS,
                default_transfer=collective.DEFAULT_TRANSFER)
     dist.destroy_process_group()
 

@@ -103,6 +103,27 @@ def _rs_case(rank, size, device, dtype, m_block, k, n, path, out_dtype=None, cal
     return worst
 
 
+def _pieces_cases(rank, size, device):
+    """The peer ring's cases with each copy cut into 3 pieces (``peer.RING_CHUNKS``; one where
+    D = 2 or a shard is under 3 x 256 bytes), by the copy engines and the push kernel."""
+    results = {}
+    collective.peer.RING_CHUNKS = 3
+    try:
+        for tr in ("copy_engine", "sm"):
+            name = f"peer ring {tr} in pieces"
+            run = functools.partial(_case, rank, size, device, path="peer", schedule="ring",
+                                    transfer=tr)
+            results[f"{name} bf16 96x64x40"] = run(torch.bfloat16, 96, 64, 40, seed=7)
+            results[f"{name} bf16 5x3x7"] = run(torch.bfloat16, 5, 3, 7, seed=8)
+            results[f"{name} f16 5 calls in a row 128x256x64"] = run(
+                torch.float16, 128, 256, 64, calls=5, seed=9)
+            results[f"{name} bf16 6 calls on the same tensors 64x128x32"] = run(
+                torch.bfloat16, 64, 128, 32, calls=6, seed=10, reuse=True)
+    finally:
+        collective.peer.RING_CHUNKS = 1
+    return results
+
+
 def _gather_cpu(shards, a):
     """all_gather of CPU copies through the group (gloo or nccl alike, via objects)."""
     objs = [None] * len(shards)
@@ -123,6 +144,7 @@ def _worker(rank, size, mode, init, queue):
     try:
         path, reason = collective.ring_path(torch.empty(1, device=device))
         results[f"path {mode}"] = f"{path}: {reason}"
+        results["ranks"] = size
         paths = [path] if mode != "gpu" else ["peer", "sendrecv"] if path == "peer" \
             else ["sendrecv"]
         for p, sched in itertools.product(paths, collective.SCHEDULES):
@@ -144,6 +166,8 @@ def _worker(rank, size, mode, init, queue):
                     torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
                 results[f"{name} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
                                                                    sched, tr)
+            if p == "peer" and sched == "ring":         # each copy in 3 pieces
+                results.update(_pieces_cases(rank, size, device))
             # the reduce-scatter (one schedule), on the peer path by each transfer it takes
             for tr in (("copy_engine", "sm") if p == "peer" and sched == "ring" else
                        (None,) if sched == "ring" else ()):
@@ -169,6 +193,10 @@ def _worker(rank, size, mode, init, queue):
                 which = pushes if key[0] == "all_gather_matmul" else rs_pushes
                 which[r.transfer] = which.get(r.transfer, 0) + r.kernel_pushes
             results["push kernels"], results["rs push kernels"] = pushes, rs_pushes
+            # {(transfer, shard bytes): pieces a copy} of the all-gather's ring schedules
+            results["ring pieces"] = sorted({
+                (r.transfer, r.slot_bytes, r.chunks) for key, r in collective.group.rings.items()
+                if key[0] == "all_gather_matmul" and key[7] == "ring"})
         results["errors"] = _errors(device)
         results["errors"]["shards differ"] = _shards_differ(rank, device)
         results["rs errors"] = _rs_errors(device, size)

@@ -65,42 +65,49 @@ def test_what_arrives_in_a_slot_is_what_is_computed_from_it(D, schedule):
             assert len(user) == 1 and user[0].compute == s.send
 
 
-def _events(plan, calls, fused=False):
+def _events(plan, calls, fused=False, chunks=1):
     """The happens-before graph of ``calls`` consecutive calls as the peer ring enqueues them:
     {event: set of events it must follow}. Events: ("mm", c, r, i) the matmul of step i,
-    ("cp", c, r, i) the copy of step i, ("fl", c, r, i) the arrival flag it sets (after the
-    copy, on its stream; the next copy follows the copy alone), ("end", c, r) the call's
-    end, when rank r clears its arrival flags. A wait for slot j's arrival flag follows the
-    flag's write in the same call (a 1 left from an earlier call in the same scratch set is
-    cleared at that call's end, which every read follows: checked in _overwrites). Nothing
-    else links the ranks: no acknowledgement. ``fused`` (transfer "sm_fused", the direct
-    schedule): a rank's copies are one kernel, each following the call's start alone, and
-    every flag follows all of them."""
+    ("cp", c, r, i, j) the copy of piece j of step i's shard (``chunks`` pieces), ("fl", c,
+    r, i, j) the arrival flag it sets (after the copy, on its stream; the next copy follows
+    the copy alone), ("end", c, r) the call's end, when rank r clears its arrival flags. A
+    wait for a piece's arrival flag follows the flag's write in the same call (a 1 left
+    from an earlier call in the same scratch set is cleared at that call's end, which every
+    read follows: checked in _overwrites); a forwarded piece waits for its own flag, a
+    matmul for every piece of its shard. Nothing else links the ranks: no acknowledgement.
+    ``fused`` (transfer "sm_fused", the direct schedule): a rank's copies are one kernel,
+    each following the call's start alone, and every flag follows all of them."""
     D = len(plan)
+    pieces = range(chunks)
     deps = {}
-    signal_of = {}                   # (c, receiver, slot) -> the flag write of its copy
+    signal_of = {}                   # (c, receiver, slot, piece) -> the flag write of its copy
     for c, r in itertools.product(range(calls), range(D)):
         for s in plan[r]:
             if s.send_to is not None:
-                signal_of[(c, s.send_to, s.dest_slot)] = ("fl", c, r, s.step)
+                for j in pieces:
+                    signal_of[(c, s.send_to, s.dest_slot, j)] = ("fl", c, r, s.step, j)
     for c, r in itertools.product(range(calls), range(D)):
         start = {("end", c - 1, r)} if c else set()            # the caller's stream
         prev_mm = set(start)
         prev_cp = set(start)
         flags = set()
-        copies = {("cp", c, r, s.step) for s in plan[r] if s.send_to is not None}
+        copies = {("cp", c, r, s.step, j) for s in plan[r] if s.send_to is not None
+                  for j in pieces}
         for s in plan[r]:
-            arrived = {signal_of[(c, r, s.source)]} if s.source is not None else set()
+            arrived = ({signal_of[(c, r, s.source, j)] for j in pieces}
+                       if s.source is not None else set())
             deps[("mm", c, r, s.step)] = prev_mm | arrived
             prev_mm = {("mm", c, r, s.step)}
-            if s.send_to is not None:
-                sent = ({signal_of[(c, r, s.send_from)]} if s.send_from is not None
+            if s.send_to is None:
+                continue
+            for j in pieces:
+                sent = ({signal_of[(c, r, s.send_from, j)]} if s.send_from is not None
                         else set())
                 assert not (fused and sent), "only a rank's own shard is pushed fused"
-                deps[("cp", c, r, s.step)] = (set(start) if fused else prev_cp) | sent
-                prev_cp = {("cp", c, r, s.step)}
-                deps[("fl", c, r, s.step)] = copies if fused else {("cp", c, r, s.step)}
-                flags.add(("fl", c, r, s.step))
+                deps[("cp", c, r, s.step, j)] = (set(start) if fused else prev_cp) | sent
+                prev_cp = {("cp", c, r, s.step, j)}
+                deps[("fl", c, r, s.step, j)] = copies if fused else {("cp", c, r, s.step, j)}
+                flags.add(("fl", c, r, s.step, j))
         deps[("end", c, r)] = prev_mm | flags
     return deps
 
@@ -120,24 +127,25 @@ def _before(deps):
     return memo
 
 
-def _overwrites(plan, calls, sets, fused=False):
+def _overwrites(plan, calls, sets, fused=False, chunks=1):
     """With ``sets`` scratch sets taken in turn (call c writes set c % sets, which call
-    c - sets wrote before): slot writes that do not follow every read of the slot's previous
-    contents, reads that do not follow the write of what they read or could see a flag left
-    from call c - sets, and flags set before that call's clearing could erase them."""
-    before = _before(_events(plan, calls, fused))
+    c - sets wrote before): piece writes that do not follow every read of the piece's
+    previous contents, reads that do not follow the write of what they read or could see a
+    flag left from call c - sets, and flags set before that call's clearing could erase
+    them."""
+    before = _before(_events(plan, calls, fused, chunks))
     D = len(plan)
     bad = []
-    for c, r in itertools.product(range(calls), range(D)):
+    for c, r, j in itertools.product(range(calls), range(D), range(chunks)):
         for s in plan[r]:
             if s.send_to is None:
                 continue
-            write = ("cp", c, r, s.step)                # into slot s.dest_slot of s.send_to
+            write = ("cp", c, r, s.step, j)             # into slot s.dest_slot of s.send_to
             recv = s.send_to
-            if c >= sets and ("end", c - sets, recv) not in before[("fl", c, r, s.step)]:
+            if c >= sets and ("end", c - sets, recv) not in before[("fl", c, r, s.step, j)]:
                 bad.append(("flag set before the last call cleared it", write))
             readers = [("mm", c, recv, t.step) for t in plan[recv] if t.source == s.dest_slot]
-            readers += [("cp", c, recv, t.step) for t in plan[recv]
+            readers += [("cp", c, recv, t.step, j) for t in plan[recv]
                         if t.send is not None and t.send_from == s.dest_slot]
             for rd in readers:
                 if c >= sets and ("end", c - sets, recv) not in before[rd]:
@@ -145,7 +153,7 @@ def _overwrites(plan, calls, sets, fused=False):
                 if write not in before[rd]:
                     bad.append(("read before write", rd, write))
                 if c + sets < calls:
-                    nxt = ("cp", c + sets, r, s.step)
+                    nxt = ("cp", c + sets, r, s.step, j)
                     if rd not in before[nxt]:
                         bad.append(("overwritten before read", rd, nxt))
     return bad
@@ -154,18 +162,20 @@ def _overwrites(plan, calls, sets, fused=False):
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [2, 3, 4, 5, 8])
 def test_no_slot_is_overwritten_before_it_is_read(D, schedule):
-    # REUSE_RULE: two sets, no acknowledgement (peer.SETS)
+    # REUSE_RULE: two sets, no acknowledgement (peer.SETS); the ring's copies in pieces too
     assert peer.SETS == 2
-    assert _overwrites(ring_plan(D, schedule), calls=6, sets=2) == []
+    for chunks in {1, peer.ring_chunks(schedule, D, 2 ** 20, 3)}:
+        assert _overwrites(ring_plan(D, schedule), calls=6, sets=2, chunks=chunks) == []
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("D", [2, 3, 4])
 def test_one_set_without_an_ack_would_be_overwritten(D, schedule):
     # the check can fail: with one set, the next call's copies race the receiver's reads
-    bad = _overwrites(ring_plan(D, schedule), calls=3, sets=1)
-    assert any(b[0] == "overwritten before read" for b in bad), bad
-    assert any(b[0] == "flag set before the last call cleared it" for b in bad), bad
+    for chunks in (1, 2):
+        bad = _overwrites(ring_plan(D, schedule), calls=3, sets=1, chunks=chunks)
+        assert any(b[0] == "overwritten before read" for b in bad), bad
+        assert any(b[0] == "flag set before the last call cleared it" for b in bad), bad
 
 
 @pytest.mark.parametrize("D", [2, 3, 4, 5, 8])
@@ -177,8 +187,8 @@ def test_fused_pushes_keep_the_reuse_rule(D):
     assert any(b[0] == "overwritten before read" for b in bad), bad
     if D > 2:       # a fused flag follows the later copies too: the graph has that edge
         events = _events(plan, calls=1, fused=True)
-        assert ("cp", 0, 0, 1) in events[("fl", 0, 0, 0)]
-        assert ("cp", 0, 0, 0) not in events[("cp", 0, 0, 1)]
+        assert ("cp", 0, 0, 1, 0) in events[("fl", 0, 0, 0, 0)]
+        assert ("cp", 0, 0, 0, 0) not in events[("cp", 0, 0, 1, 0)]
 
 
 def test_transfers_are_checked():
@@ -191,6 +201,14 @@ def test_transfers_are_checked():
         peer.check_transfer("nvls", "ring", "f")
     with pytest.raises(ValueError, match="the direct schedule alone"):
         peer.check_transfer("sm_fused", "ring", "f")
+
+
+def test_ring_pieces_are_checked():
+    assert peer.ring_chunks("ring", 3, 1000, 3) == 3
+    assert peer.ring_chunks("ring", 3, 513, 3) == 3 and peer.ring_chunks("ring", 3, 512, 3) == 2
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="ring chunks must be a positive int"):
+            peer.ring_chunks("ring", 4, 2 ** 20, bad)
 
 
 # --- the SM push kernel --------------------------------------------------------------------------
@@ -435,6 +453,12 @@ def _check_pushes(got):
     assert rs_pushes["copy_engine"] == 0 and rs_pushes["sm"] > 0, rs_pushes
     for tr in ("copy_engine", "sm"):
         assert any(k.startswith(f"peer {tr} reduce-scatter") for k in got), tr
+    # the ring's copies in pieces where D > 2: 96x64 bf16 (12288 bytes) in 3, 5x3 in 1
+    pieces = {tuple(p) for p in got["ring pieces"]}     # (transfer, shard bytes, pieces)
+    for tr in ("copy_engine", "sm"):
+        assert (tr, 12288, 3 if got["ranks"] > 2 else 1) in pieces, pieces
+        assert {p for p in pieces if p[:2] == (tr, 30)} == {(tr, 30, 1)}, pieces
+        assert any(k.startswith(f"peer ring {tr} in pieces") for k in got), tr
 
 
 @pytest.mark.gpu

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import group as grp
-from .peer import DEFAULT_TRANSFER, PeerRing, check_transfer
+from .peer import DEFAULT_TRANSFER, PeerRing, check_transfer, ring_chunks
 from .plan import SCHEDULES, ring_plan
 
 if TYPE_CHECKING:
@@ -66,9 +66,11 @@ def all_gather_matmul(a_shard: torch.Tensor, b_shard: torch.Tensor, group: Any =
     if chosen == "peer":
         if a.device.type != "cuda":
             raise ValueError(f"{CALLER}: the peer path needs CUDA tensors")
-        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule, transfer),
+        chunks = ring_chunks(schedule, size, a.numel() * a.element_size())
+        ring = grp.kept((CALLER, g, rank, m, k, a.dtype, str(a.device), schedule, transfer,
+                         chunks),
                         lambda: PeerRing(g, rank, size, (m, k), a.dtype, a.device, schedule,
-                                         transfer))
+                                         transfer, chunks))
         ring.run(a, b_shard, out, m, multiply, tag=activation)
     else:
         _sendrecv(g, rank, size, a, b_shard, out, m, multiply, schedule)

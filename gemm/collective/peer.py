@@ -23,7 +23,8 @@ from .plan import ring_plan
 # torch is imported inside the methods that use it: importing this module needs no torch.
 
 __all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear",
-           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "DEFAULT_TRANSFER"]
+           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "DEFAULT_TRANSFER", "RING_CHUNKS",
+           "ring_chunks"]
 
 # How a block reaches a peer's scratch: "copy_engine", one ``cuMemcpyAsync`` per copy; "sm",
 # one launch per copy of gemm.collective.push's kernel (16-byte stores from PUSH_BLOCKS
@@ -33,6 +34,11 @@ __all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value"
 TRANSFERS = ("copy_engine", "sm", "sm_fused")
 PUSH_BLOCKS = 16        # the push kernel's grid (SMs taken from the matmuls beside it)
 PUSH_PRIORITY = -1      # the comm stream's priority where a kernel pushes (torch's: -1 high)
+# The pieces each copy of the ring schedule is cut into, each with its own arrival flag, so
+# that a rank forwards a shard's first piece while the next ones arrive: a shard's D - 1 hops
+# then cost one flag hop, not D - 1, beside the copies (see ring_chunks).
+RING_CHUNKS = 1
+CHUNK_ALIGN = 256       # bytes: a piece's start (the push kernel's vectors need 16)
 
 
 # The transfer all_gather_matmul takes when none is named, at every size: the push kernel
@@ -41,6 +47,25 @@ PUSH_PRIORITY = -1      # the comm stream's priority where a kernel pushes (torc
 # (one block of all its registers each), so a push waits for SMs and takes them from the
 # matmuls (benchmarks/RESULTS.md, "The copy engines per peer, and SM-driven pushes").
 DEFAULT_TRANSFER = "copy_engine"
+
+
+def ring_chunks(schedule, size, slot_bytes, chunks=None):
+    """The pieces a copy of a ``slot_bytes`` slot is cut into: ``chunks`` (default
+    :data:`RING_CHUNKS`) for the ring schedule of more than two ranks, where shards are
+    forwarded, one elsewhere (no copy waits for another to arrive), and no more than
+    :data:`CHUNK_ALIGN`-byte pieces would make (a piece starts at a multiple of it).
+
+    >>> ring_chunks("ring", 4, 2 ** 23, 4), ring_chunks("direct", 4, 2 ** 23, 4)
+    (4, 1)
+    >>> ring_chunks("ring", 4, 300, 4), ring_chunks("ring", 2, 2 ** 23, 4)
+    (2, 1)
+    """
+    chunks = RING_CHUNKS if chunks is None else chunks
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"ring chunks must be a positive int, not {chunks!r}")
+    if schedule != "ring" or size < 3:
+        return 1
+    return max(1, min(chunks, -(-slot_bytes // CHUNK_ALIGN)))
 
 
 def check_transfer(transfer, schedule, caller):
@@ -143,11 +168,11 @@ SETS = 2           # scratch sets, taken in turn by consecutive calls (REUSE_RUL
 
 class PeerExchange:
     """One rank's side of an exchange over peer memory: its two scratch sets (each ``slots``
-    slots of ``slot_shape``, with an arrival flag per slot) and the scratch sets and flags
-    of the ranks in ``to``, mapped here to be written into. Made collectively (every rank of
-    ``group`` at once); a subclass's ``_enqueue(t, ...)`` enqueues one call in set ``t``, and
-    :meth:`_call` runs it in set ``c % 2`` for the c-th call
-    (:data:`gemm.collective.plan.REUSE_RULE`).
+    slots of ``slot_shape``, each slot copied in ``chunks`` pieces with an arrival flag per
+    piece) and the scratch sets and flags of the ranks in ``to``, mapped here to be written
+    into. Made collectively (every rank of ``group`` at once); a subclass's
+    ``_enqueue(t, ...)`` enqueues one call in set ``t``, and :meth:`_call` runs it in set
+    ``c % 2`` for the c-th call (:data:`gemm.collective.plan.REUSE_RULE`).
 
     Two sets need no acknowledgement from the receiver: the schedule's own waits order a copy
     into a set after the receiver's reads of it two calls before (the tests check this on
@@ -162,7 +187,7 @@ class PeerExchange:
     than the GPU takes."""
 
     def __init__(self, group, rank, size, slots, slot_shape, dtype, device, to,
-                 transfer="copy_engine"):
+                 transfer="copy_engine", chunks=1):
         import torch
         import torch.distributed as dist
         self.rank, self.size, self.device = rank, size, device
@@ -172,7 +197,8 @@ class PeerExchange:
         self.calls = 0
         with torch.cuda.device(device):
             self.scratch = torch.empty((SETS, slots, *slot_shape), dtype=dtype, device=device)
-            self.flags = torch.zeros((SETS, slots), dtype=torch.int32, device=device)
+            self.flags = torch.zeros((SETS, slots * chunks), dtype=torch.int32,
+                                     device=device)
             torch.cuda.synchronize(device)           # the flags are set before a peer writes
             mine = (export(self.scratch), export(self.flags))
             everyone = [None] * size
@@ -184,6 +210,11 @@ class PeerExchange:
         # rank -> its (scratch, flags) mapped here
         self.dest = {r: (o[0].ptr, o[1].ptr) for r, o in self._opened.items()}
         self.slot_bytes = self.scratch[0, 0].numel() * self.scratch.element_size()
+        self.chunks = chunks
+        step = -(-self.slot_bytes // chunks // CHUNK_ALIGN) * CHUNK_ALIGN
+        # piece j of a slot: bytes [lo, lo + n) (the last may be shorter or, rounded, empty)
+        self.pieces = [(j * step, max(0, min(step, self.slot_bytes - j * step)))
+                       for j in range(chunks)]
         self.graphs, self.seen, self.graph_error = {}, set(), None
         self.last_end = None                         # an event: the exchange's last call ended
         drv = _driver()
@@ -250,36 +281,44 @@ class PeerExchange:
         self.comm.wait_event(start)
         return cur
 
-    def _push(self, t, to, slot, src_ptr):
-        """On the comm stream: our ``src_ptr`` into slot ``slot`` of set t of rank ``to``,
-        then that slot's arrival flag set there."""
-        self._push_all(t, [(to, slot)], src_ptr)
+    def flag(self, t, slot, piece=0):
+        """The byte offset of the arrival flag of piece ``piece`` of slot ``slot`` of set t in
+        a rank's flags (ours, or a peer's mapped here)."""
+        return 4 * (t * self.flags.shape[1] + slot * self.chunks + piece)
 
-    def _push_all(self, t, where, src_ptr):
-        """On the comm stream: our ``src_ptr`` into slot ``slot`` of set t of rank ``to`` for
-        each ``(to, slot)`` of ``where``, then those slots' arrival flags set there. The
-        copy engines copy to one rank after another; the push kernel (``transfer`` "sm" or
-        "sm_fused") writes every one of them in one launch."""
+    def _push(self, t, to, slot, src_ptr, piece=0):
+        """On the comm stream: piece ``piece`` of our ``src_ptr`` into slot ``slot`` of set t of
+        rank ``to``, then that piece's arrival flag set there."""
+        self._push_all(t, [(to, slot)], src_ptr, piece)
+
+    def _push_all(self, t, where, src_ptr, piece=0):
+        """On the comm stream: piece ``piece`` (:attr:`pieces`) of our ``src_ptr`` into slot
+        ``slot`` of set t of rank ``to`` for each ``(to, slot)`` of ``where``, then those
+        pieces' arrival flags set there. The copy engines copy to one rank after another;
+        the push kernel (``transfer`` "sm" or "sm_fused") writes every one of them in one
+        launch."""
+        lo, nbytes = self.pieces[piece]
         at = [t * self.scratch.shape[1] + slot for _, slot in where]
-        dst = [self.dest[to][0] + a * self.slot_bytes for (to, _), a in zip(where, at)]
-        if not (self.transfer != "copy_engine" and self._kernel_push(src_ptr, dst)):
+        dst = [self.dest[to][0] + a * self.slot_bytes + lo for (to, _), a in zip(where, at)]
+        if nbytes and not (self.transfer != "copy_engine"
+                           and self._kernel_push(src_ptr + lo, dst, nbytes)):
             for d in dst:
-                copy_async(self.comm, d, src_ptr, self.slot_bytes)
-        for (to, _), a in zip(where, at):
-            write_value(self.comm, self.dest[to][1] + 4 * a, 1)
+                copy_async(self.comm, d, src_ptr + lo, nbytes)
+        for to, slot in where:
+            write_value(self.comm, self.dest[to][1] + self.flag(t, slot, piece), 1)
 
-    def _kernel_push(self, src_ptr, dst):
+    def _kernel_push(self, src_ptr, dst, nbytes):
         """The push kernel's launch on the comm stream, if it can make these copies
         (:func:`gemm.collective.push.fits`): whether it did."""
         import torch
         from . import push
-        if not push.fits(src_ptr, dst, self.slot_bytes):
+        if not push.fits(src_ptr, dst, nbytes):
             return False
         self.kernel_pushes += 1
         # the kernel is launched in the current context: make it the comm stream's
         same = torch.cuda.current_device() == self.device.index
         with contextlib.nullcontext() if same else torch.cuda.device(self.device):
-            push.push(self.comm.cuda_stream, src_ptr, dst, self.slot_bytes, self.blocks)
+            push.push(self.comm.cuda_stream, src_ptr, dst, nbytes, self.blocks)
         return True
 
     def _finish(self, cur, t):
@@ -301,13 +340,15 @@ class PeerRing(PeerExchange):
     """The all-gather ring for one (m, k, dtype) and schedule on one device: D - 1 slots of
     m x k a set; it writes into the ranks it sends to
     (:func:`gemm.collective.plan.ring_plan`: rank - 1 in the ring schedule, every other
-    rank in the direct one), by ``transfer`` (one of :data:`TRANSFERS`)."""
+    rank in the direct one), by ``transfer`` (one of :data:`TRANSFERS`), each copy in
+    ``chunks`` pieces (:func:`ring_chunks`; a forwarded piece waits for its own arrival
+    alone, a matmul for every piece of its shard)."""
 
     def __init__(self, group, rank, size, shape, dtype, device, schedule="ring",
-                 transfer="copy_engine"):
+                 transfer="copy_engine", chunks=1):
         self.plan = ring_plan(size, schedule)[rank]
         super().__init__(group, rank, size, size - 1, shape, dtype, device,
-                         {s.send_to for s in self.plan} - {None}, transfer)
+                         {s.send_to for s in self.plan} - {None}, transfer, chunks)
 
     def run(self, a, b, out, m, multiply, tag=None):
         """``out = AllGather(A) @ b`` on the current stream (``a``: this rank's row-major
@@ -321,20 +362,24 @@ class PeerRing(PeerExchange):
         """One call in scratch set t."""
         cur = self._start()                          # a is ready; out is ours to write
         src = [a] + list(self.scratch[t])
-        flag = self.flags[t].data_ptr()              # our arrival flags in set t
+        flags = self.flags.data_ptr()                # our arrival flags
+        pieces = range(self.chunks)
         if self.transfer == "sm_fused":             # the direct schedule: all at once
             self._push_all(t, [(s.send_to, s.dest_slot) for s in self.plan
                                if s.send_to is not None], a.data_ptr())
         for s in self.plan:                          # the copies, on the comm stream
             if s.send_to is None or self.transfer == "sm_fused":
                 continue
-            if s.send_from is not None:              # the shard to forward has arrived
-                wait_value(self.comm, flag + 4 * s.send_from, 1, self.flush)
-            self._push(t, s.send_to, s.dest_slot,
-                       src[0 if s.send_from is None else s.send_from + 1].data_ptr())
+            for j in pieces:
+                if s.send_from is not None:          # the piece to forward has arrived
+                    wait_value(self.comm, flags + self.flag(t, s.send_from, j), 1,
+                               self.flush)
+                self._push(t, s.send_to, s.dest_slot,
+                           src[0 if s.send_from is None else s.send_from + 1].data_ptr(), j)
         for s in self.plan:                          # the matmuls, on the caller's stream
             if s.source is not None:
-                wait_value(cur, flag + 4 * s.source, 1, self.flush)
+                for j in pieces:
+                    wait_value(cur, flags + self.flag(t, s.source, j), 1, self.flush)
             multiply(src[0 if s.source is None else s.source + 1], b,
                      out[s.compute * m:(s.compute + 1) * m])
         self._finish(cur, t)

@@ -148,10 +148,9 @@ class PeerScatter(PeerExchange):
             computed.record(cur)
             self.comm.wait_event(computed)
             self._push(t, s.send_to, s.dest_slot, self.staging[s.step].data_ptr())
-        flag = self.flags[t].data_ptr()
         for q in range(self.size):
             if q != self.rank:
-                wait_value(cur, flag + 4 * q, 1, self.flush)
+                wait_value(cur, self.flags.data_ptr() + self.flag(t, q), 1, self.flush)
         add_in_order(slots, out)
         self._finish(cur, t)
 

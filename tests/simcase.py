@@ -5,8 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,38 +19,12 @@ def switch_threads_often():
     test_fp8's, under ``-n 2`` on a 2-core machine) took 137 s at 50 us and 80-95 s at 1-15 ms
     (2026-11-29), the other users of this function 43 s and 37 s at 50 us and 2 ms.
 
-    At such switches numba's simulator can give two threads of a block different copies of
-    one static ``cuda.shared.array``: it looks the array up by its source line and creates
-    it when absent, unlocked (a Hopper case failed so in CI, a consumer finding its mbarriers
-    uninitialised). Its lookup is made atomic here."""
+    At such switches numba's stock simulator can give two threads of a block different
+    copies of one static ``cuda.shared.array``; :mod:`gemm.arch.sim_threads` (installed here
+    too) makes its lookup atomic."""
+    from gemm.arch.sim_threads import install
     sys.setswitchinterval(2e-3)
-    _lock_shared_arrays()
-
-
-def _lock_shared_arrays():
-    """numba's ``FakeCUDAShared.array`` with its lookup-or-create of a static array under a
-    lock (the same keys: the caller's file and line; dynamic arrays as before)."""
-    import numpy as np
-    from numba.cuda import types
-    from numba.cuda.np import numpy_support
-    from numba.cuda.simulator.kernelapi import FakeCUDAShared
-    unlocked = FakeCUDAShared.array
-    if getattr(unlocked, "locked", False):
-        return
-    lock = threading.Lock()
-
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:     # no lookup: the dynamic array, or refused
-            return unlocked(self, shape, dtype, alignment)
-        caller = tuple(traceback.extract_stack(sys._getframe())[-2][0:2])
-        with lock:
-            res = self._allocations.get(caller)
-            if res is None:
-                dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype
-                res = self._allocations[caller] = np.empty(shape, dt)
-        return res
-    array.locked = True
-    FakeCUDAShared.array = array
+    install()
 
 
 def simulator_report(script, *args):

@@ -204,12 +204,11 @@ def wgmma_wait(n):
     if int(n) != n or not 0 <= n <= 7:
         raise ValueError(f"wgmma_wait: n must be an integer in 0..7, got {n}")
     block, tid = _block("wgmma_wait")
-    group = range(tid // 128 * 128, tid // 128 * 128 + 128)
+    done = ("issued", tid // 128)       # the warpgroup's last call all its threads issued
     with _groups_done:
         seen = _groups.get(block, {})
         mine = seen.get(tid, 0)
-        if not _groups_done.wait_for(lambda: min(seen.get(t, 0) for t in group) >= mine,
-                                     WAIT_LIMIT_S):
+        if not _groups_done.wait_for(lambda: seen.get(done, 0) >= mine, WAIT_LIMIT_S):
             raise RuntimeError(f"wgmma_wait: the warpgroup's threads did not all issue their "
                                f"{mine}th wgmma in {WAIT_LIMIT_S:.0f} s")
 
@@ -403,7 +402,8 @@ def named_barrier(idx, count):
 _WINDOW = 1 << 18                       # the descriptor's 14-bit start field, in bytes
 _smem = weakref.WeakKeyDictionary()     # simulator block -> its shared array smem_desc saw
 _groups = weakref.WeakKeyDictionary()   # simulator block -> {thread: calls, (warpgroup, call):
-#                                         [(function, descriptors, scale_d), A B^T, readers due]}
+#                                         [(function, descriptors, scale_d), A B^T, readers due],
+#                                         ("issued", warpgroup): calls all its threads issued}
 _groups_lock = threading.Lock()
 _groups_done = threading.Condition(_groups_lock)     # a thread has issued a wgmma
 _MODES = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle bytes
@@ -514,8 +514,9 @@ def _wgmma_tile(op, n, trans_a, trans_b, first):
                 raise RuntimeError("wgmma_tile: the warpgroup's threads passed different "
                                    "descriptors or scale_d to the same call")
             got[2] -= 1
-            if got[2] == 0:
-                del seen[key]
+            if got[2] == 0:                               # every thread issued call key[1]
+                del seen[key]                             # (and so every call before it)
+                seen[("issued", key[0])] = key[1]
             _groups_done.notify_all()
         t = tid % 128
         part = got[1][rows[t], cols[t]]

@@ -61,13 +61,25 @@ def reduce_splits(out_dtype: str, workspace: Any, out: Any, m: int, n: int, ldw:
     """Launch the reduction of ``splits`` partials (``workspace``: (device address, elements),
     or a numpy array in the simulator, of ``part_dtype``; 16-bit types as their bits) into
     ``out`` (the same, of ``out_dtype``, the kernel's (m, n) orientation: element (row, col)
-    of product z at ``z * out_stride + row * ldc + col * col_step``). Returns the launcher's
-    bound launch (None in the simulator)."""
+    of product z at ``z * out_stride + row * ldc + col * col_step``): in 16-byte loads where
+    the rows and both addresses allow it (:func:`gemm.splitk_kernel.vector_fits`), so a
+    bound launch is for addresses of the same alignment (a kept call plan's are: its
+    signature holds them modulo 16). Returns the launcher's bound launch (None in the
+    simulator)."""
     from gemm import splitk_kernel as kernel    # (numba: imported when a split first reduces)
-    grid = (-(-products * m * -(-n // kernel.VEC) // kernel.THREADS), 1, 1)
-    launch = kernel.launcher(out_dtype, part_dtype)
+    vector = kernel.vector_fits(part_dtype, out_dtype, ldw, ldc, col_step, out_stride,
+                                [_address(workspace), _address(out)])
+    grid = (-(-products * m * -(-n // kernel.columns(part_dtype, vector)) // kernel.THREADS),
+            1, 1)
+    launch = kernel.launcher(out_dtype, part_dtype, vector)
     return launch(grid, (kernel.THREADS, 1, 1), stream, (workspace, out),
                   (m, n, ldw, products, splits, ldc, col_step, out_stride, alpha, beta))
+
+
+def _address(buffer):
+    """A kernel buffer's device address ((address, elements)); None for a simulator's array
+    (its element offsets alone matter there)."""
+    return buffer[0] if isinstance(buffer, tuple) else None
 
 
 _spaces = {}        # (device, stream) -> (device address, bytes)

@@ -127,15 +127,25 @@ def split_reductions():
     split-K's or 16-bit as the reduce-scatter's, into a strided out of each type with alpha
     and beta, against numpy float64: {case: error / tolerance}."""
     from gemm.splitk import reduce_splits
+    from gemm.splitk_kernel import vector_fits
     got = {}
     rng = np.random.default_rng(7)
-    for name, out_dtype, part, s, nb, m, n, beta in (
-            ("f32 3 ranges", "float32", "float32", 3, 2, 5, 7, 0.5),
-            ("bf16 4 ranges", "bfloat16", "float32", 4, 1, 9, 6, -1.0),
-            ("f16 1 range, beta 0", "float16", "float32", 1, 3, 4, 4, 0.0),
-            ("bf16 partials, 4 ranges", "bfloat16", "bfloat16", 4, 1, 6, 9, 0.0),
-            ("f16 partials into f32, 3 ranges", "float32", "float16", 3, 1, 3, 5, 0.0)):
-        ldw, ldc, sc = n + n % 2, n + 3, m * (n + 3) + 5
+    for name, out_dtype, part, s, nb, m, n, beta, vector in (
+            ("f32 3 ranges", "float32", "float32", 3, 2, 5, 7, 0.5, False),
+            ("bf16 4 ranges", "bfloat16", "float32", 4, 1, 9, 6, -1.0, False),
+            ("f16 1 range, beta 0", "float16", "float32", 1, 3, 4, 4, 0.0, False),
+            ("bf16 partials, 4 ranges", "bfloat16", "bfloat16", 4, 1, 6, 9, 0.0, False),
+            ("f16 partials into f32, 3 ranges", "float32", "float16", 3, 1, 3, 5, 0.0, False),
+            # 16-byte rows: the vector form (a row's last columns one by one)
+            ("vector: bf16 partials, 3 ranges", "bfloat16", "bfloat16", 3, 2, 5, 19, 0.5, True),
+            ("vector: f16 partials into f32", "float32", "float16", 2, 1, 4, 16, -1.0, True),
+            ("vector: f32 into bf16, 5 ranges", "bfloat16", "float32", 5, 1, 3, 10, 0.0, True),
+            ("vector: f32, 1 range", "float32", "float32", 1, 2, 3, 6, 2.0, True)):
+        if vector:                              # rows and matrices 32 bytes apart at least
+            ldw = ldc = -(-n // 8) * 8 + 8
+            sc = m * ldc + 8
+        else:
+            ldw, ldc, sc = n + n % 2, n + 3, m * (n + 3) + 5
         w = rng.standard_normal((s, nb, m, ldw)).astype(np.float32)
         w_bits = w if part == "float32" else _bf16_bits(w) if part == "bfloat16" \
             else w.astype(np.float16).view(np.uint16)
@@ -162,6 +172,8 @@ def split_reductions():
         untouched = [g for g in range(nb * sc) if (g % sc) // ldc >= m or (g % sc) % ldc >= n]
         if not np.array_equal(got_f[untouched], before[untouched]):
             err = float("inf")                  # an element outside the out was written
+        if vector_fits(part, out_dtype, ldw, ldc, 1, sc, [None, None]) != vector:
+            err = float("inf")                  # the case did not take the form it names
         got[name] = float(err)
     # the SIMT kernel with split-K: uneven ranges, both out majors, a batch, alpha and beta
     from dataclasses import replace

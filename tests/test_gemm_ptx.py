@@ -1,6 +1,7 @@
 """The SIMT kernels (written with gemm.cute) compiled to PTX on the CPU (no GPU needed):
 cp.async present, no local memory, no 64-bit division, ptxas reports no spills, and main
-loops as lean as the generated kernels' they replaced."""
+loops as lean as the generated kernels' they replaced; split-K's reduction in 16-byte
+loads."""
 
 import os
 
@@ -76,3 +77,17 @@ def test_main_loop_as_lean_as_the_generated_kernels(pipeline, vector_mn):
     assert sum(v for k, v in ops.items() if k not in ("fma", "ld")) <= others + 8, ops
     if vector_mn > 1:
         assert "ld.shared.v4.f32" in ptx and "ld.shared.f32" not in ptx
+
+
+@pytest.mark.parametrize("out_dtype, part_dtype, vector_load",
+                         [("bfloat16", "bfloat16", "ld.global.v4.u32"),
+                          ("float32", "float32", "ld.global.v4.f32")])
+def test_split_reduction_reads_16_bytes_a_load(out_dtype, part_dtype, vector_load):
+    """Split-K's reduction in its vector form: the partials and the out's tile in 16-byte
+    loads and stores (a row's last columns aside), no local memory."""
+    from gemm import splitk_kernel as sk
+    ptx = compile_ptx(sk._reduce_function(out_dtype, part_dtype, vector=True),
+                      sk.signature(out_dtype, part_dtype), cc=(9, 0))
+    assert ptx.count(vector_load) >= 3, ptx.count(vector_load)   # two ranges a turn, a third
+    assert "st.global.v4" in ptx
+    assert not local_memory_ops(ptx), local_memory_ops(ptx)[:5]

@@ -108,6 +108,19 @@ def test_a_map_made_in_a_capture_is_a_copy_node_until_used_outside():
     assert drv.calls[-1] == ("query", "e2")
 
 
+def test_a_map_written_eagerly_and_complete_is_no_copy_node_in_a_capture():
+    drv = FakeDriver()
+    slots = MapSlots(drv, block=8)
+    a, _ = slots.address("m", words(4), stream=1)       # written eagerly, not yet seen done
+    drv.capture.add(7)
+    assert slots.address("m", words(4), stream=7) == (a, False)     # running: a copy node
+    assert drv.calls[-2:] == [("query", "e1"), ("write_async", a, 7)]
+    drv.finish(1)
+    assert slots.address("m", words(4), stream=7) == (a, True)      # complete: read as is
+    assert drv.calls[-1] == ("query", "e1")
+    assert slots.maps["m"][2] == "written"
+
+
 def test_blocks_are_added_outside_a_capture_only():
     drv = FakeDriver()
     slots = MapSlots(drv, block=8)

@@ -15,7 +15,8 @@ which a copy reads, never changes once written).
   invalidate the capture). A new map is written there with ``cuMemcpyHtoDAsync`` on the
   capturing stream: a copy node of the graph, run before the kernel at each replay. The map
   stays *pending* until a use outside a capture writes it too, so that an eager call never
-  reads a slot that only a graph writes.
+  reads a slot that only a graph writes. A map written outside a capture whose event is
+  complete is read as it is, in a capture too: no copy node.
 - A block is added outside a capture when fewer than a quarter of a block's slots are
   free. A capture that finds none free raises RuntimeError.
 
@@ -85,6 +86,10 @@ class MapSlots:
         device, host, state = got
         if state is _WRITTEN:
             return device, True
+        if state is not _PENDING and drv.done(state[1]):    # written eagerly, complete now
+            got[2] = _WRITTEN
+            self.events.append(state[1])
+            return device, True
         if capturing or state is _PENDING:
             drv.write_async(device, host, SLOT_BYTES, stream)
             if capturing:                       # a copy node; eager calls write it again
@@ -93,12 +98,7 @@ class MapSlots:
             drv.record(event, stream)
             got[2] = (stream, event)
             return device, False
-        event = state[1]
-        if drv.done(event):
-            got[2] = _WRITTEN
-            self.events.append(event)
-            return device, True
-        drv.wait(stream, event)                 # (a no-op on the stream that wrote it)
+        drv.wait(stream, state[1])              # (a no-op on the stream that wrote it)
         return device, False
 
     def _grow(self):
@@ -134,8 +134,18 @@ class _Driver:
         self.check(self.drv.cuEventRecord(event, stream), "cuEventRecord(tensor map)")
 
     def done(self, event):
-        err = self.drv.cuEventQuery(event)[0]
-        if err == self.drv.CUresult.CUDA_ERROR_NOT_READY:
+        """Whether ``event`` (recorded outside any capture) is complete; asked in this
+        thread's relaxed capture mode, so that a capture under way allows the query."""
+        drv = self.drv
+        relaxed = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        mode = self.check(drv.cuThreadExchangeStreamCaptureMode(relaxed),
+                          "cuThreadExchangeStreamCaptureMode")
+        try:
+            err = drv.cuEventQuery(event)[0]
+        finally:
+            self.check(drv.cuThreadExchangeStreamCaptureMode(mode),
+                       "cuThreadExchangeStreamCaptureMode")
+        if err == drv.CUresult.CUDA_ERROR_NOT_READY:
             return False
         self.check((err,), "cuEventQuery(tensor map)")
         return True

@@ -8,7 +8,8 @@ blocks, split-K's float32 ranges), added in order in float32 into a fresh contig
 ``element by element`` (4 columns a thread, a load per element) and ``vector`` (16 bytes of
 partials a load, the form ``gemm.splitk.reduce_splits`` takes where rows are 16-byte
 aligned), each 20 launches captured in a CUDA graph and replayed (the kernel's GPU time, us
-a launch); ``torch``: ``torch.sum(w, 0, dtype=torch.float32)`` then ``.to(out)``, eager.
+a launch); ``torch``: ``torch.sum(w, 0, dtype=torch.float32)`` then ``.to(out)``, eager
+(benchmarks/timing.py's ``timed``, median of 7).
 GB/s counts the partials read and the out written. The two forms' outs are checked equal
 bit for bit and against float64 (max |err| / max |ref|).
 """
@@ -24,6 +25,7 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks.timing import timed  # noqa: E402
 from gemm import splitk_kernel as sk  # noqa: E402
 
 TYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -52,18 +54,6 @@ def _graph_us(fn):
     return start.elapsed_time(end) * 1e3 / LAUNCHES
 
 
-def _eager_us(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / reps
-
-
 def case(out_dtype, part_dtype, S, M, N):
     g = torch.Generator("cuda").manual_seed(S + M + N)
     w = torch.randn(S, M, N, device="cuda", generator=g).to(TYPES[part_dtype])
@@ -86,7 +76,7 @@ def case(out_dtype, part_dtype, S, M, N):
         row[name] = {"us": us, "GB/s": nbytes / us / 1e3,
                      "max rel err vs float64": ((out.double() - ref).abs().max()
                                                 / ref.abs().max()).item()}
-    us = _eager_us(lambda: torch.sum(w, 0, dtype=torch.float32).to(TYPES[out_dtype]))
+    us = 1e3 * timed(lambda: torch.sum(w, 0, dtype=torch.float32).to(TYPES[out_dtype]), 7)
     row["torch"] = {"us": us, "GB/s": nbytes / us / 1e3}
     row["forms equal"] = torch.equal(outs["element by element"], outs["vector"])
     return row

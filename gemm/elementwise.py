@@ -42,7 +42,8 @@ from gemm.call.operands import (check_same_device, check_spans, current_stream, 
                                 operand, output_operand)
 from gemm.pipeline import check_ring_parameters
 
-__all__ = ["AddConfig", "add_matrices", "prepare_add", "kernel_function", "ADD_SIGNATURE"]
+__all__ = ["AddConfig", "add_matrices", "prepare_add", "kernel_function", "launcher",
+           "ADD_SIGNATURE"]
 
 ADD_SIGNATURE = ("void(float32[::1], float32[::1], float32[::1], uint32, uint32, uint32, "
                  "uint32, uint32)")
@@ -108,17 +109,17 @@ def kernel_function(cfg, units=(1, 1), vectors=(4, 4, 4)):
 
 
 @lru_cache(maxsize=None)
-def _launcher(cfg, units, vectors):
-    """The Launcher of a variant (:func:`gemm.call.launch.compiled_launcher`: its cubin on a
-    GPU, kept on disk) and the dynamic shared bytes its launches pass, which the compiled
-    kernel is allowed."""
+def launcher(cfg: AddConfig, units: Tuple[int, int] = (1, 1),
+             vectors: Tuple[int, int, int] = (4, 4, 4)) -> Tuple[Any, int]:
+    """The Launcher of a variant (``units`` and ``vectors`` as :func:`kernel_function`'s;
+    :func:`gemm.call.launch.compiled_launcher`: its cubin on a GPU, kept on disk) and the
+    dynamic shared bytes its launches pass, which the compiled kernel is allowed."""
     nbytes = cfg.shared_bytes if cfg.dynamic else 0
-    launcher = compiled_launcher("add", (cfg, units, vectors),
-                                 kernel_function(cfg, units, vectors), ADD_SIGNATURE,
-                                 (4, 4, 4), _SCALARS)
+    made = compiled_launcher("add", (cfg, units, vectors), kernel_function(cfg, units, vectors),
+                             ADD_SIGNATURE, (4, 4, 4), _SCALARS)
     if nbytes > STATIC_SHARED_LIMIT and not simulator_active():
-        launcher.kernel.allow_dynamic_shared(nbytes)
-    return launcher, nbytes
+        made.kernel.allow_dynamic_shared(nbytes)
+    return made, nbytes
 
 
 def _vector(op, strides, extent, block):
@@ -197,11 +198,11 @@ def prepare_add(x, y, out=None, *, block=(8, 128), stages=3, delay_release=0, th
     lds = [s[0] if u == 1 else s[1] for s, u in zip(strides, units + (1,))]
     tiles = -(-m // cfg.block[0]) * -(-n // cfg.block[1])
     blocks = min(tiles, num_blocks) if num_blocks is not None else _default_blocks(cfg, tiles)
-    launcher, nbytes = _launcher(cfg, units, vectors)
+    kernel, nbytes = launcher(cfg, units, vectors)
     stream = 0 if simulator_active() else current_stream(a)
     arrays = (kernel_buffer(a), kernel_buffer(b), kernel_buffer(c))
     scalars = (m, n, *lds)
 
     def launch():
-        launcher((blocks, 1, 1), (cfg.threads, 1, 1), stream, arrays, scalars, nbytes)
+        kernel((blocks, 1, 1), (cfg.threads, 1, 1), stream, arrays, scalars, nbytes)
     return out, launch

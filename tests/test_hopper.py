@@ -292,6 +292,13 @@ def test_default_config_splits_k_or_narrows_tiles_by_shape():
     assert pick("bfloat16", 65536, 100, 4096) == (128, 1)
     assert pick("bfloat16", 256, 64, 65536) == (64, 64)            # 2 tiles: split to fill
     assert default_config("bfloat16", 65536, 64, 4096, 1, 132).stages == 8
+    # tiles of 192 columns where their whole waves take 5% less: 448 tiles of 256 are 4
+    # waves, 608 of 192 five of three quarters the work; not where 256's fill one wave
+    assert pick("bfloat16", 2048, 7168, 4096) == (192, 1)
+    assert pick("float16", 3000, 3000, 3000) == (192, 1)
+    assert pick("bfloat16", 8192, 8192, 8192) == (256, 1)          # 21 x 192 against 16 x 256
+    assert pick("bfloat16", 1024, 4096, 4096) == (256, 1)          # 128 tiles: one wave
+    assert pick("tfloat32", 2048, 7168, 4096)[0] == 256            # (16-bit types only)
 
 
 def test_tiles_narrower_than_64_need_a_k_major_y():

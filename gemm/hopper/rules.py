@@ -17,6 +17,7 @@ LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
 NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
+WAVE_GAIN = 0.95        # 192-column tiles where their waves take this much of 256's or less
 
 
 def default_config(dtype, m, n, k, products, sms):
@@ -27,8 +28,10 @@ def default_config(dtype, m, n, k, products, sms):
     and K is long enough, on narrower tiles where those need fewer K ranges
     (:func:`_fewer_ranges`); else, where they fill at most half the SMs and narrower tiles
     (2 x 64 x 128) fit in one wave, those (neither narrowing for m < 64: there the rows are
-    mostly padding and the narrow tiles were slower). Chosen from benchmarks/shapes.py's runs
-    (benchmarks/RESULTS.md, "Every shape" and "A shipped table")."""
+    mostly padding and the narrow tiles were slower); for 16-bit types, 2 x 64 x 192 tiles
+    where their whole waves take :data:`WAVE_GAIN` less (:func:`_fuller_waves`). Chosen from
+    benchmarks/shapes.py's runs (benchmarks/RESULTS.md, "Every shape", "A shipped table" and
+    "Tiles that fill the waves")."""
     cfg = HopperConfig(dtype=dtype)
     if n <= 128:            # a 256-wide wgmma would multiply mostly padding
         cfg = replace(cfg, bN=64, stages=8) if n <= 64 else replace(cfg, bN=128, stages=6)
@@ -41,6 +44,21 @@ def default_config(dtype, m, n, k, products, sms):
     if cfg.bN > 128 and 2 * tiles <= sms and m >= 64 and \
             products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
         return replace(cfg, bN=128)
+    if dtype in ("bfloat16", "float16") and cfg.bN == 256 and m >= 64:
+        return _fuller_waves(cfg, m, n, products, sms)
+    return cfg
+
+
+def _fuller_waves(cfg, m, n, products, sms):
+    """``cfg`` (2 x 64 x 256 tiles, no split) or 192 columns a tile where those take
+    :data:`WAVE_GAIN` less of the GPU's time in whole waves of tiles (waves x columns):
+    448 tiles of 256 columns are 4 waves of 132 SMs, 3.39 of work (2048 x 7168); 608 of 192
+    are 5 waves of three quarters the work. Where the tiles fit one wave, wider stays."""
+    def waves(bn):
+        return -(-products * -(-m // cfg.tile_m) * -(-n // bn) // sms)
+    wide = waves(256)
+    if wide >= 2 and waves(192) * 192 <= WAVE_GAIN * wide * 256:
+        return replace(cfg, bN=192)
     return cfg
 
 

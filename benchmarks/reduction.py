@@ -25,7 +25,7 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-from benchmarks.timing import timed  # noqa: E402
+from benchmarks.timing import graph_of, timed  # noqa: E402
 from gemm import splitk_kernel as sk  # noqa: E402
 
 TYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -38,17 +38,13 @@ LAUNCHES = 20
 
 
 def _graph_us(fn):
-    """us per call of ``fn``: LAUNCHES calls captured in a CUDA graph, replayed once."""
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(LAUNCHES):
-            fn()
-    g.replay()
+    """us per call of ``fn``: LAUNCHES calls captured in a CUDA graph, replayed once after a
+    replay."""
+    replay = graph_of(fn, LAUNCHES)
+    replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    g.replay()
+    replay()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1e3 / LAUNCHES

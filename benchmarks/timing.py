@@ -6,7 +6,7 @@ import statistics
 
 import torch
 
-__all__ = ["timed", "timed_together", "eager_arguments"]
+__all__ = ["timed", "timed_together", "eager_arguments", "graph_of"]
 
 CALLS = 5           # calls per timed loop
 
@@ -38,6 +38,18 @@ def timed_together(fns, reps):
         for name, fn in fns.items():
             times[name].append(_loop(fn, start, end))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def graph_of(fn, calls):
+    """The replay of a CUDA graph of ``calls`` calls of ``fn`` (captured after one call
+    outside it): the GPU's time of the calls without the host's."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return g.replay
 
 
 def eager_arguments(what, reps=7):

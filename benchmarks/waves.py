@@ -26,7 +26,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import timed_together  # noqa: E402
+from benchmarks.timing import graph_of, timed_together  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import default_config  # noqa: E402
 
@@ -34,16 +34,6 @@ SHAPES = [(2048, 7168, 4096, "gelu"), (2048, 7168, 4096, None), (3072, 7168, 409
           (3000, 3000, 3000, None), (1024, 14336, 4096, None),
           (4096, 7168, 4096, "gelu"), (8192, 8192, 8192, None)]      # the last two: unchanged
 CALLS = 10
-
-
-def _graph(fn):
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    return g.replay
 
 
 def case(m, n, k, act, reps):
@@ -59,7 +49,7 @@ def case(m, n, k, act, reps):
            "256 columns": lambda: gemm.matmul(a, b, outs["256 columns"], activation=act,
                                               kernel=wide),
            "cuBLAS": (lambda: F.gelu(torch.mm(a, b))) if act else (lambda: torch.mm(a, b))}
-    t = timed_together({name: _graph(fn) for name, fn in fns.items()}, reps)
+    t = timed_together({name: graph_of(fn, CALLS) for name, fn in fns.items()}, reps)
     us = {name: 1e3 * v / CALLS for name, v in t.items()}
     return {"m": m, "n": n, "k": k, "activation": act, "ours bN": ours.bN, "us": us,
             "equal": torch.equal(outs["ours"], outs["256 columns"])}

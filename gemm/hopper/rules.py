@@ -45,19 +45,18 @@ def default_config(dtype, m, n, k, products, sms):
             products * -(-m // cfg.tile_m) * -(-n // 128) <= sms:
         return replace(cfg, bN=128)
     if dtype in ("bfloat16", "float16") and cfg.bN == 256 and m >= 64:
-        return _fuller_waves(cfg, m, n, products, sms)
+        return _fuller_waves(cfg, tiles, m, n, products, sms)
     return cfg
 
 
-def _fuller_waves(cfg, m, n, products, sms):
-    """``cfg`` (2 x 64 x 256 tiles, no split) or 192 columns a tile where those take
-    :data:`WAVE_GAIN` less of the GPU's time in whole waves of tiles (waves x columns):
+def _fuller_waves(cfg, tiles, m, n, products, sms):
+    """``cfg`` (its ``tiles`` of 2 x 64 x 256, no split) or 192 columns a tile where those
+    take :data:`WAVE_GAIN` less of the GPU's time in whole waves of tiles (waves x columns):
     448 tiles of 256 columns are 4 waves of 132 SMs, 3.39 of work (2048 x 7168); 608 of 192
     are 5 waves of three quarters the work. Where the tiles fit one wave, wider stays."""
-    def waves(bn):
-        return -(-products * -(-m // cfg.tile_m) * -(-n // bn) // sms)
-    wide = waves(256)
-    if wide >= 2 and waves(192) * 192 <= WAVE_GAIN * wide * 256:
+    wide = -(-tiles // sms)
+    narrow = -(-products * -(-m // cfg.tile_m) * -(-n // 192) // sms)
+    if wide >= 2 and narrow * 192 <= WAVE_GAIN * wide * 256:
         return replace(cfg, bN=192)
     return cfg
 

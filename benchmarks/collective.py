@@ -88,22 +88,20 @@ def _methods(a, b, D, group, transfers, pieces=()):
     for schedule, transfer in peer_runs:
         methods[f"ours (peer, {schedule}, {transfer})"] = ours(path="peer", schedule=schedule,
                                                                transfer=transfer)
-    for transfer in transfers if D > 2 else ():     # the ring's copies in pieces
-        for p in pieces:
-            if transfer != "sm_fused":
-                methods[f"ours (peer, ring, {transfer}, {p} pieces)"] = in_pieces(
-                    p, ours(path="peer", schedule="ring", transfer=transfer))
+    # the ring's copies in pieces (D > 2: the ring forwards), with and without the matmuls
+    in_parts = [(t, p) for t in transfers if D > 2 and t != "sm_fused" for p in pieces]
+    for transfer, p in in_parts:
+        methods[f"ours (peer, ring, {transfer}, {p} pieces)"] = in_pieces(
+            p, ours(path="peer", schedule="ring", transfer=transfer))
     methods["ours (peer, no graph)"] = without_graphs(ours(path="peer"))
     methods["ours (sendrecv)"] = ours(path="sendrecv")
     methods["NCCL all-gather + cuBLAS"] = nccl_cublas
     for schedule, transfer in peer_runs:
         methods[f"ours, copies only ({schedule}, {transfer})"] = _copies_only(
             a, b, group, out, schedule, transfer)
-    for transfer in transfers if D > 2 else ():
-        for p in pieces:
-            if transfer != "sm_fused":
-                methods[f"ours, copies only (ring, {transfer}, {p} pieces)"] = in_pieces(
-                    p, _copies_only(a, b, group, out, "ring", transfer))
+    for transfer, p in in_parts:
+        methods[f"ours, copies only (ring, {transfer}, {p} pieces)"] = in_pieces(
+            p, _copies_only(a, b, group, out, "ring", transfer))
     methods["torch fused_all_gather_matmul"] = lambda: _fused(a, b, group)
     return methods, nccl_cublas, out
 
@@ -128,26 +126,26 @@ def _copies_only(a, b, group, out, schedule, transfer):
     return call
 
 
-def in_pieces(chunks, fn):
-    """``fn`` with the ring's copies cut into ``chunks`` pieces (``peer.RING_CHUNKS``)."""
+def _with(name, value, fn):
+    """``fn`` with ``gemm.collective.peer``'s setting ``name`` at ``value`` for its calls."""
     def call():
-        before, peer.RING_CHUNKS = peer.RING_CHUNKS, chunks
+        before = getattr(peer, name)
+        setattr(peer, name, value)
         try:
             return fn()
         finally:
-            peer.RING_CHUNKS = before
+            setattr(peer, name, before)
     return call
+
+
+def in_pieces(chunks, fn):
+    """``fn`` with the ring's copies cut into ``chunks`` pieces (``peer.RING_CHUNKS``)."""
+    return _with("RING_CHUNKS", chunks, fn)
 
 
 def without_graphs(fn):
     """``fn`` with the peer path's graph replay off: every call enqueued."""
-    def call():
-        peer.GRAPHS = False
-        try:
-            return fn()
-        finally:
-            peer.GRAPHS = True
-    return call
+    return _with("GRAPHS", False, fn)
 
 
 def graphed(fn):

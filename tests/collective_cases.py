@@ -107,7 +107,7 @@ def _pieces_cases(rank, size, device):
     """The peer ring's cases with each copy cut into 3 pieces (``peer.RING_CHUNKS``; one where
     D = 2 or a shard is under 3 x 256 bytes), by the copy engines and the push kernel."""
     results = {}
-    collective.peer.RING_CHUNKS = 3
+    before, collective.peer.RING_CHUNKS = collective.peer.RING_CHUNKS, 3
     try:
         for tr in ("copy_engine", "sm"):
             name = f"peer ring {tr} in pieces"
@@ -120,7 +120,7 @@ def _pieces_cases(rank, size, device):
             results[f"{name} bf16 6 calls on the same tensors 64x128x32"] = run(
                 torch.bfloat16, 64, 128, 32, calls=6, seed=10, reuse=True)
     finally:
-        collective.peer.RING_CHUNKS = 1
+        collective.peer.RING_CHUNKS = before
     return results
 
 
@@ -193,7 +193,7 @@ def _worker(rank, size, mode, init, queue):
                 which = pushes if key[0] == "all_gather_matmul" else rs_pushes
                 which[r.transfer] = which.get(r.transfer, 0) + r.kernel_pushes
             results["push kernels"], results["rs push kernels"] = pushes, rs_pushes
-            # {(transfer, shard bytes): pieces a copy} of the all-gather's ring schedules
+            # (transfer, shard bytes, pieces a copy) of the all-gather's ring schedules
             results["ring pieces"] = sorted({
                 (r.transfer, r.slot_bytes, r.chunks) for key, r in collective.group.rings.items()
                 if key[0] == "all_gather_matmul" and key[7] == "ring"})

@@ -192,20 +192,21 @@ def parts(calls, reps):
     c = torch.empty(64, 64, device="cuda", dtype=BF16)
     stream = torch._C._cuda_getCurrentRawStream(0)
     bound = next(b for lau in hopper._launchers.values() for b in lau._bound.values())
-    addresses = [bound._words[i] for i in bound._data_words]
+    addresses = list(bound._words[bound._data_words])
     params, kind = bound._params, type(bound._params)
     pointers = (ctypes.c_void_p * len(kind._fields_))(       # one pointer per parameter
         *(ctypes.addressof(params) + getattr(kind, n).offset for n, _ in kind._fields_))
+    legacy = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    head = (bound._func, *(ctypes.c_uint(v) for v in bound._dims), ctypes.c_void_p(stream))
+    by_pointers = (*head, pointers, None)
+    by_buffer = (*head, None, bound._extra_pointer)
+    as_bound = bound._with_stream(stream)       # cuLaunchKernelEx's, where the driver has it
 
-    head, sv = bound._head, ctypes.c_void_p(stream)
-    by_pointers = (*head, sv, pointers, None)
-    by_buffer = (*head, sv, *bound._tail)
-
-    def raw(args):
-        """cuLaunchKernel alone (ctypes objects made beforehand), its return code checked."""
-        err = bound._launch(*args)
+    def raw(launch_fn, args):
+        """The driver's launch alone (ctypes objects made beforehand), its code checked."""
+        err = launch_fn(*args)
         if err:
-            raise RuntimeError(f"cuLaunchKernel failed ({err})")
+            raise RuntimeError(f"launch failed ({err})")
     new_address = iter(range(1 << 40, 1 << 41, 1 << 12))
     # A's tensor map: (the TMA copy, dims, byte strides, value type)
     tmap_copy, dims, strides, vt = hopper._Call(a, wt, None, 1.0, 0.0, None, None,
@@ -221,12 +222,15 @@ def parts(calls, reps):
         ("torch.empty(device=torch.device)", lambda: torch.empty((64, 64), dtype=BF16,
                                                                  device=dev)),
         ("torch.empty(device=int)", lambda: torch.empty((64, 64), dtype=BF16, device=0)),
+        ("torch.empty(*shape) (the allocator's)", lambda: torch.empty(64, 64, dtype=BF16,
+                                                                      device=dev)),
         ("a.new_empty", lambda: a.new_empty((64, 64))),
         ("kernels' plan (no allocation)", lambda: plan.launch((ptrs[0], ptrs[1],
                                                                c.data_ptr()), stream, 1.0, 0.0)),
         ("BoundLaunch call", lambda: bound(addresses, stream, 1.0, 0.0)),
-        ("raw cuLaunchKernel (param pointers)", lambda: raw(by_pointers)),
-        ("raw cuLaunchKernel (param buffer)", lambda: raw(by_buffer)),
+        ("raw cuLaunchKernel (param pointers)", lambda: raw(legacy, by_pointers)),
+        ("raw cuLaunchKernel (param buffer)", lambda: raw(legacy, by_buffer)),
+        ("raw driver launch as BoundLaunch calls it", lambda: raw(bound._launch, as_bound)),
         ("tma.tensor_map (encode one map)", lambda: tma.tensor_map(ptrs[0], tmap_copy, vt)),
         ("device_map of a new address", lambda: tensor_maps.device_map(
             tmap_copy, next(new_address), dims, strides, vt, stream)),

@@ -3,8 +3,9 @@
 numba passes a 1-D array argument as seven parameters (meminfo, parent, nitems, itemsize,
 data, shape[0], strides[0], each 8 bytes) and a uint32/float32 scalar as 4 bytes, each at its
 own alignment; the launch hands the driver one buffer of them (``extra``:
-CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END). The
-buffer is read back here as the driver would read it.
+CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its size, END),
+through cuLaunchKernelEx (a launch config) or cuLaunchKernel. The arguments are read back
+here as the driver would read them.
 """
 
 import ctypes
@@ -19,23 +20,34 @@ SCALARS = ("uint32", "uint32", "int32", "float32", "float32")
 SIZES = [8] * 14 + [4] * 5
 
 
-def _launcher(record):
+def _launcher(record, by_config=True):
     launcher = Launcher(kernel=None, n_arrays=2, itemsize=4, scalar_types=SCALARS)
     launcher._funcs[0] = 0xF00D      # the function of a compiled kernel in context 0 (none here)
     # Like the driver, read the parameters during the call.
     launcher._launch = lambda *args: record.append(_arguments(args)) or 0
-    launcher._describe = None
+    launcher._describe, launcher._by_config = None, by_config
     return launcher
 
 
 def _arguments(args):
-    """cuLaunchKernel's eleven arguments as the driver reads them (the function, grid,
-    block, shared bytes, stream, kernelParams, extra), and the parameter bytes."""
-    assert len(args) == 11
-    assert all(isinstance(a, (ctypes.c_void_p, ctypes.c_uint)) for a in args[:9])
-    assert args[9] is None
-    extra = (ctypes.c_void_p * 5).from_address(args[10].value)
-    return (*(a.value for a in args[:9]), args[9], extra, _parameters(extra))
+    """The launch's function, grid, block, shared bytes, stream, kernelParams and extra as
+    the driver reads them, and the parameter bytes: from cuLaunchKernelEx's four arguments
+    (a launch config without attributes, the function, kernelParams, extra) or
+    cuLaunchKernel's eleven (the function, grid, block, shared bytes, stream, kernelParams,
+    extra)."""
+    if len(args) == 4:
+        config = args[0]._obj           # (what ctypes.byref points to)
+        assert isinstance(config, launch.LaunchConfig)
+        assert (config.attrs, config.num_attrs) == (None, 0)
+        head = (args[1].value, *(getattr(config, name) for name, _ in config._fields_[:7]),
+                config.stream)
+        pointers, extra = args[2], args[3]
+    else:
+        assert len(args) == 11
+        assert all(isinstance(a, (ctypes.c_void_p, ctypes.c_uint)) for a in args[:9])
+        head, pointers, extra = tuple(a.value for a in args[:9]), args[9], args[10]
+    extra = (ctypes.c_void_p * 5).from_address(extra.value)
+    return (*head, pointers, extra, _parameters(extra))
 
 
 def _parameters(extra):
@@ -46,14 +58,19 @@ def _parameters(extra):
     return ctypes.string_at(extra[1], size)
 
 
-def test_bound_launch_passes_numba_abi_parameters():
-    """Every call's addresses, stream and free scalars reach the driver; a stream met again
-    and scalars not given keep what the earlier calls set."""
+@pytest.mark.parametrize("by_config", [True, False])
+def test_bound_launch_passes_numba_abi_parameters(by_config):
+    """Every call's addresses, stream and free scalars reach the driver, through either
+    entry point; a stream met again and scalars not given keep what the earlier calls
+    set."""
     record = []
-    bound = BoundLaunch(_launcher(record), 0xF00D, (3, 2, 1), (256, 1, 1), [100, 7],
+    launcher = _launcher(record, by_config)
+    launcher.free_scalars = 2
+    bound = BoundLaunch(launcher, 0xF00D, (3, 2, 1), (256, 1, 1), [100, 7],
                         (5, 6, -7, 1.5, 0.0), shared_bytes=1024)
     calls = [((4096, 8192), 11, (), (1.5, 0.0)), ((64, 128), 12, (-2.0, 0.25), (-2.0, 0.25)),
-             ((64, 8), 11, (), (-2.0, 0.25))]
+             ((64, 8), 11, (), (-2.0, 0.25)), ((64, 8), 12, (-2.0, 0.25), (-2.0, 0.25)),
+             ((1, 2), 11, (1.5, 0.0), (1.5, 0.0))]
     for addresses, stream, last, (alpha, beta) in calls:
         bound(addresses, stream, *last)
         *fixed, got_stream, pointers, _, parameters = record[-1]
@@ -61,6 +78,17 @@ def test_bound_launch_passes_numba_abi_parameters():
         assert (got_stream, pointers) == (stream, None)
         assert parameters == struct.pack("<7q7qIIiff", 0, 0, 100, 4, addresses[0], 100, 4,
                                          0, 0, 7, 4, addresses[1], 7, 4, 5, 6, -7, alpha, beta)
+
+
+def test_bound_launch_refuses_a_wrong_address_count():
+    """One address per array: more or fewer is an error, not a launch with a stale one."""
+    record = []
+    bound = BoundLaunch(_launcher(record), 0xF00D, (1, 1, 1), (1, 1, 1), [1, 1],
+                        (1, 2, 3, 0.5, 2.0), 0)
+    for addresses in ((1,), (1, 2, 3)):
+        with pytest.raises(ValueError):
+            bound(addresses, 0)
+    assert not record
 
 
 def test_launcher_keeps_one_bound_launch_per_shape(monkeypatch):
@@ -86,7 +114,7 @@ def test_wrong_argument_counts_are_refused():
 
 
 def test_driver_error_is_reported():
-    launcher = _launcher([])
+    launcher = _launcher([], by_config=False)
     launcher._launch = lambda *args: 1
 
     def describe(err, out):

@@ -3,19 +3,22 @@
 numba's ``kernel[grid, block, stream, shmem](*args)`` wraps every array argument (a torch
 tensor becomes a numba DeviceNDArray through ``__cuda_array_interface__``) and converts every
 scalar on every call. Our kernels take only 1-D C-contiguous arrays and 4-byte scalars, so a
-launch here is the driver's ``cuLaunchKernel`` called through ctypes with a parameter block
-made once: a ctypes structure holding every kernel parameter (an array is passed in numba's
-ABI as the seven parameters ``meminfo, parent, nitems, itemsize, data, shape[0],
-strides[0]``), handed to the driver as one parameter buffer.
+launch here is the driver's ``cuLaunchKernelEx`` (``cuLaunchKernel`` where the driver has no
+Ex) called through ctypes with a parameter block made once: a ctypes structure holding every
+kernel parameter (an array is passed in numba's ABI as the seven parameters ``meminfo,
+parent, nitems, itemsize, data, shape[0], strides[0]``), handed to the driver as one
+parameter buffer.
 
 A Launcher keeps one :class:`BoundLaunch` per launch shape (grid, block, the arrays'
 extents, the scalars but the last ``free_scalars``) and CUDA context (the kernel is loaded
 into each context that launches it), made once; a call changes only the array addresses, the
 stream and the free scalars in it. The driver copies the parameters during the call, so
 reusing the block is safe; a lock keeps two threads from filling one block at once. The
-driver's arguments are ctypes objects made once per BoundLaunch and stream, passed without
-``argtypes`` (ctypes then hands them over as they are instead of converting eleven Python
-integers on every call). In the CUDA simulator the ordinary numba launch is used.
+driver's arguments are ctypes objects made once per BoundLaunch and stream (for the Ex form a
+launch config holding grid, block, shared bytes and stream: four arguments for ctypes to
+pass instead of eleven; benchmarks/RESULTS.md, "The call path"), passed without ``argtypes``
+(ctypes then hands them over as they are). In the CUDA simulator the ordinary numba launch
+is used.
 """
 
 import ctypes
@@ -26,7 +29,8 @@ import numpy as np
 from gemm._env import simulator_active
 from gemm.call.binary import Binary, binary_name, compiled_binary, load_or_compile
 
-__all__ = ["Launcher", "BoundLaunch", "current_context", "kept_launcher", "compiled_launcher"]
+__all__ = ["Launcher", "BoundLaunch", "LaunchConfig", "current_context", "kept_launcher",
+           "compiled_launcher"]
 
 _CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "float32": ctypes.c_float}
 _ARRAY_FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "stride")
@@ -35,16 +39,28 @@ _get_context = None
 _BUFFER_POINTER, _BUFFER_SIZE = 1, 2     # CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE (END is 0)
 
 
+class LaunchConfig(ctypes.Structure):
+    """The driver's CUlaunchConfig: grid, block, dynamic shared bytes, stream, and no launch
+    attributes."""
+    _fields_ = [(name, ctypes.c_uint) for name in ("grid_x", "grid_y", "grid_z", "block_x",
+                                                    "block_y", "block_z", "shared_bytes")]
+    _fields_ += [("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                 ("num_attrs", ctypes.c_uint)]
+
+
 def _cuda_driver():
-    """libcuda's cuLaunchKernel and cuGetErrorString through ctypes (loaded once)."""
+    """``(launch, describe, by_config)``: libcuda's cuLaunchKernelEx (``by_config`` True)
+    or, where the driver lacks it, cuLaunchKernel, and cuGetErrorString, through ctypes
+    (loaded once)."""
     global _driver
     if _driver is None:
         lib = ctypes.CDLL("libcuda.so.1")
-        launch = lib.cuLaunchKernel     # called with ctypes objects only (no argtypes)
-        launch.restype = ctypes.c_int
+        by_config = hasattr(lib, "cuLaunchKernelEx")
+        launch = lib.cuLaunchKernelEx if by_config else lib.cuLaunchKernel
+        launch.restype = ctypes.c_int   # called with ctypes objects only (no argtypes)
         describe = lib.cuGetErrorString
         describe.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        _driver = launch, describe
+        _driver = launch, describe, by_config
     return _driver
 
 
@@ -106,7 +122,7 @@ class Launcher:
                 (kernel,) = self.kernel.overloads.values()
                 func = int(kernel._codelibrary.get_cufunc().handle)
             self._funcs[context] = func
-            self._launch, self._describe = _cuda_driver()
+            self._launch, self._describe, self._by_config = _cuda_driver()
         return func
 
     def __call__(self, grid, block, stream, arrays, scalars, shared_bytes=0):
@@ -191,35 +207,43 @@ class BoundLaunch:
         # the arrays' fields as one int64 array: array i's address is word 7 i + 4
         self._words = (ctypes.c_int64 * (len(_ARRAY_FIELDS) * launcher.n_arrays)).from_buffer(
             params)
-        self._data_words = [len(_ARRAY_FIELDS) * i + 4 for i in range(launcher.n_arrays)]
-        self._scalar_fields = [f"s{j}" for j in range(len(scalars))]
-        # cuLaunchKernel(f, grid x y z, block x y z, shared bytes, stream, params, extra)
-        self._head = (ctypes.c_void_p(func),
-                      *(ctypes.c_uint(v) for v in (*grid, *block, shared_bytes)))
-        self._tail = (None, ctypes.c_void_p(ctypes.addressof(self._extra)))
+        self._data_words = slice(_ARRAY_FIELDS.index("data"), None, len(_ARRAY_FIELDS))
+        free = launcher.free_scalars
+        self._free_fields = [f"s{j}" for j in range(len(scalars) - free, len(scalars))]
+        self._free_values = tuple(scalars[len(scalars) - free:])   # as the block holds them
+        self._func, self._dims = ctypes.c_void_p(func), (*grid, *block, shared_bytes)
+        self._extra_pointer = ctypes.c_void_p(ctypes.addressof(self._extra))
         self._arguments = {}            # stream -> the driver's arguments with it
         self._launch, self._describe = launcher._launch, launcher._describe
+        self._by_config = launcher._by_config
         self._lock = threading.Lock()
 
     def _with_stream(self, stream):
-        """The driver's arguments for a launch on ``stream`` (a raw handle), made once."""
+        """The driver's arguments for a launch on ``stream`` (a raw handle), made once:
+        cuLaunchKernelEx(config, f, kernelParams, extra), or cuLaunchKernel(f, grid x y z,
+        block x y z, shared bytes, stream, kernelParams, extra)."""
         if len(self._arguments) >= 64:
             self._arguments.clear()
-        args = self._arguments[stream] = (*self._head, ctypes.c_void_p(stream), *self._tail)
+        if self._by_config:     # (byref keeps the config alive with the arguments)
+            config = LaunchConfig(*self._dims, stream, None, 0)
+            args = (ctypes.byref(config), self._func, None, self._extra_pointer)
+        else:
+            args = (self._func, *(ctypes.c_uint(v) for v in self._dims),
+                    ctypes.c_void_p(stream), None, self._extra_pointer)
+        self._arguments[stream] = args
         return args
 
-    def __call__(self, addresses, stream, *last_scalars):
-        params, words = self._params, self._words
+    def __call__(self, addresses, stream, *free_scalars):
         with self._lock:
-            for at, ptr in zip(self._data_words, addresses):
-                words[at] = ptr
-            if last_scalars:
-                for name, value in zip(self._scalar_fields[-len(last_scalars):],
-                                       last_scalars):
-                    setattr(params, name, value)
+            self._words[self._data_words] = addresses       # (one address per array)
+            if free_scalars != self._free_values:
+                for name, value in zip(self._free_fields, free_scalars):
+                    setattr(self._params, name, value)
+                self._free_values = free_scalars
             args = self._arguments.get(stream)
             err = self._launch(*(args or self._with_stream(stream)))
         if err:
             text = ctypes.c_char_p()
             self._describe(err, ctypes.byref(text))
-            raise RuntimeError(f"cuLaunchKernel failed ({err}): {text.value}")
+            name = "cuLaunchKernelEx" if self._by_config else "cuLaunchKernel"
+            raise RuntimeError(f"{name} failed ({err}): {text.value}")

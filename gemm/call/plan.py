@@ -61,8 +61,9 @@ def _torch_kind(torch):
         return (x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15), ptr
 
     def allocator(out):
+        # the extents as separate ints: torch parses them faster than one tuple
         shape, dtype, device = tuple(out.shape), out.dtype, out.device
-        return lambda: torch.empty(shape, dtype=dtype, device=device)
+        return lambda: torch.empty(*shape, dtype=dtype, device=device)
 
     def where():
         try:
@@ -148,7 +149,7 @@ def signature(A: Any, B: Any, out: Any, options: tuple,
         kc, pc = kind.describe(out)
     else:
         return None
-    if not extra:
+    if not extra or len(extra) == 1 and extra[0] is None:     # (no bias, say)
         return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
     keys, addresses = [options, ka, kb, kc, kind.where()], [pa, pb, pc]
     for x in extra:

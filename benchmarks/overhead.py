@@ -186,7 +186,7 @@ def parts(calls, reps):
     a, w = _mats(64, 64, 64, BF16)
     wt = w.T
     gemm.matmul(a, wt, kernel="hopper")
-    opts = ("hopper", False, None, None)
+    opts = ("hopper", False, None, None, None, False)     # (as gemm.matmul keys a call)
     key, ptrs = callplan.signature(a, wt, None, opts)
     plan = callplan.lookup(key)
     c = torch.empty(64, 64, device="cuda", dtype=BF16)

@@ -27,14 +27,17 @@ __all__ = ["matmul", "scaled_matmul", "KERNELS", "SimtConfig", "float32_precisio
 
 
 def __getattr__(name):
-    # The API is imported on first use, so ``import gemm`` stays cheap.
+    # The API is imported on first use, so ``import gemm`` stays cheap. A name found is kept
+    # in the module's namespace: later lookups (``gemm.matmul(...)`` on every call) find it
+    # there without this function and its import.
     if name in ("matmul", "KERNELS", "float32_precision", "set_float32_precision"):
         from gemm import api
-        return getattr(api, name)
-    if name == "scaled_matmul":
-        from gemm.scaled import scaled_matmul
-        return scaled_matmul
-    if name == "SimtConfig":
-        from gemm.simt import SimtConfig
-        return SimtConfig
-    raise AttributeError(f"module 'gemm' has no attribute {name!r}")
+        value = getattr(api, name)
+    elif name == "scaled_matmul":
+        from gemm.scaled import scaled_matmul as value
+    elif name == "SimtConfig":
+        from gemm.simt import SimtConfig as value
+    else:
+        raise AttributeError(f"module 'gemm' has no attribute {name!r}")
+    globals()[name] = value
+    return value

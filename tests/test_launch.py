@@ -80,14 +80,18 @@ def test_bound_launch_passes_numba_abi_parameters(by_config):
                                          0, 0, 7, 4, addresses[1], 7, 4, 5, 6, -7, alpha, beta)
 
 
-def test_bound_launch_refuses_a_wrong_address_count():
-    """One address per array: more or fewer is an error, not a launch with a stale one."""
+def test_bound_launch_refuses_wrong_counts():
+    """One address per array, and the free scalars all or none: anything else is an error,
+    not a launch with a stale address or scalar."""
     record = []
-    bound = BoundLaunch(_launcher(record), 0xF00D, (1, 1, 1), (1, 1, 1), [1, 1],
-                        (1, 2, 3, 0.5, 2.0), 0)
+    launcher = _launcher(record)
+    launcher.free_scalars = 2
+    bound = BoundLaunch(launcher, 0xF00D, (1, 1, 1), (1, 1, 1), [1, 1], (1, 2, 3, 0.5, 2.0), 0)
     for addresses in ((1,), (1, 2, 3)):
         with pytest.raises(ValueError):
             bound(addresses, 0)
+    with pytest.raises(ValueError, match="expected 2 free scalars or none, got 1"):
+        bound((1, 2), 0, 3.0)
     assert not record
 
 

@@ -237,6 +237,9 @@ class BoundLaunch:
         with self._lock:
             self._words[self._data_words] = addresses       # (one address per array)
             if free_scalars != self._free_values:
+                if free_scalars and len(free_scalars) != len(self._free_fields):
+                    raise ValueError(f"expected {len(self._free_fields)} free scalars or none, "
+                                     f"got {len(free_scalars)}")
                 for name, value in zip(self._free_fields, free_scalars):
                     setattr(self._params, name, value)
                 self._free_values = free_scalars

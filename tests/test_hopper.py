@@ -225,6 +225,8 @@ def test_few_rows_swap_a_and_b_with_narrow_tiles():
     assert pick(4096, 1, 4096) == 2                # 64 tiles: split in 2 to fill the SMs
     assert pick(4096, 16, 4096) == 2
     assert pick(4096, 64, 4096) == 1               # 64 rows: 2 ranges cost more than they gain
+    assert pick(4096, 64, 8192) == 1
+    assert pick(4096, 64, 14336) == 2              # but not at long K: 2 ranges of 112 k-tiles
     assert pick(1536, 32, 12288) == 5              # 24 tiles: 3 ranges or more pay
     assert pick(14336, 1, 4096) == 1               # 224 tiles (112 blocks of 2) fill the SMs
 

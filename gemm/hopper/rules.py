@@ -17,6 +17,7 @@ LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
 NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
+LONG_SWAP_TILES = 192       # k-tiles at least where a swapped call of over 16 rows splits in 2
 WAVE_GAIN = 0.95        # 192-column tiles where their waves take this much of 256's or less
 
 
@@ -150,7 +151,8 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
       in ranges of at least NARROW_RANGE_TILES k-tiles (RESULTS.md, "Narrow tiles");
     - else 1 x 64 x 64 tiles with 8 slots; split-K where the tiles leave SMs idle
       (gemm.splitk.by_shape) in at least 2 ranges for up to 16 rows, 3 above (more rows make
-      the partials cost more).
+      the partials cost more), but 2 where K holds LONG_SWAP_TILES k-tiles or more (ranges
+      of 96 and more: benchmarks/RESULTS.md, "Few rows: 2 K ranges at long K").
 
     Where one consumer's tiles need more than one wave and two consumers' (128 rows a
     block) fit in one, two consumers (RESULTS.md, "Few rows: A and B swapped")."""
@@ -163,8 +165,9 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
     if cfg.bN < 64:
         split = min(sms // tiles, -(-k // cfg.bK) // NARROW_RANGE_TILES, MAX_SPLIT_K)
         return replace(cfg, split_k=split if split >= 2 else 1)
-    split = splitk.by_shape(tiles, -(-k // cfg.bK), sms, least=2 if n <= 16 else 3)
-    return replace(cfg, split_k=split)
+    k_tiles = -(-k // cfg.bK)
+    least = 2 if n <= 16 or k_tiles >= LONG_SWAP_TILES else 3
+    return replace(cfg, split_k=splitk.by_shape(tiles, k_tiles, sms, least=least))
 
 
 def default_split(tiles, k_tiles, sms):

@@ -1,0 +1,97 @@
+"""Few rows at long K: a swapped call (at most 64 rows of A against a weight, A and B swapped,
+``gemm.hopper.swapped_config``) in 1 and in 2 K ranges, beside the rules' pick, the unnamed
+call and cuBLAS, in one process (GPU only):
+
+    python3 benchmarks/few_rows.py [--reps R] [--json PATH]
+
+A row-major, B = W.T of a row-major (N, K) weight (``nn.Linear``'s), out bf16 (fp32 with
+``allow_tf32`` for the tf32 row). Each column is 12 calls in a CUDA graph over 3 operand sets
+in turn (so that B is not left in L2 by the call before), the graphs timed in turn
+(benchmarks/timing.py's ``timed_together``, median of R), us a call. Every out is checked
+against float64: max |err| / max |ref|.
+"""
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import gemm  # noqa: E402
+from benchmarks.timing import graph_of, timed_together  # noqa: E402
+from gemm.call.binary import sm_count  # noqa: E402
+from gemm.hopper.rules import swapped_config  # noqa: E402
+
+# (M, N, K, dtype): the rule's 2 ranges from K = 12288 (bf16; 192 k-tiles), 1 below
+SHAPES = [(64, 4096, 4096, "bfloat16"), (64, 4096, 8192, "bfloat16"),
+          (64, 4096, 12288, "bfloat16"), (64, 4096, 14336, "bfloat16"),
+          (48, 4096, 14336, "bfloat16"), (33, 4096, 14336, "bfloat16"),
+          (64, 3584, 16384, "bfloat16"), (64, 4096, 28672, "bfloat16"),
+          (64, 4096, 8192, "tfloat32")]
+CALLS, SETS = 12, 3
+
+
+def case(m, n, k, dtype, reps):
+    g = torch.Generator("cuda").manual_seed(m + n + k)
+    tdt = torch.float32 if dtype == "tfloat32" else torch.bfloat16
+    sets = [(torch.randn(m, k, device="cuda", generator=g).to(tdt),
+             torch.randn(n, k, device="cuda", generator=g).to(tdt).T) for _ in range(SETS)]
+    sms = sm_count(sets[0][0].device.index)
+    rule = swapped_config(dtype, n, m, k, 1, sms)      # (the kernel's m: the out's columns)
+    cfgs = {"1 range": replace(rule, split_k=1), "2 ranges": replace(rule, split_k=2)}
+    tf32 = dtype == "tfloat32"
+    outs = {name: torch.empty(m, n, device="cuda", dtype=tdt)
+            for name in ("1 range", "2 ranges", "unnamed", "cuBLAS")}
+
+    def calls(fn):
+        def run():
+            for i in range(CALLS):
+                fn(*sets[i % SETS])
+        return run
+    fns = {name: calls(lambda a, b, name=name, cfg=cfg: gemm.matmul(
+               a, b, outs[name], kernel=cfg, allow_tf32=tf32)) for name, cfg in cfgs.items()}
+    fns["unnamed"] = calls(lambda a, b: gemm.matmul(a, b, outs["unnamed"], allow_tf32=tf32))
+    fns["cuBLAS"] = calls(lambda a, b: torch.mm(a, b, out=outs["cuBLAS"]))
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        t = timed_together({name: graph_of(fn, 1) for name, fn in fns.items()}, reps)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    a, b = sets[(CALLS - 1) % SETS]                 # the operands of every out's last call
+    ref = a.double() @ b.double()
+    err = {name: float((o.double() - ref).abs().max() / ref.abs().max())
+           for name, o in outs.items()}
+    return {"m": m, "n": n, "k": k, "dtype": dtype, "rule ranges": rule.split_k,
+            "us": {name: 1e3 * v / CALLS for name, v in t.items()}, "error": err}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    rows = [case(*s, args.reps) for s in SHAPES]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us a call")
+    print("| M x N x K | rule's ranges | 1 range | 2 ranges | unnamed call | cuBLAS | "
+          "1 range / 2 ranges | cuBLAS / unnamed | max error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        u = r["us"]
+        print(f"| {r['m']} x {r['n']} x {r['k']}{' tf32' if r['dtype'] == 'tfloat32' else ''} | "
+              f"{r['rule ranges']} | {u['1 range']:.1f} | {u['2 ranges']:.1f} | "
+              f"{u['unnamed']:.1f} | {u['cuBLAS']:.1f} | {u['1 range'] / u['2 ranges']:.3f}x | "
+              f"{u['cuBLAS'] / u['unnamed']:.3f}x | {max(r['error'].values()):.1e} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,6 @@
 """Host and wall microseconds per call of every public call form of ``gemm.matmul`` and of
-the torch operator, each beside the torch call a user would write instead, in one process.
+the torch operator (``gt.matmul`` and ``gt.linear``), each beside the torch call a user would
+write instead, in one process.
 
     python benchmarks/overhead.py [--calls 200] [--reps 5] [--only SUBSTRING] [--json PATH]
 
@@ -7,7 +8,8 @@ Host us/call: ``calls`` calls enqueued with no synchronisation in the loop (the 
 waited for after the clock stops), the median of ``reps`` such loops: what the caller's
 thread pays. Wall us/call: the same loop with the wait inside the clock. Each row's own
 baseline (``torch.mm``, or ``torch.matmul`` for batches, with the same out / out_dtype / tf32
-setting) is timed in the same run, right beside it. Then the parts of one call, and the
+setting; ``F.linear``, then ``F.gelu``, for the linear rows) is timed in the same run, right
+beside it. Then the parts of one call, and the
 torch operator's registrations: ``torch.library.custom_op`` (the one shipped), the low-level
 ``torch.library.Library`` with the same autograd, and ``gemm.torch.matmul``'s eager path.
 """
@@ -20,6 +22,7 @@ from types import SimpleNamespace
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
 import gemm
 from gemm import torch as gt
@@ -84,6 +87,18 @@ def cases():
             ("torch.ops.layoutalg.matmul", label,
              lambda a=a, w=w: torch.ops.layoutalg.matmul(a, w.T),
              lambda a=a, w=w: torch.mm(a, w.T)),
+        ]
+        # a linear layer: x (rows, K) or (batch, T, K), a bias, and with a GELU
+        bias = torch.randn(n, device="cuda", dtype=BF16)
+        x3 = a.view(m // 2, 2, k) if m > 1 else a.view(1, 1, k)
+        rows += [
+            ("torch op gt.linear(x, w, b)", label, lambda a=a, w=w, b=bias: gt.linear(a, w, b),
+             lambda a=a, w=w, b=bias: F.linear(a, w, b)),
+            ("gt.linear(x, w, b, 'gelu')", label,
+             lambda a=a, w=w, b=bias: gt.linear(a, w, b, "gelu"),
+             lambda a=a, w=w, b=bias: F.gelu(F.linear(a, w, b))),
+            ("gt.linear(x3, w, b), 3-D x", label, lambda x=x3, w=w, b=bias: gt.linear(x, w, b),
+             lambda x=x3, w=w, b=bias: F.linear(x, w, b)),
         ]
     a, w = _mats(1024, 1024, 16384, BF16)               # split-K by default
     rows.append(("matmul(a, w.T) split-K", "1024x1024x16384 bf16",

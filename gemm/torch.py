@@ -35,6 +35,7 @@ import gemm
 from gemm.api import _device_guard
 from gemm.call.operands import torch_dtype_name, torch_stream
 from gemm.epilogue import check_activation, in_torch
+from gemm.hopper import hopper_supported
 from layoutalg.atom.float8 import float8_max
 
 __all__ = ["matmul", "linear", "fp8_linear"]
@@ -209,15 +210,15 @@ def _linear_direct(x, weight, bias=None, activation=None):
     activation fused where the Hopper kernel takes them (16-bit operands on a GPU of
     compute capability 9.x), else the product, then the bias and activation in torch."""
     _check_linear(x, weight, bias, activation)
-    x2 = _unit_stride(x.reshape(-1, x.shape[-1]))
-    from gemm.hopper import hopper_supported       # (imported once gemm.matmul has run)
+    rows = x.dim() == 2             # (a 2-D x is its own rows: no reshapes, each a torch call)
+    x2 = _unit_stride(x if rows else x.reshape(-1, x.shape[-1]))
     fused = (x.dtype in (torch.bfloat16, torch.float16) and x2.shape[0] > 0
              and hopper_supported(x.get_device()))
     if fused:
         y = gemm.matmul(x2, weight.T, bias=bias, activation=activation)
     else:
         y = in_torch(_direct(x2, weight.T) + (0 if bias is None else bias), activation)
-    return y.reshape(tuple(x.shape[:-1]) + (weight.shape[0],))
+    return y if rows else y.reshape(tuple(x.shape[:-1]) + (weight.shape[0],))
 
 
 def _linear_backward(ctx, grad):

@@ -200,9 +200,11 @@ def parts(calls, reps):
     from gemm.hopper import tensor_maps
     a, w = _mats(64, 64, 64, BF16)
     wt = w.T
+    callplan.clear()
     gemm.matmul(a, wt, kernel="hopper")
-    opts = ("hopper", False, None, None, None, False)     # (as gemm.matmul keys a call)
-    key, ptrs = callplan.signature(a, wt, None, opts)
+    (key,) = callplan.PLANS                     # the call's key, as gemm.matmul made it
+    opts = key[0]
+    ptrs = callplan.signature(a, wt, None, opts)[1]
     plan = callplan.lookup(key)
     c = torch.empty(64, 64, device="cuda", dtype=BF16)
     stream = torch._C._cuda_getCurrentRawStream(0)

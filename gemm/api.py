@@ -337,8 +337,9 @@ def matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: float =
     Mixed or unsupported types raise TypeError; see :func:`route` for the rules.
     """
     fused = bias is not None or activation is not None
+    given = () if bias is None else (bias,)     # (signature's short path without a bias)
     sig = callplan.signature(A, B, out, (kernel, allow_tf32, out_dtype, precision, activation,
-                                         bias is not None), bias)
+                                         bias is not None), *given)
     if sig is not None:
         plan = callplan.lookup(sig[0])
         if (plan is not None and type(alpha) in _REAL and type(beta) in _REAL

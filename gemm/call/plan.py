@@ -149,7 +149,7 @@ def signature(A: Any, B: Any, out: Any, options: tuple,
         kc, pc = kind.describe(out)
     else:
         return None
-    if not extra or len(extra) == 1 and extra[0] is None:     # (no bias, say)
+    if not extra:
         return (options, ka, kb, kc, kind.where()), (pa, pb, pc)
     keys, addresses = [options, ka, kb, kc, kind.where()], [pa, pb, pc]
     for x in extra:

@@ -17,9 +17,11 @@ picks (said in the header line), the ring schedule and the default transfer; ``o
 S, T)`` the peer path in schedule S (``direct``: each rank pushes its own shard to every
 peer in turn) moving the shards by transfer T (``--transfer``, any of
 ``gemm.collective.TRANSFERS``: ``copy_engine``, ``sm``, the push kernel of ``--push-blocks``
-blocks per copy, ``sm_fused``, one such kernel to every peer at once, direct only); ``ours,
-copies only (S, T)`` the same with no matmuls; ``(peer, ring, T, P pieces)`` (D > 2) the
-ring with each copy cut into P pieces, each with its flag (``gemm.collective.peer.RING_CHUNKS``,
+blocks per copy, ``sm_fused``, one such kernel to every peer at once, direct only; whether
+the matmuls beside a push kernel leave its SMs free is ``gemm.collective.peer.PUSH_CARVEOUT``,
+and the "carveout" or "no carveout" rows time the other setting); ``ours, copies only (S,
+T)`` the same with no matmuls; ``(peer, ring, T, P pieces)`` (D > 2) the ring with each
+copy cut into P pieces, each with its flag (``gemm.collective.peer.RING_CHUNKS``,
 a forwarded piece waiting for itself alone). Tensor-core utilisation: a rank's useful flops
 (2 D m k n) over its time and the dense peak (989 TFLOP/s for f16 / bf16 on an H100 SXM; the
 H200 has the same). Every method's result (its out poisoned with NaN first) is compared
@@ -88,6 +90,12 @@ def _methods(a, b, D, group, transfers, pieces=()):
     for schedule, transfer in peer_runs:
         methods[f"ours (peer, {schedule}, {transfer})"] = ours(path="peer", schedule=schedule,
                                                                transfer=transfer)
+        if transfer != "copy_engine":   # the other way round from the default
+            other = not peer.PUSH_CARVEOUT
+            methods[f"ours (peer, {schedule}, {transfer}, "
+                    f"{'carveout' if other else 'no carveout'})"] = _with(
+                "PUSH_CARVEOUT", other, ours(path="peer", schedule=schedule,
+                                             transfer=transfer))
     # the ring's copies in pieces (D > 2: the ring forwards), with and without the matmuls
     in_parts = [(t, p) for t in transfers if D > 2 and t != "sm_fused" for p in pieces]
     for transfer, p in in_parts:
@@ -244,7 +252,7 @@ def main():
     if rank == 0:
         report(rows, D, path, reason, _table, args.json, transfers=transfers,
                push_blocks=args.push_blocks, push_priority=args.push_priority,
-               ring_chunks=peer.RING_CHUNKS,
+               ring_chunks=peer.RING_CHUNKS, push_carveout=peer.PUSH_CARVEOUT,
                default_transfer=collective.DEFAULT_TRANSFER)
     dist.destroy_process_group()
 

@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gemm import collective  # noqa: E402
+from gemm import collective, hopper  # noqa: E402
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
@@ -132,6 +132,18 @@ def _gather_cpu(shards, a):
         s.copy_(o)
 
 
+def _record_carveouts():
+    """A list that gets ``gemm.hopper``'s SM carveout at each per-shard product the
+    collectives make from now on (``gemm.collective.group.multiply``, wrapped)."""
+    seen, multiply = [], collective.group.multiply
+
+    def recorded(*args, **kw):
+        seen.append(hopper._carveout)
+        return multiply(*args, **kw)
+    collective.group.multiply = recorded
+    return seen
+
+
 def _worker(rank, size, mode, init, queue):
     backend = "nccl" if mode == "gpu" else "gloo"
     if mode == "cpu":
@@ -141,6 +153,10 @@ def _worker(rank, size, mode, init, queue):
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=size)
     results = {}
+    # the push kernel's SMs left free by the products beside it (off by default): the cases
+    # check the products under the carveout, and record that they ran under it
+    collective.peer.PUSH_CARVEOUT = True
+    carveouts, seen = {}, _record_carveouts()
     try:
         path, reason = collective.ring_path(torch.empty(1, device=device))
         results[f"path {mode}"] = f"{path}: {reason}"
@@ -154,6 +170,7 @@ def _worker(rank, size, mode, init, queue):
                 name = f"{p} {sched}" + (f" {tr}" if tr else "")
                 run = functools.partial(_case, rank, size, device, path=p, schedule=sched,
                                         transfer=tr)
+                start = len(seen)
                 for dtype in (torch.bfloat16, torch.float16, torch.float32):
                     results[f"{name} {dtype} 96x64x40"] = run(dtype, 96, 64, 40, seed=1)
                 results[f"{name} bf16 37x48x19, f32 out"] = run(
@@ -166,6 +183,8 @@ def _worker(rank, size, mode, init, queue):
                     torch.bfloat16, 64, 128, 32, calls=6, seed=4, reuse=True)
                 results[f"{name} bf16 gelu 48x64x40"] = _gelu_case(rank, size, device, p,
                                                                    sched, tr)
+                if tr:
+                    carveouts.setdefault(tr, set()).update(seen[start:])
             if p == "peer" and sched == "ring":         # each copy in 3 pieces
                 results.update(_pieces_cases(rank, size, device))
             # the reduce-scatter (one schedule), on the peer path by each transfer it takes
@@ -173,6 +192,7 @@ def _worker(rank, size, mode, init, queue):
                        (None,) if sched == "ring" else ()):
                 name = f"{p}" + (f" {tr}" if tr else "")
                 rs = functools.partial(_rs_case, rank, size, device, path=p, transfer=tr)
+                start = len(seen)
                 for dtype in (torch.bfloat16, torch.float16, torch.float32):
                     results[f"{name} reduce-scatter {dtype} 32x64x40 a block"] = rs(
                         dtype, 32, 64, 40, seed=11)
@@ -182,6 +202,10 @@ def _worker(rank, size, mode, init, queue):
                     torch.float16, 64, 128, 72, calls=4, seed=13)
                 results[f"{name} reduce-scatter bf16 5 calls on the same tensors 16x96x32"] = \
                     rs(torch.bfloat16, 16, 96, 32, calls=5, seed=14, reuse=True)
+                if tr:
+                    carveouts.setdefault(f"rs {tr}", set()).update(seen[start:])
+        # {transfer: the SM carveouts the per-shard products ran under}
+        results["carveouts"] = {tr: sorted(c) for tr, c in carveouts.items()}
         rings = list(collective.group.rings.values())
         if rings:
             results["peer graphs"] = (sum(len(r.graphs) for r in rings),

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from numba import cuda  # noqa: E402
 
 import gemm  # noqa: E402
+from gemm import hopper  # noqa: E402
 from gemm.hopper import HopperConfig, hopper_matmul  # noqa: E402
 from sim_tensorcore_cases import error_ratio, out_start, to_operand  # noqa: E402
 from simcase import outcomes  # noqa: E402
@@ -52,11 +53,12 @@ def operand(x, dtype, x3=False):
 
 def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
          out_dtype="float32", col_out=False, pad=0, batch=0, bias=None,
-         bias_dtype="float32", activation=None):
+         bias_dtype="float32", activation=None, carveout=0):
     """A (m, k) row-major (column-major if ``a_col``); B (k, n) contiguous along K or N;
     ``batch`` > 0: that many products of A's, one B shared by all; ``bias`` "columns" (a
     vector of n) or "rows" (an (m, 1) one) of ``bias_dtype``, and ``activation``: its fused
-    epilogue."""
+    epilogue; ``carveout``: the call within ``gemm.hopper.sm_carveout(carveout)``, its grid
+    checked to be planned for that many SMs fewer (inf where it is not)."""
     rng = np.random.default_rng(seed)
     dtype = cfg.dtype if cfg else "bfloat16"
     shape_a = (batch, m, k) if batch else (m, k)
@@ -81,9 +83,14 @@ def case(cfg, m, n, k, alpha=1.0, beta=0.0, seed=0, a_col=False, b_kmajor=True,
         else:
             vec, bias64 = to_operand(values, bias_dtype)
         vec = cuda.to_device(vec)
-    hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg,
-                  out_dtype=out_dtype if out_dtype == "bfloat16" else None,
-                  bias=vec, activation=activation)
+    od = out_dtype if out_dtype == "bfloat16" else None
+    with hopper.sm_carveout(carveout):
+        call = hopper._Call(A, B, out, alpha, beta, cfg, od, "case", bias=vec,
+                            activation=activation)
+        if call.grid[0] > (hopper.SIM_SMS - carveout) * call.variant.config.blocks_per_sm:
+            return float("inf")
+        hopper_matmul(A, B, out, alpha=alpha, beta=beta, config=cfg, out_dtype=od, bias=vec,
+                      activation=activation)
     return error_ratio(out.copy_to_host(), a64, bt64, alpha, beta, c0, out_dtype, bias64,
                        activation)
 

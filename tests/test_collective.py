@@ -441,10 +441,15 @@ def test_peer_ring_with_processes_sharing_one_gpu():
 
 
 def _check_pushes(got):
-    """The SM transfers' cases ran the push kernel (the copy engines' none); every transfer
-    was tried on the peer path."""
+    """The SM transfers' cases ran the push kernel (the copy engines' none), their products
+    planned for the SMs it leaves; every transfer was tried on the peer path."""
     pushes = got["push kernels"]
     assert set(pushes) == set(TRANSFERS), pushes
+    # the products beside a push kernel left its blocks' SMs free (collective_cases sets
+    # PUSH_CARVEOUT); the copy engines' none
+    blocks = [peer.PUSH_BLOCKS]
+    assert got["carveouts"] == {"copy_engine": [0], "sm": blocks, "sm_fused": blocks,
+                                "rs copy_engine": [0], "rs sm": blocks}, got["carveouts"]
     assert pushes["copy_engine"] == 0 and pushes["sm"] > 0 and pushes["sm_fused"] > 0, pushes
     for tr in TRANSFERS:
         assert any(k.startswith("peer") and f" {tr} " in k for k in got), tr

@@ -360,3 +360,27 @@ def test_tf32x3_kernel_ptx():
     assert not local_memory_ops(text), local_memory_ops(text)[:5]
     (usage,) = ptxas_usage(text, (9, 0, "a"))
     assert usage.spills == 0 and usage.local == 0, usage
+
+
+def test_sm_carveout_is_scoped_and_forgets_kept_plans():
+    """``sm_carveout`` sets the SMs the Hopper kernel's calls leave free for its block and
+    restores the count after it (an error inside included); where it changes the count,
+    gemm.matmul's kept plans (grids planned for the other count) are forgotten, and where it
+    does not, they stay. A count that is not an int >= 0 is refused."""
+    from gemm import hopper
+    from gemm.call import plan as callplan
+    callplan.PLANS["before"] = None
+    with hopper.sm_carveout(16):
+        assert hopper._carveout == 16 and "before" not in callplan.PLANS
+        callplan.PLANS["inside"] = None
+        with hopper.sm_carveout(16):
+            assert "inside" in callplan.PLANS
+        assert "inside" in callplan.PLANS and hopper._carveout == 16
+    assert hopper._carveout == 0 and "inside" not in callplan.PLANS
+    with pytest.raises(RuntimeError, match="inside"), hopper.sm_carveout(8):
+        raise RuntimeError("inside")
+    assert hopper._carveout == 0
+    for bad in (-1, 1.5, True, "16"):
+        with pytest.raises(ValueError, match="sm_carveout: sms must be an int >= 0"):
+            with hopper.sm_carveout(bad):
+                pass

@@ -5,7 +5,8 @@ host path on fresh random data against float64 (tests/sim_hopper_cases.py's boun
 epilogue and the one from registers (beta != 0, an unaligned out), split-K, swapped operands
 on narrow tiles, both majors, a batch, alpha, bf16 / f16 / tf32 inputs, f32 / bf16 outs, a
 column-major out, odd shapes, one and two consumers, the three schedules, 3xTF32 with infs
-and NaNs, the default config over a batch sharing B. Compiled to PTX
+and NaNs, the default config over a batch sharing B, a grid planned for fewer SMs
+(``sm_carveout``). Compiled to PTX
 for sm_90a on the CPU: no local memory, one wgmma per block and k-block in each copy of the
 loop, TMA loads and stores. What it does not run is refused clearly; and on a GPU of compute
 capability 9.x, ``gemm.matmul(kernel="cute_hopper")`` against float64 on poisoned outputs."""
@@ -68,6 +69,8 @@ CASES = [
      dict(out_dtype="bfloat16")),
     # a batch of 3 sharing B, the default config (None)
     (None, 20, 70, 64, dict(batch=3)),
+    # 2 of the simulator's 3 SMs left free (gemm.hopper.sm_carveout): one block, 6 tiles
+    (SMALL, 130, 70, 64, dict(carveout=2, out_dtype="bfloat16")),
 ]
 # 3xTF32 with an inf and a NaN in A and a -inf in B (sim_hopper_cases.specials_case): two
 # consumers splitting each slot (a partial last round), the slot's infs and NaNs cleared;

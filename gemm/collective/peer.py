@@ -4,7 +4,8 @@ rank in the direct one; :class:`gemm.collective.reduce_scatter.PeerScatter`: eve
 CUDA IPC (``cuIpcGetMemHandle`` / ``cuIpcOpenMemHandle`` through ``cuda.bindings``, the
 driver bindings numba-cuda installs), the blocks are pushed by the copy engines
 (``cuMemcpyAsync`` over NVLink, or within the GPU when ranks share one) or by a kernel's
-stores (:mod:`gemm.collective.push`, ``transfer="sm"``; :data:`TRANSFERS`), and each copy is
+stores (:mod:`gemm.collective.push`, ``transfer="sm"``; :data:`TRANSFERS`; the matmuls
+beside it may leave its SMs free, :data:`PUSH_CARVEOUT`), and each copy is
 followed by a remote flag write (``cuStreamWriteValue32``, which fences the stream's earlier
 writes) that the receiver's streams wait for (``cuStreamWaitValue32``, flushing remote writes
 where the device can). Nothing runs on the host between steps: the whole call is enqueued on
@@ -18,13 +19,14 @@ import contextlib
 import logging
 
 from ..call.binary import _check, _driver
+from ..hopper import sm_carveout
 from .plan import ring_plan
 
 # torch is imported inside the methods that use it: importing this module needs no torch.
 
 __all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value", "clear",
-           "TRANSFERS", "PUSH_BLOCKS", "check_transfer", "DEFAULT_TRANSFER", "RING_CHUNKS",
-           "ring_chunks"]
+           "TRANSFERS", "PUSH_BLOCKS", "PUSH_CARVEOUT", "check_transfer", "DEFAULT_TRANSFER",
+           "RING_CHUNKS", "ring_chunks"]
 
 # How a block reaches a peer's scratch: "copy_engine", one ``cuMemcpyAsync`` per copy; "sm",
 # one launch per copy of gemm.collective.push's kernel (16-byte stores from PUSH_BLOCKS
@@ -34,6 +36,12 @@ __all__ = ["PeerExchange", "PeerRing", "copy_async", "write_value", "wait_value"
 TRANSFERS = ("copy_engine", "sm", "sm_fused")
 PUSH_BLOCKS = 16        # the push kernel's grid (SMs taken from the matmuls beside it)
 PUSH_PRIORITY = -1      # the comm stream's priority where a kernel pushes (torch's: -1 high)
+# Whether the matmuls beside a push kernel leave its blocks' SMs free (gemm.hopper.sm_carveout):
+# without it the Hopper kernel's persistent grid holds every SM, and a push waits for matmul
+# blocks to end; with it the matmuls run on fewer SMs, in more waves at some shapes. Off: at
+# D = 2 it made the push-kernel calls slower (benchmarks/RESULTS.md, "An SM carveout for the
+# push kernel"); benchmarks/collective.py times both.
+PUSH_CARVEOUT = False
 # The pieces each copy of the ring schedule is cut into, each with its own arrival flag, so
 # that a rank forwards a shard's first piece while the next ones arrive: a shard's D - 1 hops
 # then cost one flag hop, not D - 1, beside the copies (see ring_chunks).
@@ -223,6 +231,12 @@ class PeerExchange:
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, dev),
             "cuDeviceGetAttribute"))
 
+    def carveout(self):
+        """The SMs this exchange's matmuls leave free (:func:`gemm.hopper.sm_carveout`): the
+        push kernel's blocks where a kernel moves the blocks and :data:`PUSH_CARVEOUT` is
+        set, else none."""
+        return self.blocks if self.transfer != "copy_engine" and PUSH_CARVEOUT else 0
+
     def _comm_stream(self):
         """A new communication stream; where a kernel pushes, of :data:`PUSH_PRIORITY` (high:
         its blocks take SMs ahead of the matmuls' blocks waiting for them)."""
@@ -240,16 +254,19 @@ class PeerExchange:
         cur = torch.cuda.current_stream(self.device)
         if self.last_end is not None:                # after the call before, on any stream
             cur.wait_event(self.last_end)
-        key = (t, *key)
+        carve = self.carveout()
+        key = (t, carve, *key)
         graph = self.graphs.get(key)
-        if graph is None and GRAPHS and self.graph_error is None and key in self.seen:
-            graph = self._capture(key, lambda: enqueue(t))
         if graph is None:
-            if len(self.seen) >= 1024:               # operands seen once: forget them
-                self.seen.clear()
-            self.seen.add(key)
-            enqueue(t)
-        else:
+            with sm_carveout(carve):                 # the matmuls' grids, enqueued or captured
+                if GRAPHS and self.graph_error is None and key in self.seen:
+                    graph = self._capture(key, lambda: enqueue(t))
+                if graph is None:
+                    if len(self.seen) >= 1024:       # operands seen once: forget them
+                        self.seen.clear()
+                    self.seen.add(key)
+                    enqueue(t)
+        if graph is not None:
             graph.replay()
         self.last_end = torch.cuda.Event()
         self.last_end.record(cur)

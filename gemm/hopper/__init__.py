@@ -40,6 +40,7 @@ True
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Optional
@@ -51,6 +52,7 @@ from .._env import simulator_active
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from ..call.binary import (binary_name, compiled_binary, device_properties, load_or_compile,
                            sm_count)
+from ..call import plan as callplan
 from ..call.launch import kept_launcher
 from ..call.operands import (bias_operand, check_same_device, kernel_buffer,
                              product_operands, scale_operands, stream_handle)
@@ -70,6 +72,7 @@ from .tensor_maps import device_map
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
            "hopper_matmul", "launch_matmul", "plan_call", "hopper_supported", "compile_variant",
+           "sm_carveout",
            # re-exported: the config (gemm.hopper.config), the shape rules (gemm.hopper.rules)
            # and the types (gemm.dtypes)
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
@@ -80,6 +83,31 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
 
 _OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)
+_carveout = 0               # the SMs calls leave free (sm_carveout)
+
+
+@contextmanager
+def sm_carveout(sms: int):
+    """Within it, the Hopper kernel's calls are planned for ``sms`` fewer SMs than the GPU
+    has (at least one): the persistent grid and the rules' waves (as cuBLASLt's SM count
+    target leaves SMs to a collective beside a matmul). A kernel launched beside them on
+    another stream (:mod:`gemm.collective.push`'s) then finds SMs free at once instead of
+    waiting for matmul blocks to end. Process-wide, not per thread; ``gemm.matmul``'s kept
+    plans are forgotten where it changes the count, so that no call reuses a grid planned
+    for another."""
+    global _carveout
+    if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
+        raise ValueError(f"sm_carveout: sms must be an int >= 0, not {sms!r}")
+    before = _carveout
+    if sms != before:
+        callplan.clear()
+        _carveout = sms
+    try:
+        yield
+    finally:
+        if _carveout != before:
+            callplan.clear()
+            _carveout = before
 
 
 class TmaUnfit(ValueError):
@@ -205,7 +233,7 @@ class _Call:
             dtype = operand_dtype(a, b, (config or HopperConfig()).dtype, caller)
         out_dtype, self.out, c, nb = checked_out(caller, out, out_dtype, a, b, shape, beta, sim)
         eb = _ELEMENT_BYTES[dtype]
-        sms = SIM_SMS if sim else sm_count(c.device)
+        sms = max(1, (SIM_SMS if sim else sm_count(c.device)) - _carveout)
         # swapped, A (row-major: K-major) is the kernel's Y, which narrow tiles need
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
         if config is not None:      # (FP8's kernel takes no swapped operands)

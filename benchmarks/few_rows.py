@@ -11,8 +11,6 @@ in turn (so that B is not left in L2 by the call before), the graphs timed in tu
 against float64: max |err| / max |ref|.
 """
 
-import argparse
-import json
 import os
 import sys
 from dataclasses import replace
@@ -24,7 +22,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import graph_of, timed_together  # noqa: E402
+from benchmarks.timing import graph_of, table_main, timed_together  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import swapped_config  # noqa: E402
 
@@ -73,24 +71,16 @@ def case(m, n, k, dtype, reps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    rows = [case(*s, args.reps) for s in SHAPES]
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us a call")
-    print("| M x N x K | rule's ranges | 1 range | 2 ranges | unnamed call | cuBLAS | "
-          "1 range / 2 ranges | cuBLAS / unnamed | max error |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    def cells(r):
         u = r["us"]
-        print(f"| {r['m']} x {r['n']} x {r['k']}{' tf32' if r['dtype'] == 'tfloat32' else ''} | "
-              f"{r['rule ranges']} | {u['1 range']:.1f} | {u['2 ranges']:.1f} | "
-              f"{u['unnamed']:.1f} | {u['cuBLAS']:.1f} | {u['1 range'] / u['2 ranges']:.3f}x | "
-              f"{u['cuBLAS'] / u['unnamed']:.3f}x | {max(r['error'].values()):.1e} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        return [f"{r['m']} x {r['n']} x {r['k']}{' tf32' if r['dtype'] == 'tfloat32' else ''}",
+                f"{r['rule ranges']}", f"{u['1 range']:.1f}", f"{u['2 ranges']:.1f}",
+                f"{u['unnamed']:.1f}", f"{u['cuBLAS']:.1f}",
+                f"{u['1 range'] / u['2 ranges']:.3f}x", f"{u['cuBLAS'] / u['unnamed']:.3f}x",
+                f"{max(r['error'].values()):.1e}"]
+    table_main(case, SHAPES, ["M x N x K", "rule's ranges", "1 range", "2 ranges",
+                              "unnamed call", "cuBLAS", "1 range / 2 ranges",
+                              "cuBLAS / unnamed", "max error"], cells, "us a call", reps=9)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ GB/s counts the partials read and the out written. The two forms' outs are check
 bit for bit and against float64 (max |err| / max |ref|).
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -25,7 +23,7 @@ if ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-from benchmarks.timing import graph_of, timed  # noqa: E402
+from benchmarks.timing import graph_of, table_main, timed  # noqa: E402
 from gemm import splitk_kernel as sk  # noqa: E402
 
 TYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -79,23 +77,15 @@ def case(out_dtype, part_dtype, S, M, N):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    rows = [case(*c) for c in CASES]
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| out | partials | S x M x N | element by element | vector | speedup | torch | "
-          "equal | err |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    def cells(r):
         e, v, t = r["element by element"], r["vector"], r["torch"]
-        print(f"| {r['out']} | {r['partials']} | {r['S']} x {r['M']} x {r['N']} | "
-              f"{e['us']:.1f} us ({e['GB/s']:.0f} GB/s) | {v['us']:.1f} us "
-              f"({v['GB/s']:.0f} GB/s) | {e['us'] / v['us']:.2f}x | {t['us']:.1f} us | "
-              f"{r['forms equal']} | {v['max rel err vs float64']:.1e} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        return [r["out"], r["partials"], f"{r['S']} x {r['M']} x {r['N']}",
+                f"{e['us']:.1f} us ({e['GB/s']:.0f} GB/s)",
+                f"{v['us']:.1f} us ({v['GB/s']:.0f} GB/s)", f"{e['us'] / v['us']:.2f}x",
+                f"{t['us']:.1f} us", f"{r['forms equal']}",
+                f"{v['max rel err vs float64']:.1e}"]
+    table_main(case, CASES, ["out", "partials", "S x M x N", "element by element", "vector",
+                             "speedup", "torch", "equal", "err"], cells)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 (eager, the host's work included wherever it is not hidden behind the GPU's)."""
 
 import argparse
+import json
 import statistics
 
 import torch
 
-__all__ = ["timed", "timed_together", "eager_arguments", "graph_of"]
+__all__ = ["timed", "timed_together", "eager_arguments", "graph_of", "table_main"]
 
 CALLS = 5           # calls per timed loop
 
@@ -62,3 +63,27 @@ def eager_arguments(what, reps=7):
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; eager calls, no out, "
           f"{what}, median of {args.reps}")
     return args
+
+
+def table_main(case, cases, head, cells, what="", reps=None):
+    """A benchmark's ``main``: its command line (``--json PATH``, and ``--reps`` with default
+    ``reps`` where that is not None), ``case(*c)`` for each of ``cases`` (``case(*c,
+    reps)`` with ``--reps``), then the GPU, torch's version and ``what``, and a markdown
+    table: ``head`` (the column names) and ``cells(row)`` (a row's cells, as strings) per
+    case; the rows written to ``--json`` where it is given. Returns the rows."""
+    ap = argparse.ArgumentParser()
+    if reps is not None:
+        ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    more = () if reps is None else (args.reps,)
+    rows = [case(*c, *more) for c in cases]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+          + (f"; {what}" if what else ""))
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(cells(r)) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows

@@ -12,8 +12,6 @@ cuBLAS's column. Each is 10 calls in a CUDA graph, the graphs timed in turn
 equal to the 256-column tiles' bit for bit (the same K order per element).
 """
 
-import argparse
-import json
 import os
 import sys
 from dataclasses import replace
@@ -26,7 +24,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import graph_of, timed_together  # noqa: E402
+from benchmarks.timing import graph_of, table_main, timed_together  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import default_config  # noqa: E402
 
@@ -56,24 +54,15 @@ def case(m, n, k, act, reps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
-    rows = [case(*s, args.reps) for s in SHAPES]
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us a call")
-    print("| M x N x K | ours (tiles) | 256 columns | cuBLAS | 256 columns / ours | "
-          "cuBLAS / ours | equal |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
+    def cells(r):
         u = r["us"]
-        print(f"| {r['m']} x {r['n']} x {r['k']}{' gelu' if r['activation'] else ''} | "
-              f"{u['ours']:.1f} (2 x 64 x {r['ours bN']}) | {u['256 columns']:.1f} | "
-              f"{u['cuBLAS']:.1f} | {u['256 columns'] / u['ours']:.3f}x | "
-              f"{u['cuBLAS'] / u['ours']:.3f}x | {r['equal']} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        return [f"{r['m']} x {r['n']} x {r['k']}{' gelu' if r['activation'] else ''}",
+                f"{u['ours']:.1f} (2 x 64 x {r['ours bN']})", f"{u['256 columns']:.1f}",
+                f"{u['cuBLAS']:.1f}", f"{u['256 columns'] / u['ours']:.3f}x",
+                f"{u['cuBLAS'] / u['ours']:.3f}x", f"{r['equal']}"]
+    table_main(case, SHAPES, ["M x N x K", "ours (tiles)", "256 columns", "cuBLAS",
+                              "256 columns / ours", "cuBLAS / ours", "equal"], cells,
+               "us a call", reps=7)
 
 
 if __name__ == "__main__":

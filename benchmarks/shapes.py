@@ -231,8 +231,9 @@ def run(dtype_name, shapes, reps, calls, graphs, log, tune=False, precision=None
             fns["no split-K"] = lambda x, y, o: gemm.matmul(x, y, o, kernel=plain)
             fns["rules"] = lambda x, y, o: gemm.matmul(x, y, o, kernel="hopper")
             sms = sm_count(torch.cuda.current_device())
-            if hopper.swaps(m, n, sms, narrow=True):    # the rules swap A and B (A is
-                # row-major: narrow tiles up to 32 rows): what they did before
+            if hopper.swaps(m, n, sms, narrow=True) or hopper.pairs(m, n, k, sms, True):
+                # the rules swap A and B (A is row-major: narrow tiles up to 32 rows, two of
+                # the rows up to PAIR_ROWS): what they did before
                 old = {"unswapped": hopper.default_config("bfloat16", m, n, k, 1, sms),
                        "table": shape_table.lookup("bfloat16", m, n, k, sms)}
                 for name, cfg in old.items():

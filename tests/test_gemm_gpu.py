@@ -298,6 +298,30 @@ def test_hopper_call_meeting_new_addresses_in_a_cuda_graph():
         assert float(err.nan_to_num(nan=float("inf")).max()) <= 1.0, SEED
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_few_rows_take_two_narrow_tiles_of_the_rows(dtype):
+    """33-96 rows of a row-major 16-bit A against a weight whose 64-row tiles leave half the
+    SMs idle, at short K (``gemm.hopper.pairs``): A and B swapped, A's rows in two narrow
+    tiles; odd shapes, beta, 16-bit and f32 outs, against float64, outs NaN-poisoned where
+    beta is 0."""
+    from gemm import hopper
+    if not hopper.hopper_supported():
+        pytest.skip("the Hopper kernel needs compute capability 9.x")
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    sms = hopper.sm_count(torch.cuda.current_device())
+    for m, n, k, beta in ((80, 4096, 4096, 0.0), (33, 1030, 1000, 0.5), (96, 2100, 712, -1.0),
+                          (61, 32 * sms, 3000, 0.0)):
+        out_dtype = torch.float32 if m % 2 else dtype
+        A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+        B = torch.randn(n, k, device="cuda", generator=g).to(dtype).T          # K-major
+        c0 = torch.randn(m, n, device="cuda", generator=g).to(out_dtype)
+        out = c0.clone() if beta else torch.full_like(c0, float("nan"))
+        v = hopper.plan_call(A, B, out)
+        assert v.c_columns and v.config.bN == -(-m // 16) * 8, (m, n, k, v.config)
+        gemm.matmul(A, B, out, alpha=0.5, beta=beta)
+        _check_close(out, A, B, 0.5, beta, c0, dtype, (m, n, k))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_few_rows_swap_a_and_b(dtype):
     """Calls of at most 64 rows against a wide B take the Hopper rules with A and B swapped

@@ -244,8 +244,38 @@ def test_few_rows_of_a_row_major_a_take_tiles_as_narrow_as_a():
     assert pick(4096, 16, 14336) == (16, 2)        # 2 ranges of 112 k-tiles
     assert pick(4096, 17, 4096) == (32, 1)
     assert pick(128256, 1, 4096) == (8, 1)         # many tiles: unsplit
-    assert pick(4096, 33, 4096) == (64, 1)         # above NARROW_ROWS: the 64-column tiles
+    assert pick(4096, 33, 14336) == (64, 2)        # above NARROW_ROWS: the 64-column tiles
+    assert pick(4096, 33, 4096) == (24, 1)         # (but two narrow ones at shorter K)
     assert swapped_tiles("float16", 9).bN == 16 and swapped_tiles("float16").bN == 64
+
+
+def test_few_rows_take_two_narrow_tiles_where_64_row_tiles_leave_half_the_sms():
+    """33-96 rows of a row-major 16-bit A against a weight of at most 64 x SMs / 2 rows at
+    K below LONG_SWAP_TILES k-tiles: swapped, A's rows in two tiles of half their number
+    rounded up to 8, unsplit, one consumer; the call's rules take it (not the table)."""
+    from gemm.hopper import PAIR_ROWS, pairs, swapped_config
+    from gemm.hopper.rules import LONG_SWAP_TILES
+    from gemm.tuning import shape_table
+    assert pairs(33, 4096, 4096, 132, True) and pairs(PAIR_ROWS, 4224, 4096, 132, True)
+    assert not pairs(32, 4096, 4096, 132, True)             # narrow tiles of A's rows
+    assert not pairs(PAIR_ROWS + 1, 4096, 4096, 132, True)
+    assert not pairs(80, 4096, 4096, 132, False)            # a column-major A or tf32
+    assert not pairs(80, 4225, 4096, 132, True)             # 67 tiles: more than half
+    assert not pairs(80, 1000, 4096, 132, True)             # fewer than SWAP_COLUMNS
+    assert pairs(80, 4096, 64 * (LONG_SWAP_TILES - 1), 132, True)      # 191 k-tiles
+    assert not pairs(80, 4096, 64 * (LONG_SWAP_TILES - 1) + 1, 132, True)
+
+    def pick(m, n, k, products=1):
+        cfg = swapped_config("bfloat16", n, m, k, products, 132, narrow=True)
+        return cfg.bN, cfg.split_k, cfg.consumers, cfg.stages, cfg.swap_ab
+    assert pick(80, 4096, 4096) == (40, 1, 1, 8, True)
+    assert pick(96, 4096, 4096) == (48, 1, 1, 8, True)
+    assert pick(64, 4096, 4096) == (32, 1, 1, 8, True)
+    assert pick(33, 4096, 4096) == (24, 1, 1, 8, True)
+    assert pick(64, 4096, 4096, products=2)[0] == 64        # a batch: the tiles as before
+    # 96 rows: the table's entry near them (of 128 rows) where A is not row-major, else none
+    assert shape_table.lookup("bfloat16", 96, 4096, 4096, 132) is not None
+    assert shape_table.lookup("bfloat16", 96, 4096, 4096, 132, narrow=True) is None
 
 
 @pytest.mark.parametrize("narrow", [False, True])

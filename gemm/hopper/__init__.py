@@ -64,10 +64,10 @@ from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                      BLOCK, PROMOTE_ACCUMULATORS, SCHEDULES, SM_SHARED, STAGING_BYTES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
 from .plan import hopper_copies
-from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, SWAP_COLUMNS, SWAP_ROWS,
-                    default_config, default_split, fp8_fast_config, swapped_config,
-                    swapped_tiles, swaps, swaps_narrow, x3_config, x3_default, x3_swaps,
-                    x3_tiles)
+from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, PAIR_ROWS, SWAP_COLUMNS,
+                    SWAP_ROWS, default_config, default_split, fp8_fast_config, pairs,
+                    swapped_config, swapped_tiles, swaps, swaps_narrow, x3_config, x3_default,
+                    x3_swaps, x3_tiles)
 from .tensor_maps import device_map
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
@@ -77,7 +77,8 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            # and the types (gemm.dtypes)
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
-           "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "default_config",
+           "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "PAIR_ROWS",
+           "default_config", "pairs",
            "fp8_fast_config", "default_split", "swapped_config", "swapped_tiles", "swaps",
            "swaps_narrow", "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
 
@@ -242,7 +243,8 @@ class _Call:
             cols = False
         else:                       # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1
-                    and (x3_swaps(m, n) if tf32x3 else swaps(m, n, sms, narrow))
+                    and (x3_swaps(m, n) if tf32x3
+                         else swaps(m, n, sms, narrow) or pairs(m, n, k, sms, narrow))
                     and (dtype != "tfloat32" or (a.unit_mode, b.unit_mode) == (1, 0)))
         ldc = c.strides[0] if c.unit_mode == 1 else c.strides[1]
         if (c.unit_mode == 1) != cols:      # C = A B, X = A, Y = B^T

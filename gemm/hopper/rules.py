@@ -11,13 +11,15 @@ from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from .config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
 __all__ = ["default_config", "default_split", "fp8_fast_config", "swaps", "swaps_narrow",
-           "swapped_tiles", "swapped_config", "x3_config", "x3_tiles", "x3_default", "x3_swaps"]
+           "pairs", "swapped_tiles", "swapped_config", "x3_config", "x3_tiles", "x3_default",
+           "x3_swaps"]
 
 LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024
 NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as narrow as A
 NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
 LONG_SWAP_TILES = 192       # k-tiles at least where a swapped call of over 16 rows splits in 2
+PAIR_ROWS = 96              # up to this many rows a swapped call may take two narrow tiles
 WAVE_GAIN = 0.95        # 192-column tiles where their waves take this much of 256's or less
 
 
@@ -124,6 +126,25 @@ def swaps_narrow(m, n, sms, narrow):
     return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
 
 
+def pairs(m, n, k, sms, narrow):
+    """Whether a call without a config of ``m`` rows, ``n`` columns and depth ``k`` (one
+    product, a row-major out, 16-bit operands) swaps A and B onto two narrow tiles of its
+    rows (:func:`swapped_config`): ``narrow`` (A row-major), NARROW_ROWS < m <= PAIR_ROWS,
+    at least SWAP_COLUMNS columns whose 64-row tiles leave half the SMs idle, and fewer
+    than LONG_SWAP_TILES k-tiles of 64 (at longer K, one tile of 64 columns in 2 K ranges
+    is the rule). Twice the blocks, each streaming its 64 rows of the weight:
+    benchmarks/RESULTS.md, "Few rows: 2 K ranges at long K, and two narrow tiles of the
+    rows".
+
+    >>> pairs(80, 4096, 4096, 132, True), pairs(64, 4096, 14336, 132, True)
+    (True, False)
+    >>> pairs(64, 14336, 4096, 132, True), pairs(128, 4096, 4096, 132, True)
+    (False, False)
+    """
+    return (narrow and NARROW_ROWS < m <= PAIR_ROWS and SWAP_COLUMNS <= n
+            and 2 * -(-n // 64) <= sms and -(-k // 64) < LONG_SWAP_TILES)
+
+
 def narrow_columns(rows):
     """The columns of a narrow swapped tile for ``rows`` of A: the narrowest power of two of
     at least 8 that holds them.
@@ -155,7 +176,12 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
       of 96 and more: benchmarks/RESULTS.md, "Few rows: 2 K ranges at long K").
 
     Where one consumer's tiles need more than one wave and two consumers' (128 rows a
-    block) fit in one, two consumers (RESULTS.md, "Few rows: A and B swapped")."""
+    block) fit in one, two consumers (RESULTS.md, "Few rows: A and B swapped"). Where
+    :func:`pairs` holds (one product), A's rows in two tiles of half their number rounded up
+    to 8 (1 x 64 x 24 to 48, 8 slots, unsplit)."""
+    if products == 1 and pairs(n, m, k, sms, narrow):
+        return HopperConfig(dtype=dtype, bM=64, bN=-(-n // 16) * 8, consumers=1, stages=8,
+                            swap_ab=True)
     rows = n if narrow else None
     cfg = swapped_tiles(dtype, rows)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)

@@ -23,7 +23,9 @@ enough; otherwise nothing. A/B majors are not matched: the tiles are chosen for 
   as narrow as A's rows (a row-major A of at most ``gemm.hopper.NARROW_ROWS`` rows), no
   entry is used: those tiles beat or matched the entries near such shapes where both were
   timed (benchmarks/RESULTS.md, "Narrow tiles"; one held-out shape lost 8% until swapped
-  tiles took two consumers where that fits one wave).
+  tiles took two consumers where that fits one wave); nor where they take two narrow tiles
+  of the rows (``gemm.hopper.pairs``: 33-96 rows against a weight of at most 64 x SMs / 2
+  rows, short K).
 
 These rules were set from runs on shapes beside the suite (``--held-out``): with "each
 extent within a factor of 2" alone, 1024x4096x11008, 512x512x32768 and 2048^3 took configs
@@ -89,12 +91,12 @@ def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH,
     shape nearest to (m, n, k), its split-K re-derived for this shape; None where none is
     near enough or keeps its tile rows, the dtype is not 16-bit, or ``sms`` differs from the
     table's by more than 1/8; entries marked swap_faster left out where the rules swap A and B,
-    and None where they swap onto narrow tiles (``narrow``: A is row-major; see the module's
-    doc)."""
+    and None where they swap onto narrow tiles or two narrow tiles of the rows (``narrow``:
+    A is row-major; see the module's doc)."""
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
-    if hopper.swaps_narrow(m, n, sms, narrow):
+    if hopper.swaps_narrow(m, n, sms, narrow) or hopper.pairs(m, n, k, sms, narrow):
         return None
     skip = swap_faster(path) if hopper.swaps(m, n, sms, narrow) else ()
     best, config = None, None

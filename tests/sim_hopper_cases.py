@@ -144,11 +144,20 @@ def errors():
         "fused matmul": lambda: gemm.matmul(d(u16), d(u16).T, kernel=small(),
                                             bias=d(np.zeros(16, np.uint16)),
                                             activation="relu"),
+        "fused decode step, swapped": lambda: _swapped(hopper.plan_call(
+            d(np.zeros((16, 64), np.uint16)), d(np.zeros((1024, 64), np.uint16)).T,
+            bias=d(np.zeros(1024, np.uint16)), activation="gelu")),
         "epilogue after the SIMT kernel, bias length": lambda: gemm.matmul(
             d(np.zeros((16, 24), np.float32)), d(np.zeros((16, 24), np.float32)).T,
             bias=d(np.zeros(15, np.float32)), activation="relu"),
     }
     return outcomes(cases)
+
+
+def _swapped(variant):
+    """AssertionError unless ``variant`` swaps A and B (its C stored by columns)."""
+    if not variant.c_columns:
+        raise AssertionError(f"not swapped: {variant}")
 
 
 def small(dtype="bfloat16", **kw):

@@ -322,6 +322,33 @@ def test_few_rows_take_two_narrow_tiles_of_the_rows(dtype):
         _check_close(out, A, B, 0.5, beta, c0, dtype, (m, n, k))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_few_rows_with_a_fused_bias_swap_a_and_b(dtype):
+    """A decode step with a fused bias (of the out's columns, or of its rows) and activation
+    takes the rules' swap as the call without them does (narrow tiles, two of the rows),
+    split-K off; odd shapes; against float64 (tests/activations64.py), outs NaN-poisoned."""
+    from activations64 import ACTIVATIONS64
+    from gemm import hopper
+    if not hopper.hopper_supported():
+        pytest.skip("the Hopper kernel needs compute capability 9.x")
+    g = torch.Generator(device="cuda").manual_seed(SEED % 2 ** 31)
+    for m, n, k, of_rows, act in ((1, 4096, 4096, False, "gelu"), (16, 2050, 1000, True, "silu"),
+                                  (80, 4096, 4096, False, None), (37, 1030, 712, False, "relu"),
+                                  (8, 1024, 14336, False, "gelu_tanh")):
+        A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+        B = torch.randn(n, k, device="cuda", generator=g).to(dtype).T          # K-major
+        bias = torch.randn((m, 1) if of_rows else (n,), device="cuda", generator=g).to(dtype)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+        v = hopper.plan_call(A, B, out, bias=bias, activation=act)
+        assert v.c_columns and v.bias == ("columns" if of_rows else "rows"), (m, n, k, v)
+        gemm.matmul(A, B, out, bias=bias, activation=act)
+        pre = A.double() @ B.double() + bias.double()
+        ref = pre.cpu().numpy() if act is None else ACTIVATIONS64[act](pre.cpu().numpy())
+        bound = (A.double().abs() @ B.double().abs() + bias.double().abs()).cpu().numpy()
+        err = np.abs(out.double().cpu().numpy() - ref) / (1.2 * 2 ** -7 * bound + 1e-30)
+        assert float(np.nan_to_num(err, nan=np.inf).max()) <= 1.0, (SEED, m, n, k, act)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_few_rows_swap_a_and_b(dtype):
     """Calls of at most 64 rows against a wide B take the Hopper rules with A and B swapped

@@ -1,7 +1,8 @@
 """Bad calls of the Hopper kernel (gemm.hopper) refused clearly, in numba's CUDA simulator
 (tests/sim_hopper_cases.py errors): operands TMA cannot read, a wrong config, inner
 dimensions, narrow tiles of an N-major B, bad biases and activations; and a fused call that
-runs. The kernel's values in the simulator: tests/test_hopper_cute.py."""
+runs, a fused decode step that swaps A and B. The kernel's values in the simulator:
+tests/test_hopper_cute.py."""
 
 import os
 
@@ -24,6 +25,9 @@ EXPECTED_ERRORS = {
     "activation name": ("ValueError", "unknown activation 'gelu_erf'"),
     "activation type": ("TypeError", "activation must be None or one of"),
     "fused matmul": ("no error", ""),            # (its values: test_hopper_cute)
+    # a decode step with a fused bias and activation takes the rules' swap (its values: the
+    # swapped fused case of test_hopper_cute, and tests/test_gemm_gpu.py on a GPU)
+    "fused decode step, swapped": ("no error", ""),
     "epilogue after the SIMT kernel, bias length": ("ValueError",
                                                     "bias of shape (15,) fits neither"),
 }

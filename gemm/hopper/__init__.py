@@ -239,7 +239,7 @@ class _Call:
         narrow = a.unit_mode == 1 and dtype != "tfloat32"
         if config is not None:      # (FP8's kernel takes no swapped operands)
             cols = config.swap_ab and scaled is None
-        elif fused:                 # (the rules' swaps are not timed with fused epilogues)
+        elif fused and eb != 2:     # (FP8's kernel swaps nothing; tf32's fused swaps untimed)
             cols = False
         else:                       # few rows (a decode step): B's columns on the tile's rows
             cols = (c.unit_mode == 1 and nb == 1

@@ -16,7 +16,8 @@ accumulator keeps fewer bits than float32's: DeepSeek-V3's report measured about
 scales are always promoted (each k-tile scaled). The sum needs registers beside the
 accumulators, so a promoted call runs cooperative 128 x 128 tiles (two consumers of 64 rows);
 a fast one runs pingpong consumers on 128 x 128 tiles of their own where the shape's default
-tiles are 128 columns or wider (``gemm.hopper.fp8_fast_config``).
+tiles are 128 columns or wider, and one consumer on 64 x 64 tiles for at most 128 rows where
+those fill at most two waves (a decode step; ``gemm.hopper.fp8_fast_config``).
 """
 
 from __future__ import annotations

@@ -210,15 +210,25 @@ def test_promoted_row_scales_fit_in_five_slots_past_the_padded_mbarriers(out):
             assert v.shared_bytes == 231936 < DYNAMIC_SHARED_LIMIT
 
 
-@pytest.mark.parametrize("m, n", [(4096, 4096), (2048, 14336), (16, 4096), (8192, 128)])
-def test_fast_fp8_defaults_to_pingpong_tiles_that_keep_the_tma_epilogue(m, n):
+@pytest.mark.parametrize("m, n", [(4096, 4096), (2048, 14336), (129, 4096), (8192, 128),
+                                  (128, 14336), (16, 4096), (64, 14336), (128, 8448)])
+def test_fast_fp8_defaults_keep_the_tma_epilogue(m, n):
     """Without promotion an FP8 call of 128 columns or more runs pingpong 128 x 128 tiles;
-    with any out, row scales and a bias they fit the block's shared memory (else the TMA
-    epilogue would be dropped); narrower tiles stay as the shape's default."""
+    one of at most 128 rows (one product) whose 64 x 64 tiles fill at most two waves, one
+    consumer on those tiles with 8 slots; with any out, row scales and a bias they fit the
+    block's shared memory (else the TMA epilogue would be dropped); narrower tiles stay as
+    the shape's default."""
     from gemm.arch.smem import DYNAMIC_SHARED_LIMIT
-    from gemm.hopper import default_config, fp8_fast_config
-    cfg = fp8_fast_config(default_config("float8_e4m3fn", m, n, 4096, 1, 132))
-    assert (cfg.schedule, cfg.bM, cfg.bN, cfg.delay_release) == ("pingpong", 128, 128, 1)
+    from gemm.hopper import default_config, fp8_fast_config, fp8_few_rows
+    few = fp8_few_rows(m, n, 1, 132)
+    assert few == (m <= 128 and -(-m // 64) * -(-n // 64) <= 264)
+    cfg = fp8_fast_config(default_config("float8_e4m3fn", m, n, 4096, 1, 132), few)
+    if few:
+        assert (cfg.schedule, cfg.consumers, cfg.bM, cfg.bN, cfg.stages, cfg.split_k) == (
+            "cooperative", 1, 64, 64, 8, 1)
+        assert not fp8_few_rows(m, n, 2, 132)                   # a batch: as before
+    else:
+        assert (cfg.schedule, cfg.bM, cfg.bN, cfg.delay_release) == ("pingpong", 128, 128, 1)
     for out in ("float32", "bfloat16"):
         for bias in ("rows", "columns"):
             v = HopperVariant(kernel_config(cfg), "K", "K", out, True, tma_store=True,
@@ -328,6 +338,9 @@ def _tolerance(xa, xb, k, fast, out_rounding, ref):
     ((130, 72, 1040), ("float8_e5m2", "float8_e4m3fn"), "rows", False, "float16", "rows",
      True, None),
     ((1, 1, 16), ("float8_e4m3fn",) * 2, "tensor", True, "bfloat16", None, False, None),
+    # a decode step's default: one consumer on 64 x 64 tiles
+    ((96, 4100, 1040), ("float8_e4m3fn",) * 2, "rows", True, "bfloat16", "columns", False,
+     "gelu"),
     ((700, 300, 1040), ("float8_e4m3fn",) * 2, "blocks", False, "float32", "columns", False,
      "gelu_tanh"),
     # rows not a multiple of 4: A's scales read from global memory, not staged by bulk copies

@@ -65,7 +65,8 @@ from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
                      X3_ACCUMULATORS, HopperConfig, HopperVariant)
 from .plan import hopper_copies
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, PAIR_ROWS, SWAP_COLUMNS,
-                    SWAP_ROWS, default_config, default_split, fp8_fast_config, pairs,
+                    SWAP_ROWS, default_config, default_split, fp8_fast_config, fp8_few_rows,
+                    pairs,
                     swapped_config, swapped_tiles, swaps, swaps_narrow, x3_config, x3_default,
                     x3_swaps, x3_tiles)
 from .tensor_maps import device_map
@@ -78,7 +79,7 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
            "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "PAIR_ROWS",
-           "default_config", "pairs",
+           "default_config", "pairs", "fp8_few_rows",
            "fp8_fast_config", "default_split", "swapped_config", "swapped_tiles", "swaps",
            "swaps_narrow", "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
 
@@ -307,7 +308,7 @@ class _Call:
                                      f"(bM x bN / 128); the config has {cfg.bM} x {cfg.bN}")
                 cfg = replace(cfg, bN=PROMOTE_ACCUMULATORS * 128 // cfg.bM, stages=6)
             if not fp8["promote"] and config is None:
-                cfg = fp8_fast_config(cfg)
+                cfg = fp8_fast_config(cfg, fp8_few_rows(mm, nn, nb, sms))
             if fp8["stage_scales"] and config is None:
                 # a slot fewer than promotion's 6 leaves room for the TMA epilogue beside
                 # the staged scales (from registers it ran 10-25% slower: RESULTS.md)
@@ -420,8 +421,9 @@ def hopper_matmul(A: Any, B: Any, out: Any = None, *, alpha: float = 1.0, beta: 
     ``tf32x3``: float32 operands by 3xTF32 (about float32's accuracy; the config's tiles, or
     the default's, through :func:`x3_config`). The config's tiles, ring, consumers,
     epilogue, split-K, swap_ab and schedule, the default's chosen by :mod:`gemm.hopper.rules`;
-    with a fused epilogue or FP8, no split-K or swap and by default the default's tiles
-    cooperative, but FP8's fast calls (:func:`fp8_fast_config`). A fused
+    with a fused epilogue or FP8, no split-K, and by default the default's tiles cooperative,
+    but FP8's fast calls (:func:`fp8_fast_config`); FP8 and tf32 fused calls do not swap A
+    and B, 16-bit fused calls as the rules swap calls without an epilogue. A fused
     epilogue (:mod:`gemm.epilogue`) runs on that kernel: ``bias`` a vector of bfloat16,
     float16 or float32 on A's device, one value per column of out (shape (N,) or (1, N)) or
     per row ((M, 1)), added to every matrix of a batch; ``activation`` one of

@@ -10,7 +10,8 @@ from .. import splitk
 from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from .config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
-__all__ = ["default_config", "default_split", "fp8_fast_config", "swaps", "swaps_narrow",
+__all__ = ["default_config", "default_split", "fp8_fast_config", "fp8_few_rows", "swaps",
+           "swaps_narrow",
            "pairs", "swapped_tiles", "swapped_config", "x3_config", "x3_tiles", "x3_default",
            "x3_swaps"]
 
@@ -20,6 +21,7 @@ NARROW_ROWS = 32            # up to this many rows a swapped call's tiles are as
 NARROW_RANGE_TILES = 96     # k-tiles per K range at least, for those narrow tiles
 LONG_SWAP_TILES = 192       # k-tiles at least where a swapped call of over 16 rows splits in 2
 PAIR_ROWS = 96              # up to this many rows a swapped call may take two narrow tiles
+FP8_FEW_ROWS = 128          # up to this many rows a fast FP8 call takes 1 x 64 x 64 tiles
 WAVE_GAIN = 0.95        # 192-column tiles where their waves take this much of 256's or less
 
 
@@ -64,13 +66,28 @@ def _fuller_waves(cfg, tiles, m, n, products, sms):
     return cfg
 
 
-def fp8_fast_config(cfg):
+def fp8_few_rows(m, n, products, sms):
+    """Whether a fast FP8 call (``use_fast_accum=True``) of ``m`` rows and ``n`` columns takes
+    one consumer on 64 x 64 tiles (:func:`fp8_fast_config`): at most FP8_FEW_ROWS rows of one
+    product (a decode step), in at most two waves of those tiles on ``sms`` SMs.
+
+    >>> fp8_few_rows(16, 14336, 1, 132), fp8_few_rows(128, 14336, 1, 132)
+    (True, False)
+    """
+    return m <= FP8_FEW_ROWS and products == 1 and -(-m // 64) * -(-n // 64) <= 2 * sms
+
+
+def fp8_fast_config(cfg, few_rows=False):
     """An FP8 call's default without promotion (``use_fast_accum=True``), from ``cfg``, its
-    shape's default: for tiles of 128 columns or more, pingpong consumers on 128 x 128 tiles
-    of their own, 5 slots, one wgmma group in flight (one consumer's epilogue, with its row
-    and column scales, runs while the other multiplies), ahead of the cooperative 2 x 64 x
-    256 tiles on every LLM shape timed (benchmarks/RESULTS.md, "FP8 products with scales");
-    narrower tiles as they are."""
+    shape's default: where :func:`fp8_few_rows` holds (``few_rows``), one consumer on 64 x 64
+    tiles with 8 slots, twice the blocks or more streaming the weight (benchmarks/RESULTS.md,
+    "FP8 decode steps"); else for tiles of 128 columns or more, pingpong consumers on 128 x
+    128 tiles of their own, 5 slots, one wgmma group in flight (one consumer's epilogue, with
+    its row and column scales, runs while the other multiplies), ahead of the cooperative 2 x
+    64 x 256 tiles on every LLM shape timed ("FP8 products with scales"); narrower tiles as
+    they are."""
+    if few_rows:
+        return HopperConfig(dtype=cfg.dtype, bM=64, bN=64, stages=8, consumers=1)
     if cfg.bN < 128:
         return cfg
     return replace(cfg, bM=128, bN=128, stages=5, schedule="pingpong", delay_release=1)

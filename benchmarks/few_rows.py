@@ -9,7 +9,7 @@ one process (GPU only):
 A row-major, B = W.T of a row-major (N, K) weight (``nn.Linear``'s), out bf16 (fp32 with
 ``allow_tf32`` for the tf32 row). Each column is 12 calls in a CUDA graph over 3 operand sets
 in turn (so that B is not left in L2 by the call before), the graphs timed in turn
-(benchmarks/timing.py's ``timed_together``, median of R), us a call. Every out is checked
+(benchmarks/timing.py's ``rotating_us``, median of R), us a call. Every out is checked
 against float64: max |err| / max |ref|.
 """
 
@@ -24,7 +24,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import graph_of, table_main, timed_together  # noqa: E402
+from benchmarks.timing import rotating_us, table_main  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import SWAP_ROWS, default_config, swapped_config  # noqa: E402
 from gemm.tuning import shape_table  # noqa: E402
@@ -66,27 +66,22 @@ def case(m, n, k, dtype, reps):
     outs = {name: torch.empty(m, n, device="cuda", dtype=tdt)
             for name in ("1 range", "2 ranges", "before", "unnamed", "cuBLAS")}
 
-    def calls(fn):
-        def run():
-            for i in range(CALLS):
-                fn(*sets[i % SETS])
-        return run
-    fns = {name: calls(lambda a, b, name=name, cfg=cfg: gemm.matmul(
+    fns = {name: (lambda a, b, name=name, cfg=cfg: gemm.matmul(
                a, b, outs[name], kernel=cfg, allow_tf32=tf32)) for name, cfg in cfgs.items()}
-    fns["unnamed"] = calls(lambda a, b: gemm.matmul(a, b, outs["unnamed"], allow_tf32=tf32))
-    fns["cuBLAS"] = calls(lambda a, b: torch.mm(a, b, out=outs["cuBLAS"]))
+    fns["unnamed"] = lambda a, b: gemm.matmul(a, b, outs["unnamed"], allow_tf32=tf32)
+    fns["cuBLAS"] = lambda a, b: torch.mm(a, b, out=outs["cuBLAS"])
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        t = timed_together({name: graph_of(fn, 1) for name, fn in fns.items()}, reps)
+        us = rotating_us(fns, sets, CALLS, reps)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
     a, b = sets[(CALLS - 1) % SETS]                 # the operands of every out's last call
     ref = a.double() @ b.double()
     err = {name: float((o.double() - ref).abs().max() / ref.abs().max())
            for name, o in outs.items()}
-    return {"m": m, "n": n, "k": k, "dtype": dtype, "rule ranges": rule.split_k,
-            "us": {name: 1e3 * v / CALLS for name, v in t.items()}, "error": err}
+    return {"m": m, "n": n, "k": k, "dtype": dtype, "rule ranges": rule.split_k, "us": us,
+            "error": err}
 
 
 def main():

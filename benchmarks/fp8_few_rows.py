@@ -7,7 +7,7 @@ operands, in one process (GPU only):
     python3 benchmarks/fp8_few_rows.py [--reps R] [--json PATH]
 
 Each column is 12 calls in a CUDA graph over 3 operand sets in turn (so that w8 is not left in
-L2 by the call before), the graphs timed in turn (benchmarks/timing.py's ``timed_together``,
+L2 by the call before), the graphs timed in turn (benchmarks/timing.py's ``rotating_us``,
 median of R), us a call; "n/a" where torch's call is refused (cuBLASLt has no kernel for some
 shapes). Every out is checked against float64 of the scaled operands: max |err| / max |ref|.
 """
@@ -23,7 +23,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import graph_of, table_main, timed_together  # noqa: E402
+from benchmarks.timing import rotating_us, table_main  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import default_config, fp8_fast_config  # noqa: E402
 
@@ -64,18 +64,12 @@ def case(m, n, k, reps):
     except RuntimeError:            # cuBLASLt refuses the shape
         del fns["torch"], outs["torch"]
 
-    def calls(fn):
-        def run():
-            for i in range(CALLS):
-                fn(*sets[i % SETS])
-        return run
-    t = timed_together({name: graph_of(calls(fn), 1) for name, fn in fns.items()}, reps)
+    us = rotating_us(fns, sets, CALLS, reps)
     x, w, sx, sw, b = sets[(CALLS - 1) % SETS]      # the operands of every out's last call
     ref = (x.double() * sx.double()) @ (w.double() * sw.double().T).T + b.double()
     err = {name: float((o.double() - ref).abs().max() / ref.abs().max())
            for name, o in outs.items()}
-    return {"m": m, "n": n, "k": k, "us": {name: 1e3 * v / CALLS for name, v in t.items()},
-            "error": err}
+    return {"m": m, "n": n, "k": k, "us": us, "error": err}
 
 
 def main():

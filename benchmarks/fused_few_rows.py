@@ -8,7 +8,7 @@ in one process (GPU only):
 
 x (M, K) row-major, w (N, K) (``nn.Linear``'s), b (N,), bf16. Each column is 12 calls in a
 CUDA graph over 3 operand sets in turn (so that w is not left in L2 by the call before), the
-graphs timed in turn (benchmarks/timing.py's ``timed_together``, median of R), us a call.
+graphs timed in turn (benchmarks/timing.py's ``rotating_us``, median of R), us a call.
 Every out is checked against float64 (GELU by erf): max |err| / max |ref|.
 """
 
@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import graph_of, table_main, timed_together  # noqa: E402
+from benchmarks.timing import rotating_us, table_main  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import default_config  # noqa: E402
 
@@ -62,12 +62,7 @@ def case(m, n, k, reps):
             F.gelu(F.linear(x, w, b))),
     }
 
-    def calls(fn):
-        def run():
-            for i in range(CALLS):
-                fn(*sets[i % SETS])
-        return run
-    t = timed_together({name: graph_of(calls(fn), 1) for name, fn in fns.items()}, reps)
+    us = rotating_us(fns, sets, CALLS, reps)
     x, w, b = sets[(CALLS - 1) % SETS]      # the operands of every out's last call
     pre = x.double() @ w.double().T
     biased = pre + b.double()
@@ -75,8 +70,7 @@ def case(m, n, k, reps):
     refs = {"no bias": pre, "bias gelu": gelu, "cuBLAS bias gelu": gelu}
     err = {name: float((o.double() - refs.get(name, biased)).abs().max()
                        / refs.get(name, biased).abs().max()) for name, o in outs.items()}
-    return {"m": m, "n": n, "k": k, "us": {name: 1e3 * v / CALLS for name, v in t.items()},
-            "error": err}
+    return {"m": m, "n": n, "k": k, "us": us, "error": err}
 
 
 def main():

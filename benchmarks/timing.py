@@ -7,7 +7,8 @@ import statistics
 
 import torch
 
-__all__ = ["timed", "timed_together", "eager_arguments", "graph_of", "table_main"]
+__all__ = ["timed", "timed_together", "eager_arguments", "graph_of", "rotating_us",
+           "table_main"]
 
 CALLS = 5           # calls per timed loop
 
@@ -51,6 +52,20 @@ def graph_of(fn, calls):
         for _ in range(calls):
             fn()
     return g.replay
+
+
+def rotating_us(fns, sets, calls, reps):
+    """``{name: us a call}`` of ``fns`` (name -> ``fn(*operands)``): each one's ``calls``
+    calls over the operand tuples ``sets`` in turn (so that an operand is not left in L2 by
+    the call before) in a CUDA graph, the graphs timed in turn (:func:`timed_together`,
+    median of ``reps``)."""
+    def graphed(fn):
+        def run():
+            for i in range(calls):
+                fn(*sets[i % len(sets)])
+        return graph_of(run, 1)
+    t = timed_together({name: graphed(fn) for name, fn in fns.items()}, reps)
+    return {name: 1e3 * ms / calls for name, ms in t.items()}
 
 
 def eager_arguments(what, reps=7):

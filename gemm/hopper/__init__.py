@@ -66,9 +66,8 @@ from .config import (_ELEMENT_BYTES, EPILOGUES, MAX_SPLIT_K, MIN_SPLIT_TILES,
 from .plan import hopper_copies
 from .rules import (LONG_RANGE_TILES, NARROW_RANGE_TILES, NARROW_ROWS, PAIR_ROWS, SWAP_COLUMNS,
                     SWAP_ROWS, default_config, default_split, fp8_fast_config, fp8_few_rows,
-                    pairs,
-                    swapped_config, swapped_tiles, swaps, swaps_narrow, x3_config, x3_default,
-                    x3_swaps, x3_tiles)
+                    pairs, swapped_config, swapped_tiles, swaps, swaps_narrow, x3_config,
+                    x3_default, x3_swaps, x3_tiles)
 from .tensor_maps import device_map
 
 __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", "hopper_binary",
@@ -79,9 +78,9 @@ __all__ = ["HopperConfig", "HopperVariant", "TmaUnfit", "ptx", "hopper_kernel", 
            "DTYPES", "MAJORS", "OUT_DTYPES", "SCHEDULES", "EPILOGUES", "STAGING_BYTES",
            "X3_ACCUMULATORS", "SM_SHARED", "MAX_SPLIT_K", "MIN_SPLIT_TILES", "LONG_RANGE_TILES",
            "SWAP_ROWS", "SWAP_COLUMNS", "NARROW_ROWS", "NARROW_RANGE_TILES", "PAIR_ROWS",
-           "default_config", "pairs", "fp8_few_rows",
-           "fp8_fast_config", "default_split", "swapped_config", "swapped_tiles", "swaps",
-           "swaps_narrow", "x3_config", "x3_default", "x3_swaps", "x3_tiles"]
+           "default_config", "fp8_fast_config", "fp8_few_rows", "default_split",
+           "swapped_config", "swapped_tiles", "swaps", "swaps_narrow", "pairs", "x3_config",
+           "x3_default", "x3_swaps", "x3_tiles"]
 
 _OUT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SIM_SMS = 3                 # the SMs a call in the simulator plans for (its blocks loop)

@@ -11,9 +11,8 @@ from ..arch.smem import DYNAMIC_SHARED_LIMIT
 from .config import MAX_SPLIT_K, X3_ACCUMULATORS, HopperConfig
 
 __all__ = ["default_config", "default_split", "fp8_fast_config", "fp8_few_rows", "swaps",
-           "swaps_narrow",
-           "pairs", "swapped_tiles", "swapped_config", "x3_config", "x3_tiles", "x3_default",
-           "x3_swaps"]
+           "swaps_narrow", "pairs", "swapped_tiles", "swapped_config", "x3_config", "x3_tiles",
+           "x3_default", "x3_swaps"]
 
 LONG_RANGE_TILES = 64   # k-tiles per K range at least where narrower tiles take fewer ranges
 SWAP_ROWS, SWAP_COLUMNS = 64, 1024

@@ -8,8 +8,8 @@ operands, in one process (GPU only):
 
 Each column is 12 calls in a CUDA graph over 3 operand sets in turn (so that w8 is not left in
 L2 by the call before), the graphs timed in turn (benchmarks/timing.py's ``rotating_us``,
-median of R), us a call; "n/a" where torch's call is refused (cuBLASLt has no kernel for some
-shapes). Every out is checked against float64 of the scaled operands: max |err| / max |ref|.
+median of R), us a call; torch's call makes its own out (``timing.kept``), "n/a" where it is
+refused (cuBLASLt has no kernel for some shapes). Every out is checked against float64 of the scaled operands: max |err| / max |ref|.
 """
 
 import os
@@ -23,7 +23,7 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 import gemm  # noqa: E402
-from benchmarks.timing import rotating_us, table_main  # noqa: E402
+from benchmarks.timing import kept, rotating_us, table_main  # noqa: E402
 from gemm.call.binary import sm_count  # noqa: E402
 from gemm.hopper.rules import default_config, fp8_fast_config  # noqa: E402
 
@@ -56,13 +56,13 @@ def case(m, n, k, reps):
         return lambda x, w, sx, sw, b: gemm.scaled_matmul(
             x, w.T, sx, sw, bias=b, out=out(name), use_fast_accum=True, config=config)
     fns = {"ours": ours("ours"), "before": ours("before", before),
-           "torch": lambda x, w, sx, sw, b: out("torch").copy_(torch._scaled_mm(
+           "torch": kept(outs, "torch", lambda x, w, sx, sw, b: torch._scaled_mm(
                x, w.T, scale_a=sx, scale_b=sw, bias=b, out_dtype=torch.bfloat16,
                use_fast_accum=True))}
     try:
         fns["torch"](*sets[0])
     except RuntimeError:            # cuBLASLt refuses the shape
-        del fns["torch"], outs["torch"]
+        del fns["torch"]
 
     us = rotating_us(fns, sets, CALLS, reps)
     x, w, sx, sw, b = sets[(CALLS - 1) % SETS]      # the operands of every out's last call

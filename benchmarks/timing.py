@@ -7,7 +7,7 @@ import statistics
 
 import torch
 
-__all__ = ["timed", "timed_together", "eager_arguments", "graph_of", "rotating_us",
+__all__ = ["timed", "timed_together", "eager_arguments", "graph_of", "rotating_us", "kept",
            "table_main"]
 
 CALLS = 5           # calls per timed loop
@@ -66,6 +66,15 @@ def rotating_us(fns, sets, calls, reps):
         return graph_of(run, 1)
     t = timed_together({name: graphed(fn) for name, fn in fns.items()}, reps)
     return {name: 1e3 * ms / calls for name, ms in t.items()}
+
+
+def kept(outs, name, fn):
+    """``fn`` with its result kept as ``outs[name]``: a baseline that makes its own out, as
+    its users call it, timed without a copy into a given one (in a CUDA graph the kept
+    tensor is the graph's, holding the last replay's result)."""
+    def call(*operands):
+        outs[name] = fn(*operands)
+    return call
 
 
 def eager_arguments(what, reps=7):

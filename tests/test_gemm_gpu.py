@@ -424,7 +424,7 @@ def test_shipped_table_configs_route_and_are_right():
         if (m, n, k) in shape_table.swap_faster():       # left to the swapped rules
             continue
         m, n, k = max(1, m - i % 3), n - 8 * (i % 2), k + 8 * (i % 3)   # near the shape
-        narrow = hopper.swaps_narrow(m, n, sms, True)
+        narrow = hopper.swaps_narrow(m, n, k, sms, True)
         A = torch.randn(m, k, device="cuda", generator=g).to(dtype)
         if narrow:
             assert api._shipped_config(operand(A, "A", False), operand(

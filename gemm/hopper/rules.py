@@ -136,10 +136,12 @@ def x3_swaps(m, n):
     return m <= SWAP_ROWS and SWAP_COLUMNS <= n
 
 
-def swaps_narrow(m, n, sms, narrow):
-    """Whether such a call swaps onto tiles as narrow as A's rows (:func:`swapped_config`):
-    ``narrow`` (A row-major, 16-bit), at most NARROW_ROWS rows, and :func:`swaps`."""
-    return narrow and m <= NARROW_ROWS and swaps(m, n, sms, narrow)
+def swaps_narrow(m, n, k, sms, narrow):
+    """Whether such a call (depth ``k``) swaps onto narrow tiles (:func:`swapped_config`):
+    ``narrow`` (A row-major, 16-bit) and either at most NARROW_ROWS rows and :func:`swaps`
+    (tiles as narrow as A's rows) or :func:`pairs` (two narrow tiles of its rows)."""
+    return narrow and (m <= NARROW_ROWS and swaps(m, n, sms, narrow)
+                       or pairs(m, n, k, sms, narrow))
 
 
 def pairs(m, n, k, sms, narrow):
@@ -196,8 +198,7 @@ def swapped_config(dtype, m, n, k, products, sms, narrow=False):
     :func:`pairs` holds (one product), A's rows in two tiles of half their number rounded up
     to 8 (1 x 64 x 24 to 48, 8 slots, unsplit)."""
     if products == 1 and pairs(n, m, k, sms, narrow):
-        return HopperConfig(dtype=dtype, bM=64, bN=-(-n // 16) * 8, consumers=1, stages=8,
-                            swap_ab=True)
+        return replace(swapped_tiles(dtype), bN=-(-n // 16) * 8)
     rows = n if narrow else None
     cfg = swapped_tiles(dtype, rows)
     tiles = products * -(-m // cfg.tile_m) * -(-n // cfg.bN)

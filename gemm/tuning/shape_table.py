@@ -96,7 +96,7 @@ def lookup(dtype: str, m: int, n: int, k: int, sms: int, path: str = TABLE_PATH,
     table_sms, rows = entries(path)
     if dtype not in DTYPES or abs(sms - table_sms) * 8 > table_sms or min(m, n, k) < 1:
         return None
-    if hopper.swaps_narrow(m, n, sms, narrow) or hopper.pairs(m, n, k, sms, narrow):
+    if hopper.swaps_narrow(m, n, k, sms, narrow):
         return None
     skip = swap_faster(path) if hopper.swaps(m, n, sms, narrow) else ()
     best, config = None, None

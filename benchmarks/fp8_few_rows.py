@@ -9,7 +9,8 @@ operands, in one process (GPU only):
 Each column is 12 calls in a CUDA graph over 3 operand sets in turn (so that w8 is not left in
 L2 by the call before), the graphs timed in turn (benchmarks/timing.py's ``rotating_us``,
 median of R), us a call; torch's call makes its own out (``timing.kept``), "n/a" where it is
-refused (cuBLASLt has no kernel for some shapes). Every out is checked against float64 of the scaled operands: max |err| / max |ref|.
+refused (cuBLASLt has no kernel for some shapes). Every out is checked against float64 of
+the scaled operands: max |err| / max |ref|.
 """
 
 import os
